@@ -1,0 +1,12 @@
+//! Shared vocabulary of Sluice: the error type, event time in milliseconds, and the plan
+//! IR (the physical operator graph) that the SQL planner emits and the runtime executes.
+//!
+//! This crate depends on no other Sluice crate.
+
+#![warn(missing_docs)]
+
+pub mod error;
+pub mod plan;
+pub mod time;
+
+pub use error::{Result, SluiceError};

@@ -1,0 +1,234 @@
+//! The physical operator graph: what the planner emits, what EXPLAIN prints, and what the
+//! runtime builds live operators from (one `match` over [`OperatorSpec`]).
+//!
+//! A plan is plain data. Expressions are DataFusion logical [`Expr`]s typed and coerced
+//! against the input's [`DFSchema`]; the runtime lowers them to physical expressions.
+//! Batches on every edge match the producing node's `schema` by position.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use datafusion_common::DFSchemaRef;
+use datafusion_expr::Expr;
+
+/// One node of the physical operator graph: an operator and the nodes feeding it.
+#[derive(Debug, Clone)]
+pub struct PlanNode {
+    /// What this operator does.
+    pub spec: OperatorSpec,
+    /// The operators feeding this one, in input-index order.
+    pub inputs: Vec<PlanNode>,
+    /// Output schema. Every batch this node emits has exactly these columns, in order.
+    pub schema: DFSchemaRef,
+    /// Index of the event-time attribute (a column with watermarks) in `schema`, if any.
+    pub rowtime: Option<usize>,
+}
+
+impl PlanNode {
+    /// The single input of a unary operator.
+    pub fn input(&self) -> &PlanNode {
+        &self.inputs[0]
+    }
+}
+
+/// The kinds of operator Sluice runs. One variant per operator; the runtime's
+/// `build_operator` is the one `match` over it.
+#[derive(Debug, Clone)]
+pub enum OperatorSpec {
+    /// Reads a table through a connector, evaluates computed columns, assigns watermarks.
+    Source(SourceSpec),
+    /// Keeps the rows for which `predicate` is true (NULL counts as false).
+    Filter {
+        /// Boolean expression over the input schema.
+        predicate: Expr,
+    },
+    /// Evaluates one expression per output column over the input schema.
+    Project {
+        /// One expression per output column, over the input schema.
+        exprs: Vec<Expr>,
+    },
+    /// Window table function without aggregation: appends `window_start`, `window_end`
+    /// and `window_time` (all `TIMESTAMP(3)`) to every row, once per window the row
+    /// belongs to; drops a (row, window) pair whose window has fired (late).
+    WindowAssign {
+        /// The window kind and sizes.
+        window: WindowSpec,
+        /// Index of the time attribute (`DESCRIPTOR(col)`) in the input schema.
+        time_column: usize,
+    },
+    /// Keyed aggregation per window (window TVF followed by `GROUP BY window_start,
+    /// window_end, ...`). Emits one row per (window, key) when the window fires.
+    WindowAggregate(WindowAggregateSpec),
+    /// Writes its input to a sink table (`INSERT INTO`).
+    Sink(SinkSpec),
+}
+
+/// A connector's `WITH (...)` options, keys as written (`'connector'`, `'path'`, ...).
+pub type ConnectorOptions = BTreeMap<String, String>;
+
+/// How a table is read.
+#[derive(Debug, Clone)]
+pub struct SourceSpec {
+    /// Table name as declared.
+    pub table: String,
+    /// The `WITH` options.
+    pub options: ConnectorOptions,
+    /// The physical columns, as stored in the input (the columns the connector parses).
+    pub physical_schema: DFSchemaRef,
+    /// One expression per output column over `physical_schema`: a column reference for a
+    /// physical column, the expression of a computed column.
+    pub columns: Vec<Expr>,
+    /// Watermark strategy, if the table declares one.
+    pub watermark: Option<WatermarkSpec>,
+}
+
+/// `WATERMARK FOR rowtime AS expr`.
+#[derive(Debug, Clone)]
+pub struct WatermarkSpec {
+    /// Index of the rowtime column in the source's output schema.
+    pub rowtime: usize,
+    /// The watermark expression over the source's output schema (a timestamp).
+    pub expr: Expr,
+    /// The expression as written, for EXPLAIN and DESCRIBE.
+    pub text: String,
+}
+
+/// Where an `INSERT INTO` writes.
+#[derive(Debug, Clone)]
+pub struct SinkSpec {
+    /// Table name as declared.
+    pub table: String,
+    /// The `WITH` options.
+    pub options: ConnectorOptions,
+}
+
+/// A window of a window table function, in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WindowSpec {
+    /// Kind and sizes.
+    pub kind: WindowKind,
+    /// Alignment offset (ms): windows start at `offset + k * size` (`k` any integer).
+    pub offset_ms: i64,
+}
+
+/// The window table functions of Flink SQL (`TUMBLE`, `HOP`, `CUMULATE`, `SESSION`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WindowKind {
+    /// Fixed, non-overlapping windows of `size_ms`.
+    Tumble {
+        /// Window length (ms).
+        size_ms: i64,
+    },
+    /// Windows of `size_ms` starting every `slide_ms`; a row is in `ceil(size / slide)`
+    /// windows (the size need not be a multiple of the slide).
+    Hop {
+        /// Distance between window starts (ms).
+        slide_ms: i64,
+        /// Window length (ms).
+        size_ms: i64,
+    },
+    /// Windows that grow by `step_ms` from a common start up to `max_size_ms`.
+    Cumulate {
+        /// Growth step (ms).
+        step_ms: i64,
+        /// Largest window (ms), a multiple of the step.
+        max_size_ms: i64,
+    },
+    /// Per-key sessions closed by `gap_ms` of inactivity.
+    Session {
+        /// Inactivity gap (ms).
+        gap_ms: i64,
+    },
+}
+
+impl WindowSpec {
+    /// The windows `[start, end)` (ms) that hold the event time `ts_ms`, in ascending end
+    /// order. Not for sessions (they depend on other rows).
+    pub fn assign(&self, ts_ms: i64, out: &mut Vec<(i64, i64)>) {
+        use crate::time::window_start_ms;
+        out.clear();
+        match self.kind {
+            WindowKind::Tumble { size_ms } => {
+                let start = window_start_ms(ts_ms, self.offset_ms, size_ms);
+                out.push((start, start + size_ms));
+            }
+            WindowKind::Hop { slide_ms, size_ms } => {
+                // The last window starting at or before ts; walk back while it still holds ts.
+                let last_start = window_start_ms(ts_ms, self.offset_ms, slide_ms);
+                let mut start = last_start;
+                let mut windows = Vec::new();
+                while start > ts_ms - size_ms {
+                    windows.push((start, start + size_ms));
+                    start -= slide_ms;
+                }
+                windows.reverse();
+                out.extend(windows);
+            }
+            WindowKind::Cumulate {
+                step_ms,
+                max_size_ms,
+            } => {
+                let start = window_start_ms(ts_ms, self.offset_ms, max_size_ms);
+                let first_end = window_start_ms(ts_ms, self.offset_ms, step_ms) + step_ms;
+                let mut end = first_end;
+                while end <= start + max_size_ms {
+                    out.push((start, end));
+                    end += step_ms;
+                }
+            }
+            WindowKind::Session { .. } => {}
+        }
+    }
+}
+
+impl fmt::Display for WindowSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            WindowKind::Tumble { size_ms } => write!(f, "TUMBLE(size={size_ms}ms")?,
+            WindowKind::Hop { slide_ms, size_ms } => {
+                write!(f, "HOP(slide={slide_ms}ms, size={size_ms}ms")?
+            }
+            WindowKind::Cumulate {
+                step_ms,
+                max_size_ms,
+            } => write!(f, "CUMULATE(step={step_ms}ms, max_size={max_size_ms}ms")?,
+            WindowKind::Session { gap_ms } => write!(f, "SESSION(gap={gap_ms}ms")?,
+        }
+        if self.offset_ms != 0 {
+            write!(f, ", offset={}ms", self.offset_ms)?;
+        }
+        write!(f, ")")
+    }
+}
+
+/// Keyed window aggregation.
+///
+/// Input: rows that carry their window as two `TIMESTAMP(3)` columns (from a
+/// [`OperatorSpec::WindowAssign`] upstream). Output schema: the `GROUP BY` expressions in
+/// their written order (window bounds included), then one column per aggregate.
+#[derive(Debug, Clone)]
+pub struct WindowAggregateSpec {
+    /// The window (for EXPLAIN; bounds come from the input columns).
+    pub window: WindowSpec,
+    /// Index of `window_start` in the input schema.
+    pub window_start: usize,
+    /// Index of `window_end` in the input schema.
+    pub window_end: usize,
+    /// The `GROUP BY` expressions that are not window bounds (the key), over the input.
+    pub keys: Vec<Expr>,
+    /// Where each `GROUP BY` output column comes from, in output order.
+    pub group_outputs: Vec<GroupOutput>,
+    /// The aggregate function calls (`Expr::AggregateFunction`, possibly aliased).
+    pub aggregates: Vec<Expr>,
+}
+
+/// The source of one `GROUP BY` output column of a window aggregate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupOutput {
+    /// The window's start.
+    WindowStart,
+    /// The window's end.
+    WindowEnd,
+    /// Key expression number `n` of [`WindowAggregateSpec::keys`].
+    Key(usize),
+}

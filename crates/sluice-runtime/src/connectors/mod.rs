@@ -1,0 +1,181 @@
+//! Connectors: where rows come from (sources) and where they go (sinks).
+//!
+//! | `'connector'` | source | sink |
+//! |---|---|---|
+//! | `filesystem` (`'format' = 'csv'`) | bounded: a file or a directory of files, `.gz` decompressed | a directory of CSV part files |
+//! | `print` | | each row to stdout as `+I[v1, v2]` |
+//! | `blackhole` | | discards rows |
+
+pub mod filesystem;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use datafusion_common::arrow::array::RecordBatch;
+use datafusion_common::arrow::util::display::{ArrayFormatter, FormatOptions};
+use sluice_common::plan::ConnectorOptions;
+use sluice_common::{Result, SluiceError};
+
+use crate::metrics::JobMetrics;
+
+/// A source of rows: returns batches of its physical columns until the input ends.
+pub trait Source: Send {
+    /// The next batch, or `None` at the end of a bounded input.
+    fn next_batch(&mut self) -> Result<Option<RecordBatch>>;
+    /// A short description for logs.
+    fn describe(&self) -> String;
+}
+
+/// A sink of rows.
+pub trait BatchSink: Send {
+    /// Writes a batch (the sink table's physical columns).
+    fn write(&mut self, batch: &RecordBatch) -> Result<()>;
+    /// The input has ended: flush and close.
+    fn finish(&mut self) -> Result<()>;
+}
+
+/// Where relative paths resolve and how big batches are.
+#[derive(Debug, Clone)]
+pub struct ConnectorContext {
+    /// Base directory for relative `'path'` options (the current directory by default).
+    pub working_dir: PathBuf,
+    /// Rows per source batch.
+    pub batch_size: usize,
+    /// A name unique to the job, used in part-file names.
+    pub job_id: String,
+}
+
+fn option<'a>(options: &'a ConnectorOptions, key: &str, table: &str) -> Result<&'a String> {
+    options.get(key).ok_or_else(|| {
+        SluiceError::Config(format!("table '{table}' needs the option '{key}'"))
+    })
+}
+
+fn resolve(ctx: &ConnectorContext, path: &str) -> PathBuf {
+    let path = path.strip_prefix("file://").unwrap_or(path);
+    let p = Path::new(path);
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        ctx.working_dir.join(p)
+    }
+}
+
+fn check_format(options: &ConnectorOptions, table: &str) -> Result<()> {
+    let format = option(options, "format", table)?;
+    if format != "csv" {
+        return Err(SluiceError::NotSupported(format!(
+            "'format' = '{format}' of table '{table}' (supported: 'csv')"
+        )));
+    }
+    Ok(())
+}
+
+/// Creates the source of a table from its `WITH` options.
+///
+/// # Errors
+/// A missing `'connector'`, `'path'` or `'format'`, an unknown connector or format, a
+/// path that does not exist.
+pub fn create_source(
+    table: &str,
+    options: &ConnectorOptions,
+    physical_schema: datafusion_common::arrow::datatypes::SchemaRef,
+    ctx: &ConnectorContext,
+    metrics: Arc<JobMetrics>,
+) -> Result<Box<dyn Source>> {
+    let connector = option(options, "connector", table)?;
+    match connector.as_str() {
+        "filesystem" => {
+            check_format(options, table)?;
+            let path = resolve(ctx, option(options, "path", table)?);
+            let csv = filesystem::CsvOptions::from_options(options)?;
+            Ok(Box::new(filesystem::CsvSource::new(
+                &path,
+                physical_schema,
+                csv,
+                ctx.batch_size,
+                metrics,
+            )?))
+        }
+        "print" | "blackhole" => Err(SluiceError::Plan(format!(
+            "table '{table}' uses the '{connector}' connector, which can only be written to"
+        ))),
+        other => Err(SluiceError::NotSupported(format!(
+            "'connector' = '{other}' of table '{table}' (supported: filesystem, print, blackhole)"
+        ))),
+    }
+}
+
+/// Creates the sink of a table from its `WITH` options.
+pub fn create_sink(
+    table: &str,
+    options: &ConnectorOptions,
+    ctx: &ConnectorContext,
+) -> Result<Box<dyn BatchSink>> {
+    let connector = option(options, "connector", table)?;
+    match connector.as_str() {
+        "filesystem" => {
+            check_format(options, table)?;
+            let path = resolve(ctx, option(options, "path", table)?);
+            Ok(Box::new(filesystem::CsvDirectorySink::new(
+                &path,
+                format!("part-{}-0.csv", ctx.job_id),
+            )?))
+        }
+        "print" => Ok(Box::new(PrintSink {
+            prefix: options
+                .get("print-identifier")
+                .map(|p| format!("{p}> "))
+                .unwrap_or_default(),
+        })),
+        "blackhole" => Ok(Box::new(BlackholeSink)),
+        other => Err(SluiceError::NotSupported(format!(
+            "'connector' = '{other}' of table '{table}' (supported: filesystem, print, blackhole)"
+        ))),
+    }
+}
+
+/// Prints each row to stdout as `+I[v1, v2, ...]` (Flink's print connector).
+pub struct PrintSink {
+    prefix: String,
+}
+
+impl BatchSink for PrintSink {
+    fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        let options = FormatOptions::default()
+            .with_null("NULL")
+            .with_timestamp_format(Some("%Y-%m-%d %H:%M:%S%.3f"));
+        let formatters = batch
+            .columns()
+            .iter()
+            .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        for row in 0..batch.num_rows() {
+            let values: Vec<String> = formatters.iter().map(|f| f.value(row).to_string()).collect();
+            writeln!(out, "{}+I[{}]", self.prefix, values.join(", "))
+                .map_err(|e| SluiceError::io("printing rows", e))?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        std::io::stdout()
+            .flush()
+            .map_err(|e| SluiceError::io("printing rows", e))
+    }
+}
+
+/// Discards every row (Flink's blackhole connector), for benchmarks.
+pub struct BlackholeSink;
+
+impl BatchSink for BlackholeSink {
+    fn write(&mut self, _batch: &RecordBatch) -> Result<()> {
+        Ok(())
+    }
+    fn finish(&mut self) -> Result<()> {
+        Ok(())
+    }
+}

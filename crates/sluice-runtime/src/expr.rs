@@ -1,0 +1,33 @@
+//! Lowering DataFusion logical expressions of the plan IR to physical expressions.
+
+use std::sync::Arc;
+
+use datafusion_common::arrow::array::ArrayRef;
+use datafusion_common::arrow::record_batch::RecordBatch;
+use datafusion_common::DFSchema;
+use datafusion_expr::execution_props::ExecutionProps;
+use datafusion_expr::physical_planning_context::PhysicalPlanningContext;
+use datafusion_expr::Expr;
+use datafusion_physical_expr::{create_physical_expr, PhysicalExpr};
+use sluice_common::Result;
+
+/// Lowers `expr`, typed against `schema`, to a physical expression over batches of
+/// that schema.
+pub fn physical(expr: &Expr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>> {
+    Ok(create_physical_expr(
+        expr,
+        schema,
+        &ExecutionProps::new(),
+        &PhysicalPlanningContext::default(),
+    )?)
+}
+
+/// Lowers several expressions; see [`physical`].
+pub fn physical_all(exprs: &[Expr], schema: &DFSchema) -> Result<Vec<Arc<dyn PhysicalExpr>>> {
+    exprs.iter().map(|e| physical(e, schema)).collect()
+}
+
+/// Evaluates `expr` over `batch` into an array of `batch.num_rows()` rows.
+pub fn evaluate(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> Result<ArrayRef> {
+    Ok(expr.evaluate(batch)?.into_array(batch.num_rows())?)
+}

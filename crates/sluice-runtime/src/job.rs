@@ -1,0 +1,367 @@
+//! Builds live operators from the plan IR and runs them.
+//!
+//! A plan is run as a pipeline of tasks connected by bounded channels: the source task
+//! (reading, parsing, computed columns, watermark assignment) and one task for the
+//! chained operators that follow it (stateless operators, window assignment, window
+//! aggregation, and the sink). Each task is a thread; the two run in parallel on two
+//! cores. The job's output (the rows of a `SELECT`, or nothing for an `INSERT`) arrives
+//! through [`RunningJob`], which also carries the first error.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use datafusion_common::arrow::array::{Array, Int64Array, RecordBatch};
+use datafusion_common::arrow::datatypes::SchemaRef;
+use datafusion_common::DFSchema;
+use datafusion_expr::execution_props::ExecutionProps;
+use datafusion_expr::physical_planning_context::PhysicalPlanningContext;
+use datafusion_physical_expr::aggregate::LoweredAggregateBuilder;
+use datafusion_physical_expr::PhysicalExpr;
+use sluice_common::plan::{OperatorSpec, PlanNode, SourceSpec};
+use sluice_common::{not_supported, Result, SluiceError};
+
+use crate::connectors::{create_sink, create_source, BatchSink, ConnectorContext, Source};
+use crate::expr::{evaluate, physical, physical_all};
+use crate::message::{Message, StreamBatch};
+use crate::metrics::JobMetrics;
+use crate::operator::{Chain, Operator};
+use crate::operators::stateless::{batch_with_schema, FilterOperator, ProjectOperator};
+use crate::operators::window_aggregate::{AggregateCall, WindowAggregateOperator};
+use crate::operators::window_assign::{event_times_ms, WindowAssignOperator};
+use crate::state::AccumulatorFactory;
+
+/// How a job runs.
+#[derive(Debug, Clone)]
+pub struct JobConfig {
+    /// Where connectors resolve relative paths, rows per batch, job id.
+    pub connectors: ConnectorContext,
+}
+
+/// A started job: its output rows, metrics, and the tasks running it.
+pub struct RunningJob {
+    /// Counters, updated while the job runs.
+    pub metrics: Arc<JobMetrics>,
+    /// Schema of the output rows (of the plan's root).
+    pub schema: SchemaRef,
+    output: tokio::sync::mpsc::Receiver<Result<RecordBatch>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl RunningJob {
+    /// The next output batch, waiting for it; `None` when the job has finished.
+    /// An `Err` is the job's failure (the job stops).
+    ///
+    /// Must not be called from inside an async runtime; use [`RunningJob::next`] there.
+    pub fn blocking_next(&mut self) -> Option<Result<RecordBatch>> {
+        self.output.blocking_recv()
+    }
+
+    /// The next output batch; `None` when the job has finished.
+    pub async fn next(&mut self) -> Option<Result<RecordBatch>> {
+        self.output.recv().await
+    }
+
+    /// Waits for the tasks to stop (after the output is drained).
+    pub fn join(mut self) {
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Starts running `plan`.
+///
+/// # Errors
+/// Connector errors (missing options, a path that does not exist) and expressions that
+/// cannot be lowered are reported here, before any row is read; data errors arrive
+/// through [`RunningJob`].
+pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
+    let metrics = Arc::new(JobMetrics::default());
+    // The chain from the source up to the root.
+    let mut nodes: Vec<&PlanNode> = Vec::new();
+    let mut cur = plan;
+    let source_node = loop {
+        match &cur.spec {
+            OperatorSpec::Source(_) => break cur,
+            _ => {
+                if cur.inputs.len() != 1 {
+                    return not_supported!("operators with {} inputs", cur.inputs.len());
+                }
+                nodes.push(cur);
+                cur = &cur.inputs[0];
+            }
+        }
+    };
+    nodes.reverse();
+    let OperatorSpec::Source(source_spec) = &source_node.spec else {
+        unreachable!("loop stops at a source")
+    };
+
+    let mut sink: Option<Box<dyn BatchSink>> = None;
+    let mut operators: Vec<Box<dyn Operator>> = Vec::new();
+    for node in &nodes {
+        if let OperatorSpec::Sink(spec) = &node.spec {
+            sink = Some(create_sink(&spec.table, &spec.options, &config.connectors)?);
+            continue;
+        }
+        operators.push(build_operator(node, &metrics)?);
+    }
+    let driver = SourceDriver::new(source_spec, source_node, config, Arc::clone(&metrics))?;
+
+    let (tx, rx) = sync_channel::<Result<Message>>(8);
+    let (out_tx, out_rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(16);
+    let mut threads = Vec::new();
+    let src_out = out_tx.clone();
+    threads.push(
+        std::thread::Builder::new()
+            .name("sluice-source".into())
+            .spawn(move || {
+                let result = std::panic::catch_unwind(AssertUnwindSafe(|| driver.run(&tx)));
+                let err = match result {
+                    Ok(Ok(())) => None,
+                    Ok(Err(e)) => Some(e),
+                    Err(p) => Some(panic_error("source", p)),
+                };
+                if let Some(e) = err {
+                    // Tell the operator task to stop, then report.
+                    let _ = tx.send(Err(SluiceError::Execution("source failed".into())));
+                    let _ = src_out.blocking_send(Err(e));
+                }
+            })
+            .map_err(|e| SluiceError::io("starting the source task", e))?,
+    );
+    let op_metrics = Arc::clone(&metrics);
+    threads.push(
+        std::thread::Builder::new()
+            .name("sluice-operators".into())
+            .spawn(move || {
+                let mut chain = Chain::new(operators);
+                let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    run_operators(&mut chain, rx, sink, &out_tx, &op_metrics)
+                }));
+                let err = match result {
+                    Ok(Ok(())) => None,
+                    Ok(Err(e)) => Some(e),
+                    Err(p) => Some(panic_error("operator", p)),
+                };
+                if let Some(e) = err {
+                    let _ = out_tx.blocking_send(Err(e));
+                }
+            })
+            .map_err(|e| SluiceError::io("starting the operator task", e))?,
+    );
+    Ok(RunningJob {
+        metrics,
+        schema: Arc::new(plan.schema.as_arrow().clone()),
+        output: out_rx,
+        threads,
+    })
+}
+
+fn panic_error(task: &str, payload: Box<dyn std::any::Any + Send>) -> SluiceError {
+    let msg = payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unknown panic".into());
+    SluiceError::Internal(format!("the {task} task panicked: {msg}"))
+}
+
+fn run_operators(
+    chain: &mut Chain,
+    rx: Receiver<Result<Message>>,
+    mut sink: Option<Box<dyn BatchSink>>,
+    out: &tokio::sync::mpsc::Sender<Result<RecordBatch>>,
+    metrics: &JobMetrics,
+) -> Result<()> {
+    let mut ended = false;
+    while let Ok(msg) = rx.recv() {
+        let msg = match msg {
+            Ok(m) => m,
+            // The source reports its own error; just stop.
+            Err(_) => return Ok(()),
+        };
+        let mut deliver = |m: Message| -> Result<()> {
+            match m {
+                Message::Data(b) => {
+                    JobMetrics::add(&metrics.rows_out, b.num_rows() as u64);
+                    match sink.as_mut() {
+                        Some(s) => s.write(&b.data)?,
+                        None => {
+                            if out.blocking_send(Ok(b.data)).is_err() {
+                                return Err(SluiceError::Execution("result receiver closed".into()));
+                            }
+                        }
+                    }
+                }
+                Message::Watermark(_) => {}
+                Message::End => {
+                    ended = true;
+                    if let Some(s) = sink.as_mut() {
+                        s.finish()?;
+                    }
+                }
+            }
+            Ok(())
+        };
+        match chain.push(msg, &mut deliver) {
+            Ok(()) => {}
+            Err(SluiceError::Execution(m)) if m == "result receiver closed" => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        if ended {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Builds the live operator of a (non-source, non-sink) plan node.
+fn build_operator(node: &PlanNode, metrics: &Arc<JobMetrics>) -> Result<Box<dyn Operator>> {
+    let input = node.input();
+    let in_schema: &DFSchema = &input.schema;
+    let out_schema: SchemaRef = Arc::new(node.schema.as_arrow().clone());
+    Ok(match &node.spec {
+        OperatorSpec::Filter { predicate } => {
+            Box::new(FilterOperator::new(physical(predicate, in_schema)?))
+        }
+        OperatorSpec::Project { exprs } => Box::new(ProjectOperator::new(
+            physical_all(exprs, in_schema)?,
+            out_schema,
+        )),
+        OperatorSpec::WindowAssign {
+            window,
+            time_column,
+        } => Box::new(WindowAssignOperator::new(
+            *window,
+            *time_column,
+            out_schema,
+            Arc::clone(metrics),
+        )),
+        OperatorSpec::WindowAggregate(spec) => {
+            let keys = physical_all(&spec.keys, in_schema)?;
+            let arrow_in = in_schema.as_arrow();
+            let key_types = keys
+                .iter()
+                .map(|k| k.data_type(arrow_in))
+                .collect::<datafusion_common::Result<Vec<_>>>()?;
+            let props = ExecutionProps::new();
+            let planning = PhysicalPlanningContext::default();
+            let mut calls = Vec::new();
+            let mut aggregates = Vec::new();
+            for a in &spec.aggregates {
+                let lowered =
+                    LoweredAggregateBuilder::new(a, in_schema, arrow_in, &props, &planning).build()?;
+                calls.push(AggregateCall {
+                    args: lowered.aggregate.expressions(),
+                    filter: lowered.filter.clone(),
+                });
+                aggregates.push(Arc::clone(&lowered.aggregate));
+            }
+            Box::new(WindowAggregateOperator::new(
+                spec.window_start,
+                spec.window_end,
+                keys,
+                calls,
+                AccumulatorFactory::new(aggregates),
+                &key_types,
+                spec.group_outputs.clone(),
+                out_schema,
+                Arc::clone(metrics),
+            )?)
+        }
+        OperatorSpec::Source(_) | OperatorSpec::Sink(_) => {
+            return Err(SluiceError::Internal(
+                "sources and sinks are not chained operators".into(),
+            ))
+        }
+    })
+}
+
+/// Reads a source, evaluates computed columns and assigns per-row watermarks.
+struct SourceDriver {
+    source: Box<dyn Source>,
+    columns: Vec<Arc<dyn PhysicalExpr>>,
+    schema: SchemaRef,
+    watermark: Option<Arc<dyn PhysicalExpr>>,
+    watermark_ms: i64,
+    metrics: Arc<JobMetrics>,
+}
+
+impl SourceDriver {
+    fn new(
+        spec: &SourceSpec,
+        node: &PlanNode,
+        config: &JobConfig,
+        metrics: Arc<JobMetrics>,
+    ) -> Result<Self> {
+        let source = create_source(
+            &spec.table,
+            &spec.options,
+            Arc::new(spec.physical_schema.as_arrow().clone()),
+            &config.connectors,
+            Arc::clone(&metrics),
+        )?;
+        let columns = physical_all(&spec.columns, &spec.physical_schema)?;
+        let watermark = match &spec.watermark {
+            Some(wm) => Some(physical(&wm.expr, &node.schema)?),
+            None => None,
+        };
+        Ok(SourceDriver {
+            source,
+            columns,
+            schema: Arc::new(node.schema.as_arrow().clone()),
+            watermark,
+            watermark_ms: sluice_common::time::WATERMARK_MIN,
+            metrics,
+        })
+    }
+
+    fn run(mut self, tx: &SyncSender<Result<Message>>) -> Result<()> {
+        while let Some(raw) = self.source.next_batch()? {
+            let cols = self
+                .columns
+                .iter()
+                .map(|c| evaluate(c, &raw))
+                .collect::<Result<Vec<_>>>()?;
+            let data = batch_with_schema(&self.schema, cols, raw.num_rows())?;
+            let before = self.watermark_ms;
+            let row_watermarks = match &self.watermark {
+                None => None,
+                Some(expr) => {
+                    let candidates = event_times_ms(&evaluate(expr, &data)?)?;
+                    let mut wms = Vec::with_capacity(data.num_rows());
+                    let mut wm = self.watermark_ms;
+                    for i in 0..candidates.len() {
+                        wms.push(wm);
+                        if candidates.is_valid(i) {
+                            wm = wm.max(candidates.value(i));
+                        }
+                    }
+                    self.watermark_ms = wm;
+                    Some(Int64Array::from(wms))
+                }
+            };
+            let batch = StreamBatch {
+                data,
+                row_watermarks,
+            };
+            if tx.send(Ok(Message::Data(batch))).is_err() {
+                return Ok(()); // downstream stopped
+            }
+            if self.watermark_ms > before {
+                self.metrics
+                    .watermark_ms
+                    .store(self.watermark_ms, Ordering::Relaxed);
+                if tx.send(Ok(Message::Watermark(self.watermark_ms))).is_err() {
+                    return Ok(());
+                }
+            }
+        }
+        let _ = tx.send(Ok(Message::End));
+        Ok(())
+    }
+}

@@ -1,0 +1,18 @@
+//! Sluice's runtime: operators over Arrow batches with event time, keyed window state,
+//! connectors, and the task driver that runs a plan.
+//!
+//! The runtime consumes the plan IR ([`sluice_common::plan`]); it never sees SQL.
+
+#![warn(missing_docs)]
+
+pub mod connectors;
+pub mod expr;
+pub mod job;
+pub mod message;
+pub mod metrics;
+pub mod operator;
+pub mod operators;
+pub mod state;
+
+pub use job::{start, JobConfig, RunningJob};
+pub use metrics::JobMetrics;

@@ -1,0 +1,48 @@
+//! Counters of a running job, shared between its tasks and whoever watches it.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+/// Counters of one job. All counts are rows unless the name says otherwise.
+#[derive(Debug)]
+pub struct JobMetrics {
+    /// Rows read by the sources.
+    pub rows_in: AtomicU64,
+    /// Bytes read by the sources (uncompressed).
+    pub bytes_in: AtomicU64,
+    /// Rows emitted to the result or the sink.
+    pub rows_out: AtomicU64,
+    /// Rows dropped because every window they belong to had already fired.
+    pub late_rows_dropped: AtomicU64,
+    /// Input rows skipped as unparsable (`'csv.ignore-parse-errors' = 'true'`).
+    pub parse_errors_skipped: AtomicU64,
+    /// The latest watermark of the sources (ms; `i64::MIN` before the first).
+    pub watermark_ms: AtomicI64,
+}
+
+impl Default for JobMetrics {
+    fn default() -> Self {
+        JobMetrics {
+            rows_in: AtomicU64::new(0),
+            bytes_in: AtomicU64::new(0),
+            rows_out: AtomicU64::new(0),
+            late_rows_dropped: AtomicU64::new(0),
+            parse_errors_skipped: AtomicU64::new(0),
+            watermark_ms: AtomicI64::new(i64::MIN),
+        }
+    }
+}
+
+impl JobMetrics {
+    /// Adds `n` to a counter.
+    #[inline]
+    pub fn add(counter: &AtomicU64, n: u64) {
+        if n > 0 {
+            counter.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Reads a counter.
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+}

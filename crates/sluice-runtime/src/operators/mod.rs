@@ -1,0 +1,5 @@
+//! The operators: one module per kind.
+
+pub mod stateless;
+pub mod window_aggregate;
+pub mod window_assign;

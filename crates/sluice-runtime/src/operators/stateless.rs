@@ -1,0 +1,114 @@
+//! Stateless operators: filter and projection.
+
+use std::sync::Arc;
+
+use datafusion_common::arrow::array::{Array, AsArray};
+use datafusion_common::arrow::compute::prep_null_mask_filter;
+use datafusion_common::arrow::datatypes::SchemaRef;
+use datafusion_common::arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use datafusion_physical_expr::PhysicalExpr;
+use sluice_common::{exec_err, Result};
+
+use crate::expr::evaluate;
+use crate::message::StreamBatch;
+use crate::operator::{Collector, Operator};
+
+/// `WHERE predicate`: keeps the rows where the predicate is true (NULL is false).
+/// Output schema = input schema; per-row watermarks are kept with their rows.
+pub struct FilterOperator {
+    predicate: Arc<dyn PhysicalExpr>,
+}
+
+impl FilterOperator {
+    /// A filter over a boolean physical expression.
+    pub fn new(predicate: Arc<dyn PhysicalExpr>) -> Self {
+        FilterOperator { predicate }
+    }
+}
+
+impl Operator for FilterOperator {
+    fn name(&self) -> &'static str {
+        "Filter"
+    }
+
+    fn process_batch(&mut self, batch: StreamBatch, out: &mut Collector) -> Result<()> {
+        let mask = evaluate(&self.predicate, &batch.data)?;
+        let Some(mask) = mask.as_boolean_opt() else {
+            return exec_err!("filter predicate is not boolean: {}", mask.data_type());
+        };
+        if mask.true_count() == batch.num_rows() {
+            out.emit(batch);
+            return Ok(());
+        }
+        let mask = if mask.null_count() > 0 {
+            prep_null_mask_filter(mask)
+        } else {
+            mask.clone()
+        };
+        out.emit(batch.filter(&mask)?);
+        Ok(())
+    }
+}
+
+/// `SELECT expr, ...`: one output column per expression.
+pub struct ProjectOperator {
+    exprs: Vec<Arc<dyn PhysicalExpr>>,
+    schema: SchemaRef,
+}
+
+impl ProjectOperator {
+    /// A projection producing `schema` (one field per expression).
+    pub fn new(exprs: Vec<Arc<dyn PhysicalExpr>>, schema: SchemaRef) -> Self {
+        ProjectOperator { exprs, schema }
+    }
+}
+
+/// Builds a batch of `schema` from `columns`, tolerating nullability differences
+/// between the declared schema and what expressions produced.
+pub(crate) fn batch_with_schema(
+    schema: &SchemaRef,
+    columns: Vec<Arc<dyn Array>>,
+    num_rows: usize,
+) -> Result<RecordBatch> {
+    let options = RecordBatchOptions::new().with_row_count(Some(num_rows));
+    match RecordBatch::try_new_with_options(Arc::clone(schema), columns.clone(), &options) {
+        Ok(b) => Ok(b),
+        Err(_) => {
+            // Declared non-nullable but an expression produced NULLs, or metadata
+            // differences: relax the schema to what the columns are.
+            let fields: Vec<_> = schema
+                .fields()
+                .iter()
+                .zip(&columns)
+                .map(|(f, c)| {
+                    f.as_ref()
+                        .clone()
+                        .with_nullable(true)
+                        .with_data_type(c.data_type().clone())
+                })
+                .collect();
+            let relaxed = Arc::new(datafusion_common::arrow::datatypes::Schema::new(fields));
+            Ok(RecordBatch::try_new_with_options(relaxed, columns, &options)?)
+        }
+    }
+}
+
+impl Operator for ProjectOperator {
+    fn name(&self) -> &'static str {
+        "Project"
+    }
+
+    fn process_batch(&mut self, batch: StreamBatch, out: &mut Collector) -> Result<()> {
+        let columns = self
+            .exprs
+            .iter()
+            .map(|e| evaluate(e, &batch.data))
+            .collect::<Result<Vec<_>>>()?;
+        let data = batch_with_schema(&self.schema, columns, batch.num_rows())?;
+        out.emit(StreamBatch {
+            data,
+            row_watermarks: batch.row_watermarks,
+        });
+        Ok(())
+    }
+}

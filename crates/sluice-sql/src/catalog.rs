@@ -1,0 +1,275 @@
+//! The session catalog: tables, views and the placeholders that stand for lifted window
+//! table function calls, plus DataFusion's [`ContextProvider`] over them.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use datafusion_common::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion_common::config::ConfigOptions;
+use datafusion_common::utils::datafusion_strsim::levenshtein;
+use datafusion_common::{DataFusionError, TableReference};
+use datafusion_expr::planner::{ContextProvider, ExprPlanner};
+use datafusion_expr::{
+    AggregateUDF, Expr, HigherOrderUDF, LogicalPlan, ScalarUDF, TableSource, WindowUDF,
+};
+use sluice_common::plan::ConnectorOptions;
+
+use crate::parser::{MatchRecognizeClause, WindowTvfCall};
+
+/// Names of the columns a window table function appends to its input.
+pub const WINDOW_START: &str = "window_start";
+/// See [`WINDOW_START`].
+pub const WINDOW_END: &str = "window_end";
+/// See [`WINDOW_START`].
+pub const WINDOW_TIME: &str = "window_time";
+
+/// A table declared with `CREATE TABLE`.
+#[derive(Debug, Clone)]
+pub struct TableDef {
+    /// Table name.
+    pub name: String,
+    /// Every column in declared order (physical and computed).
+    pub schema: SchemaRef,
+    /// The physical columns only (what the connector reads or writes).
+    pub physical_schema: SchemaRef,
+    /// One expression per column of `schema`, over the physical columns (qualified by the
+    /// table name): a column reference, or a computed column's expression.
+    pub column_exprs: Vec<Expr>,
+    /// Per column: the type as written, and the computed expression's text.
+    pub columns: Vec<ColumnInfo>,
+    /// `WATERMARK FOR`: rowtime column index, expression over `schema`, text.
+    pub watermark: Option<(usize, Expr, String)>,
+    /// Primary key columns.
+    pub primary_key: Vec<String>,
+    /// `WITH` options.
+    pub options: ConnectorOptions,
+}
+
+/// Display facts of one column, for DESCRIBE.
+#[derive(Debug, Clone)]
+pub struct ColumnInfo {
+    /// Flink type text (`TIMESTAMP(3)`, `STRING`, ...).
+    pub type_text: String,
+    /// `AS expr` of a computed column.
+    pub computed: Option<String>,
+}
+
+/// A view declared with `CREATE VIEW`.
+#[derive(Debug, Clone)]
+pub struct ViewDef {
+    /// View name.
+    pub name: String,
+    /// The analyzed logical plan of the view's query.
+    pub plan: LogicalPlan,
+    /// The query as written.
+    pub text: String,
+}
+
+/// Tables, views and query placeholders of one session.
+#[derive(Debug, Default, Clone)]
+pub struct Catalog {
+    /// Tables by name.
+    pub tables: BTreeMap<String, TableDef>,
+    /// Views by name.
+    pub views: BTreeMap<String, ViewDef>,
+    /// Lifted window table function calls by placeholder name.
+    pub window_tvfs: HashMap<String, WindowTvfCall>,
+    /// Lifted MATCH_RECOGNIZE clauses by placeholder name.
+    pub match_recognize: HashMap<String, MatchRecognizeClause>,
+}
+
+impl Catalog {
+    /// Whether a table or a view of that name exists.
+    pub fn contains(&self, name: &str) -> bool {
+        self.tables.contains_key(name) || self.views.contains_key(name)
+    }
+
+    /// The Arrow schema of a table or view.
+    pub fn relation_schema(&self, name: &str) -> Option<SchemaRef> {
+        if let Some(t) = self.tables.get(name) {
+            return Some(Arc::clone(&t.schema));
+        }
+        self.views
+            .get(name)
+            .map(|v| Arc::new(v.plan.schema().as_arrow().clone()))
+    }
+
+    /// "table 'x' not found", with the closest existing name when one is near.
+    pub fn unknown_relation(&self, name: &str) -> String {
+        let candidates = self.tables.keys().chain(self.views.keys());
+        match closest(name, candidates.map(|s| s.as_str())) {
+            Some(c) => format!("Table or view '{name}' not found. Did you mean '{c}'?"),
+            None if self.tables.is_empty() && self.views.is_empty() => format!(
+                "Table or view '{name}' not found: no table is declared yet (CREATE TABLE)"
+            ),
+            None => format!(
+                "Table or view '{name}' not found. Known: {}",
+                self.tables
+                    .keys()
+                    .chain(self.views.keys())
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+
+    /// The schema a window table function call produces: its input's columns plus
+    /// `window_start`, `window_end`, `window_time` (all `TIMESTAMP(3)`, not null).
+    pub fn window_tvf_schema(&self, call: &WindowTvfCall) -> Result<SchemaRef, String> {
+        let input = self
+            .relation_schema(&call.input)
+            .ok_or_else(|| self.unknown_relation(&call.input))?;
+        let mut fields: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
+        for name in [WINDOW_START, WINDOW_END, WINDOW_TIME] {
+            if input.field_with_name(name).is_ok() {
+                return Err(format!(
+                    "{} input '{}' already has a column named {name}",
+                    call.kind.name(),
+                    call.input
+                ));
+            }
+            fields.push(Field::new(
+                name,
+                DataType::Timestamp(TimeUnit::Millisecond, None),
+                false,
+            ));
+        }
+        Ok(Arc::new(Schema::new(fields)))
+    }
+}
+
+/// The closest candidate by edit distance, if it is close enough to be a likely typo.
+pub fn closest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    let lower = name.to_lowercase();
+    candidates
+        .map(|c| (levenshtein(&lower, &c.to_lowercase()), c))
+        .filter(|(d, c)| *d <= (c.len().max(name.len()) / 3).max(2))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// A relation seen by DataFusion's SQL planner: just its schema.
+#[derive(Debug)]
+pub(crate) struct RelationSource {
+    schema: SchemaRef,
+}
+
+impl TableSource for RelationSource {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+}
+
+/// Functions available to SQL: DataFusion's scalar and aggregate functions.
+pub(crate) struct FunctionRegistry {
+    scalars: HashMap<String, Arc<ScalarUDF>>,
+    aggregates: HashMap<String, Arc<AggregateUDF>>,
+    planners: Vec<Arc<dyn ExprPlanner>>,
+}
+
+impl FunctionRegistry {
+    pub(crate) fn new() -> Self {
+        let mut scalars = HashMap::new();
+        for f in datafusion_functions::all_default_functions() {
+            for alias in f.aliases() {
+                scalars.insert(alias.to_string(), Arc::clone(&f));
+            }
+            scalars.insert(f.name().to_string(), f);
+        }
+        let mut aggregates = HashMap::new();
+        for f in datafusion_functions_aggregate::all_default_aggregate_functions() {
+            for alias in f.aliases() {
+                aggregates.insert(alias.to_string(), Arc::clone(&f));
+            }
+            aggregates.insert(f.name().to_string(), f);
+        }
+        let planners: Vec<Arc<dyn ExprPlanner>> = vec![
+            Arc::new(datafusion_functions::core::planner::CoreFunctionPlanner::default()),
+            Arc::new(datafusion_functions::datetime::planner::DatetimeFunctionPlanner),
+            Arc::new(datafusion_functions::unicode::planner::UnicodeFunctionPlanner),
+            Arc::new(datafusion_functions_aggregate::planner::AggregateFunctionPlanner),
+        ];
+        FunctionRegistry {
+            scalars,
+            aggregates,
+            planners,
+        }
+    }
+}
+
+/// DataFusion's view of the catalog while planning one statement.
+pub(crate) struct SqlContext<'a> {
+    pub(crate) catalog: &'a Catalog,
+    pub(crate) functions: &'a FunctionRegistry,
+    pub(crate) options: ConfigOptions,
+}
+
+impl ContextProvider for SqlContext<'_> {
+    fn get_table_source(
+        &self,
+        name: TableReference,
+    ) -> datafusion_common::Result<Arc<dyn TableSource>> {
+        let table = name.table();
+        let schema = if let Some(call) = self.catalog.window_tvfs.get(table) {
+            self.catalog
+                .window_tvf_schema(call)
+                .map_err(DataFusionError::Plan)?
+        } else if let Some(mr) = self.catalog.match_recognize.get(table) {
+            return Err(DataFusionError::NotImplemented(format!(
+                "MATCH_RECOGNIZE (over '{}'{}) is not yet supported: it parses, but pattern \
+                 matching is planned for a later release",
+                mr.input, mr.location
+            )));
+        } else if let Some(schema) = self.catalog.relation_schema(table) {
+            schema
+        } else {
+            return Err(DataFusionError::Plan(self.catalog.unknown_relation(table)));
+        };
+        Ok(Arc::new(RelationSource { schema }))
+    }
+
+    fn get_expr_planners(&self) -> &[Arc<dyn ExprPlanner>] {
+        &self.functions.planners
+    }
+
+    fn get_function_meta(&self, name: &str) -> Option<Arc<ScalarUDF>> {
+        self.functions.scalars.get(name).cloned()
+    }
+
+    fn get_higher_order_meta(&self, _name: &str) -> Option<Arc<HigherOrderUDF>> {
+        None
+    }
+
+    fn get_aggregate_meta(&self, name: &str) -> Option<Arc<AggregateUDF>> {
+        self.functions.aggregates.get(name).cloned()
+    }
+
+    fn get_window_meta(&self, _name: &str) -> Option<Arc<WindowUDF>> {
+        None
+    }
+
+    fn get_variable_type(&self, _variable_names: &[String]) -> Option<DataType> {
+        None
+    }
+
+    fn options(&self) -> &ConfigOptions {
+        &self.options
+    }
+
+    fn udf_names(&self) -> Vec<String> {
+        self.functions.scalars.keys().cloned().collect()
+    }
+
+    fn udaf_names(&self) -> Vec<String> {
+        self.functions.aggregates.keys().cloned().collect()
+    }
+
+    fn udwf_names(&self) -> Vec<String> {
+        vec![]
+    }
+
+    fn higher_order_function_names(&self) -> Vec<String> {
+        vec![]
+    }
+}

@@ -1,0 +1,1381 @@
+//! The Flink SQL front end: splits a script into statements and parses each one.
+//!
+//! sqlparser's AST has no place for Flink's `WATERMARK FOR`, computed columns, the
+//! `TABLE t` / `DESCRIPTOR(c)` arguments of window table functions, or
+//! `MATCH_RECOGNIZE ... WITHIN` (see ARCHITECTURE.md). So:
+//! - Flink-only statements (`CREATE TABLE`, `CREATE VIEW`, `INSERT INTO`, `SET`, `RESET`,
+//!   `SHOW`, `DESCRIBE`, `EXPLAIN`) are parsed here into our own [`Statement`] types with
+//!   sqlparser's [`Parser`] building blocks;
+//! - inside a query, each window table function call `TABLE(TUMBLE(...))` and each
+//!   `MATCH_RECOGNIZE (...)` clause is parsed here and replaced, at token level, by a
+//!   placeholder table name; the rest of the query is sqlparser's standard [`ast::Query`].
+//!
+//! Token positions are kept from the original text, so every error names the line and
+//! column (1-based) in the script.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use datafusion_common::arrow::datatypes::{DataType, TimeUnit};
+use datafusion_sql::sqlparser::ast;
+use datafusion_sql::sqlparser::dialect::GenericDialect;
+use datafusion_sql::sqlparser::keywords::Keyword;
+use datafusion_sql::sqlparser::parser::Parser;
+use datafusion_sql::sqlparser::tokenizer::{
+    Location, Span, Token, TokenWithSpan, Tokenizer, Whitespace, Word,
+};
+use sluice_common::{Result, SluiceError};
+
+/// The SQL dialect sqlparser is driven with (double quotes and backticks quote
+/// identifiers, as in Flink).
+pub(crate) const DIALECT: GenericDialect = GenericDialect {};
+
+/// One statement of a script, with where it starts.
+#[derive(Debug, Clone)]
+pub struct ParsedStatement {
+    /// The statement.
+    pub statement: Statement,
+    /// The statement's text as written (without the trailing `;`).
+    pub text: String,
+    /// Line and column (1-based) of the statement's first token.
+    pub location: Location,
+}
+
+/// The statements Sluice runs.
+#[derive(Debug, Clone)]
+pub enum Statement {
+    /// `CREATE [TEMPORARY] TABLE name (...) WITH (...)`.
+    CreateTable(CreateTable),
+    /// `CREATE [TEMPORARY] VIEW name AS query`.
+    CreateView {
+        /// View name.
+        name: String,
+        /// `IF NOT EXISTS` was given.
+        if_not_exists: bool,
+        /// The view's query.
+        query: QueryStatement,
+    },
+    /// `INSERT INTO table query`.
+    Insert {
+        /// Target table.
+        table: String,
+        /// The query whose rows are written.
+        query: QueryStatement,
+    },
+    /// A `SELECT` (or `WITH ... SELECT`, `VALUES`) whose results go to the caller.
+    Query(QueryStatement),
+    /// `EXPLAIN query`: the physical operator graph as text.
+    Explain(QueryStatement),
+    /// `SET 'key' = 'value'`, or `SET` alone (list the settings).
+    Set {
+        /// Key and value; `None` for a bare `SET`.
+        pair: Option<(String, String)>,
+    },
+    /// `RESET 'key'`, or `RESET` alone (all keys).
+    Reset {
+        /// The key, or `None` for all.
+        key: Option<String>,
+    },
+    /// `SHOW TABLES`.
+    ShowTables,
+    /// `SHOW VIEWS`.
+    ShowViews,
+    /// `DESCRIBE name` / `DESC name`.
+    Describe {
+        /// Table or view name.
+        name: String,
+    },
+}
+
+/// A query, with the window table function calls and `MATCH_RECOGNIZE` clauses that were
+/// lifted out of it (each replaced by a placeholder table name in `query`).
+#[derive(Debug, Clone)]
+pub struct QueryStatement {
+    /// The standard part, as sqlparser's AST.
+    pub query: Box<ast::Query>,
+    /// Window table function calls, by placeholder name.
+    pub window_tvfs: Vec<WindowTvfCall>,
+    /// `MATCH_RECOGNIZE` clauses, by placeholder name.
+    pub match_recognize: Vec<MatchRecognizeClause>,
+}
+
+/// `CREATE TABLE`.
+#[derive(Debug, Clone)]
+pub struct CreateTable {
+    /// Table name.
+    pub name: String,
+    /// `IF NOT EXISTS` was given.
+    pub if_not_exists: bool,
+    /// Columns in declared order (physical and computed).
+    pub columns: Vec<ColumnDef>,
+    /// `WATERMARK FOR column AS expr`.
+    pub watermark: Option<WatermarkDef>,
+    /// `PRIMARY KEY (...) NOT ENFORCED` columns, if declared.
+    pub primary_key: Vec<String>,
+    /// `WITH ('key' = 'value', ...)`, in written order.
+    pub options: Vec<(String, String)>,
+}
+
+/// A column of `CREATE TABLE`.
+#[derive(Debug, Clone)]
+pub struct ColumnDef {
+    /// Column name.
+    pub name: String,
+    /// Arrow type of a physical column; `None` for a computed column (typed by planning).
+    pub data_type: Option<DataType>,
+    /// The type as written (Flink spelling), for DESCRIBE.
+    pub type_text: String,
+    /// `NOT NULL` was given.
+    pub not_null: bool,
+    /// The expression of a computed column `name AS expr`.
+    pub computed: Option<ast::Expr>,
+    /// Where the column is declared.
+    pub location: Location,
+}
+
+/// `WATERMARK FOR column AS expr`.
+#[derive(Debug, Clone)]
+pub struct WatermarkDef {
+    /// The rowtime column.
+    pub column: String,
+    /// The watermark expression.
+    pub expr: ast::Expr,
+    /// Where the clause is.
+    pub location: Location,
+}
+
+/// The window table functions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TvfKind {
+    /// `TUMBLE(data, timecol, size [, offset])`
+    Tumble,
+    /// `HOP(data, timecol, slide, size [, offset])`
+    Hop,
+    /// `CUMULATE(data, timecol, step, max_size [, offset])`
+    Cumulate,
+    /// `SESSION(data [PARTITION BY keys], timecol, gap)`
+    Session,
+}
+
+impl TvfKind {
+    fn from_name(name: &str) -> Option<TvfKind> {
+        match name.to_ascii_uppercase().as_str() {
+            "TUMBLE" => Some(TvfKind::Tumble),
+            "HOP" => Some(TvfKind::Hop),
+            "CUMULATE" => Some(TvfKind::Cumulate),
+            "SESSION" => Some(TvfKind::Session),
+            _ => None,
+        }
+    }
+
+    /// The function's name in SQL.
+    pub fn name(&self) -> &'static str {
+        match self {
+            TvfKind::Tumble => "TUMBLE",
+            TvfKind::Hop => "HOP",
+            TvfKind::Cumulate => "CUMULATE",
+            TvfKind::Session => "SESSION",
+        }
+    }
+
+    /// Names of the interval parameters in positional order (Flink's parameter names).
+    fn interval_params(&self) -> &'static [&'static str] {
+        match self {
+            TvfKind::Tumble => &["SIZE", "OFFSET"],
+            TvfKind::Hop => &["SLIDE", "SIZE", "OFFSET"],
+            TvfKind::Cumulate => &["STEP", "SIZE", "OFFSET"],
+            TvfKind::Session => &["GAP"],
+        }
+    }
+}
+
+/// A window table function call lifted out of a query.
+#[derive(Debug, Clone)]
+pub struct WindowTvfCall {
+    /// The placeholder table name that stands for the call in the query.
+    pub placeholder: String,
+    /// Which function.
+    pub kind: TvfKind,
+    /// The input relation (`TABLE name`): a table or a view.
+    pub input: String,
+    /// `PARTITION BY` columns (SESSION only).
+    pub partition_by: Vec<String>,
+    /// The time attribute (`DESCRIPTOR(col)`).
+    pub time_column: String,
+    /// Interval arguments by Flink parameter name (`SIZE`, `SLIDE`, `STEP`, `OFFSET`,
+    /// `GAP`), in milliseconds.
+    pub intervals: Vec<(&'static str, i64)>,
+    /// Where the call is.
+    pub location: Location,
+}
+
+impl WindowTvfCall {
+    /// The interval argument named `name`, in milliseconds.
+    pub fn interval(&self, name: &str) -> Option<i64> {
+        self.intervals
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| *v)
+    }
+}
+
+/// A `MATCH_RECOGNIZE` clause lifted out of a query (planned by a later issue).
+#[derive(Debug, Clone)]
+pub struct MatchRecognizeClause {
+    /// The placeholder table name that stands for `input MATCH_RECOGNIZE (...)`.
+    pub placeholder: String,
+    /// The input table.
+    pub input: String,
+    /// The clause text as written.
+    pub text: String,
+    /// Where the clause is.
+    pub location: Location,
+}
+
+static NEXT_PLACEHOLDER: AtomicU64 = AtomicU64::new(0);
+
+fn next_placeholder(prefix: &str) -> String {
+    format!(
+        "__sluice_{prefix}_{}",
+        NEXT_PLACEHOLDER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn sql_err(e: impl std::fmt::Display) -> SluiceError {
+    let msg = e.to_string();
+    SluiceError::Sql(
+        msg.strip_prefix("sql parser error: ")
+            .unwrap_or(&msg)
+            .to_string(),
+    )
+}
+
+fn err_at(location: Location, msg: impl std::fmt::Display) -> SluiceError {
+    SluiceError::Sql(format!("{msg}{location}"))
+}
+
+/// Splits a script into statements (at top-level `;`, skipping `--` and `/* */`
+/// comments) and parses each.
+///
+/// # Errors
+/// [`SluiceError::Sql`] naming the line and column of the first token that does not fit,
+/// and what was expected there.
+pub fn parse_script(sql: &str) -> Result<Vec<ParsedStatement>> {
+    let tokens = Tokenizer::new(&DIALECT, sql)
+        .tokenize_with_location()
+        .map_err(sql_err)?;
+    let mut statements = Vec::new();
+    let mut current: Vec<TokenWithSpan> = Vec::new();
+    for tok in tokens.into_iter().chain(std::iter::once(TokenWithSpan::new(
+        Token::SemiColon,
+        Span::empty(),
+    ))) {
+        if tok.token == Token::SemiColon {
+            if current.iter().any(|t| !is_trivia(&t.token)) {
+                statements.push(parse_statement_tokens(
+                    sql,
+                    std::mem::take(&mut current),
+                )?);
+            }
+            current.clear();
+        } else {
+            current.push(tok);
+        }
+    }
+    Ok(statements)
+}
+
+fn is_trivia(t: &Token) -> bool {
+    matches!(t, Token::Whitespace(_) | Token::EOF)
+}
+
+/// The text between two locations (inclusive start, exclusive end) of `sql`.
+fn text_between(sql: &str, start: Location, end: Location) -> String {
+    let offset = |loc: Location| -> usize {
+        let mut line = 1u64;
+        let mut col = 1u64;
+        for (i, ch) in sql.char_indices() {
+            if line == loc.line && col == loc.column {
+                return i;
+            }
+            if ch == '\n' {
+                line += 1;
+                col = 1;
+            } else {
+                col += 1;
+            }
+        }
+        sql.len()
+    };
+    let (a, b) = (offset(start), offset(end));
+    if a <= b {
+        sql[a..b].to_string()
+    } else {
+        String::new()
+    }
+}
+
+fn parse_statement_tokens(sql: &str, tokens: Vec<TokenWithSpan>) -> Result<ParsedStatement> {
+    // Trim leading and trailing trivia (whitespace and comments) for the statement text.
+    let first = tokens.iter().position(|t| !is_trivia(&t.token)).unwrap_or(0);
+    let last = tokens
+        .iter()
+        .rposition(|t| !is_trivia(&t.token))
+        .unwrap_or(0);
+    let location = tokens[first].span.start;
+    let text = text_between(sql, tokens[first].span.start, tokens[last].span.end);
+    let tokens: Vec<TokenWithSpan> = tokens[first..=last].to_vec();
+    let statement = StatementParser::new(tokens).parse()?;
+    Ok(ParsedStatement {
+        statement,
+        text,
+        location,
+    })
+}
+
+fn word_is(t: &Token, upper: &str) -> bool {
+    matches!(t, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(upper))
+}
+
+struct StatementParser {
+    tokens: Vec<TokenWithSpan>,
+}
+
+impl StatementParser {
+    fn new(tokens: Vec<TokenWithSpan>) -> Self {
+        StatementParser { tokens }
+    }
+
+    /// Meaningful (non-trivia) tokens, for dispatching on the leading keywords.
+    fn words(&self) -> Vec<&Token> {
+        self.tokens
+            .iter()
+            .map(|t| &t.token)
+            .filter(|t| !is_trivia(t))
+            .take(4)
+            .collect()
+    }
+
+    fn parse(self) -> Result<Statement> {
+        let lead = self.words();
+        let is = |i: usize, w: &str| lead.get(i).is_some_and(|t| word_is(t, w));
+        if is(0, "CREATE") && (is(1, "TABLE") || (is(1, "TEMPORARY") && is(2, "TABLE"))) {
+            return self.parse_create_table();
+        }
+        if is(0, "CREATE") && (is(1, "VIEW") || (is(1, "TEMPORARY") && is(2, "VIEW"))) {
+            return self.parse_create_view();
+        }
+        if is(0, "INSERT") {
+            return self.parse_insert();
+        }
+        if is(0, "SET") {
+            return self.parse_set();
+        }
+        if is(0, "RESET") {
+            return self.parse_reset();
+        }
+        if is(0, "SHOW") {
+            let mut p = self.parser();
+            p.next_token();
+            let what = p.next_token();
+            let stmt = if word_is(&what.token, "TABLES") {
+                Statement::ShowTables
+            } else if word_is(&what.token, "VIEWS") {
+                Statement::ShowViews
+            } else {
+                return Err(err_at(
+                    what.span.start,
+                    format!("Expected: TABLES or VIEWS after SHOW, found: {what}"),
+                ));
+            };
+            expect_end(&mut p)?;
+            return Ok(stmt);
+        }
+        if is(0, "DESCRIBE") || is(0, "DESC") {
+            let mut p = self.parser();
+            p.next_token();
+            let name = p.parse_object_name(false).map_err(sql_err)?;
+            expect_end(&mut p)?;
+            return Ok(Statement::Describe {
+                name: object_name(&name),
+            });
+        }
+        if is(0, "EXPLAIN") {
+            let start = self
+                .tokens
+                .iter()
+                .position(|t| word_is(&t.token, "EXPLAIN"))
+                .unwrap_or(0);
+            let query = parse_query_tokens(self.tokens[start + 1..].to_vec())?;
+            return Ok(Statement::Explain(query));
+        }
+        let starts_query = is(0, "SELECT")
+            || is(0, "WITH")
+            || is(0, "VALUES")
+            || lead.first().is_some_and(|t| **t == Token::LParen);
+        if starts_query {
+            return Ok(Statement::Query(parse_query_tokens(self.tokens)?));
+        }
+        let first = self
+            .tokens
+            .iter()
+            .find(|t| !is_trivia(&t.token))
+            .cloned()
+            .unwrap_or_else(TokenWithSpan::new_eof);
+        Err(err_at(
+            first.span.start,
+            format!(
+                "Expected: a statement (CREATE TABLE, CREATE VIEW, INSERT INTO, SELECT, SET, \
+                 RESET, SHOW TABLES, DESCRIBE, EXPLAIN), found: {first}"
+            ),
+        ))
+    }
+
+    fn parser(&self) -> Parser<'static> {
+        Parser::new(&DIALECT).with_tokens_with_locations(self.tokens.clone())
+    }
+
+    fn parse_create_table(self) -> Result<Statement> {
+        let mut p = self.parser();
+        p.next_token(); // CREATE
+        let _ = parse_word(&mut p, "TEMPORARY");
+        p.next_token(); // TABLE
+        let if_not_exists = p.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
+        let name = object_name(&p.parse_object_name(false).map_err(sql_err)?);
+        p.expect_token(&Token::LParen).map_err(sql_err)?;
+        let mut columns = Vec::new();
+        let mut watermark = None;
+        let mut primary_key = Vec::new();
+        loop {
+            let tok = p.peek_token();
+            if parse_word(&mut p, "WATERMARK") {
+                if !parse_word(&mut p, "FOR") {
+                    return Err(unexpected(&p, "FOR after WATERMARK"));
+                }
+                let column = p.parse_identifier().map_err(sql_err)?.value;
+                p.expect_keyword_is(Keyword::AS).map_err(sql_err)?;
+                let expr = p.parse_expr().map_err(sql_err)?;
+                if watermark.is_some() {
+                    return Err(err_at(
+                        tok.span.start,
+                        "a table can declare only one WATERMARK",
+                    ));
+                }
+                watermark = Some(WatermarkDef {
+                    column,
+                    expr,
+                    location: tok.span.start,
+                });
+            } else if parse_word(&mut p, "PRIMARY") || {
+                // [CONSTRAINT name] PRIMARY KEY
+                if parse_word(&mut p, "CONSTRAINT") {
+                    p.parse_identifier().map_err(sql_err)?;
+                    if !parse_word(&mut p, "PRIMARY") {
+                        return Err(unexpected(&p, "PRIMARY KEY after CONSTRAINT name"));
+                    }
+                    true
+                } else {
+                    false
+                }
+            } {
+                p.expect_keyword_is(Keyword::KEY).map_err(sql_err)?;
+                p.expect_token(&Token::LParen).map_err(sql_err)?;
+                primary_key = p
+                    .parse_comma_separated(|p| p.parse_identifier())
+                    .map_err(sql_err)?
+                    .into_iter()
+                    .map(|i| i.value)
+                    .collect();
+                p.expect_token(&Token::RParen).map_err(sql_err)?;
+                if parse_word(&mut p, "NOT") && !parse_word(&mut p, "ENFORCED") {
+                    return Err(unexpected(&p, "ENFORCED after NOT"));
+                }
+            } else {
+                columns.push(parse_column(&mut p)?);
+            }
+            if p.consume_token(&Token::Comma) {
+                continue;
+            }
+            p.expect_token(&Token::RParen).map_err(sql_err)?;
+            break;
+        }
+        let mut options = Vec::new();
+        loop {
+            if parse_word(&mut p, "COMMENT") {
+                p.parse_literal_string().map_err(sql_err)?;
+            } else if parse_word(&mut p, "PARTITIONED") {
+                p.expect_keyword_is(Keyword::BY).map_err(sql_err)?;
+                p.expect_token(&Token::LParen).map_err(sql_err)?;
+                p.parse_comma_separated(|p| p.parse_identifier())
+                    .map_err(sql_err)?;
+                p.expect_token(&Token::RParen).map_err(sql_err)?;
+            } else if p.parse_keyword(Keyword::WITH) {
+                options = parse_options(&mut p)?;
+            } else {
+                break;
+            }
+        }
+        expect_end(&mut p)?;
+        Ok(Statement::CreateTable(CreateTable {
+            name,
+            if_not_exists,
+            columns,
+            watermark,
+            primary_key,
+            options,
+        }))
+    }
+
+    fn parse_create_view(self) -> Result<Statement> {
+        let mut p = self.parser();
+        p.next_token(); // CREATE
+        let _ = parse_word(&mut p, "TEMPORARY");
+        p.next_token(); // VIEW
+        let if_not_exists = p.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
+        let name = object_name(&p.parse_object_name(false).map_err(sql_err)?);
+        p.expect_keyword_is(Keyword::AS).map_err(sql_err)?;
+        let rest = p.index();
+        let query = parse_query_tokens(remaining_tokens(&self.tokens, rest))?;
+        Ok(Statement::CreateView {
+            name,
+            if_not_exists,
+            query,
+        })
+    }
+
+    fn parse_insert(self) -> Result<Statement> {
+        let mut p = self.parser();
+        p.next_token(); // INSERT
+        if !p.parse_keyword(Keyword::INTO) {
+            return Err(unexpected(&p, "INTO after INSERT"));
+        }
+        let table = object_name(&p.parse_object_name(false).map_err(sql_err)?);
+        let rest = p.index();
+        let query = parse_query_tokens(remaining_tokens(&self.tokens, rest))?;
+        Ok(Statement::Insert { table, query })
+    }
+
+    fn parse_set(self) -> Result<Statement> {
+        let mut p = self.parser();
+        p.next_token(); // SET
+        if p.peek_token().token == Token::EOF {
+            return Ok(Statement::Set { pair: None });
+        }
+        let key = parse_key_or_value(&mut p)?;
+        p.expect_token(&Token::Eq).map_err(sql_err)?;
+        let value = parse_key_or_value(&mut p)?;
+        expect_end(&mut p)?;
+        Ok(Statement::Set {
+            pair: Some((key, value)),
+        })
+    }
+
+    fn parse_reset(self) -> Result<Statement> {
+        let mut p = self.parser();
+        p.next_token(); // RESET
+        if p.peek_token().token == Token::EOF {
+            return Ok(Statement::Reset { key: None });
+        }
+        let key = parse_key_or_value(&mut p)?;
+        expect_end(&mut p)?;
+        Ok(Statement::Reset { key: Some(key) })
+    }
+}
+
+/// The tokens from the parser's position `index` on (the parser counts every token,
+/// trivia included, so this is a plain slice).
+fn remaining_tokens(tokens: &[TokenWithSpan], index: usize) -> Vec<TokenWithSpan> {
+    tokens[index.min(tokens.len())..].to_vec()
+}
+
+/// A `SET` key or value: `'quoted'`, or a bare dotted name / number.
+fn parse_key_or_value(p: &mut Parser) -> Result<String> {
+    let tok = p.next_token();
+    match &tok.token {
+        Token::SingleQuotedString(s) | Token::DoubleQuotedString(s) => Ok(s.clone()),
+        Token::Number(n, _) => Ok(n.clone()),
+        Token::Word(w) => {
+            let mut s = w.value.clone();
+            while p.consume_token(&Token::Period) {
+                let next = p.next_token();
+                s.push('.');
+                s.push_str(&next.token.to_string());
+            }
+            Ok(s)
+        }
+        _ => Err(err_at(
+            tok.span.start,
+            format!("Expected: a quoted key or value ('...'), found: {tok}"),
+        )),
+    }
+}
+
+fn parse_options(p: &mut Parser) -> Result<Vec<(String, String)>> {
+    p.expect_token(&Token::LParen).map_err(sql_err)?;
+    let mut options = Vec::new();
+    if p.consume_token(&Token::RParen) {
+        return Ok(options);
+    }
+    loop {
+        let key = p.parse_literal_string().map_err(sql_err)?;
+        p.expect_token(&Token::Eq).map_err(sql_err)?;
+        let value = p.parse_literal_string().map_err(sql_err)?;
+        options.push((key, value));
+        if p.consume_token(&Token::Comma) {
+            continue;
+        }
+        p.expect_token(&Token::RParen).map_err(sql_err)?;
+        return Ok(options);
+    }
+}
+
+fn parse_column(p: &mut Parser) -> Result<ColumnDef> {
+    let start = p.peek_token();
+    let name = p.parse_identifier().map_err(sql_err)?.value;
+    let mut column = ColumnDef {
+        name,
+        data_type: None,
+        type_text: String::new(),
+        not_null: false,
+        computed: None,
+        location: start.span.start,
+    };
+    if p.parse_keyword(Keyword::AS) {
+        column.computed = Some(p.parse_expr().map_err(sql_err)?);
+    } else {
+        let (dt, text) = parse_flink_type(p)?;
+        column.data_type = Some(dt);
+        column.type_text = text;
+        loop {
+            if p.parse_keywords(&[Keyword::NOT, Keyword::NULL]) {
+                column.not_null = true;
+            } else if p.parse_keyword(Keyword::NULL) {
+            } else if parse_word(p, "METADATA") {
+                return Err(err_at(
+                    start.span.start,
+                    "METADATA columns are not yet supported",
+                ));
+            } else {
+                break;
+            }
+        }
+    }
+    if parse_word(p, "COMMENT") {
+        p.parse_literal_string().map_err(sql_err)?;
+    }
+    Ok(column)
+}
+
+/// Parses a Flink SQL data type into its Arrow type and its Flink spelling.
+///
+/// `TIMESTAMP(p)` is milliseconds for p <= 3, microseconds for p <= 6 (the default
+/// precision of a bare `TIMESTAMP` is 6, as in Flink), nanoseconds above.
+/// `TIMESTAMP_LTZ(p)` and `TIMESTAMP(p) WITH LOCAL TIME ZONE` are timestamps with a UTC
+/// time zone (the session time zone applies when they are shown).
+pub fn parse_flink_type(p: &mut Parser) -> Result<(DataType, String)> {
+    let tok = p.next_token();
+    let Token::Word(Word { value, .. }) = &tok.token else {
+        return Err(err_at(
+            tok.span.start,
+            format!("Expected: a data type, found: {tok}"),
+        ));
+    };
+    let upper = value.to_ascii_uppercase();
+    let params = |p: &mut Parser| -> Result<Vec<u64>> {
+        if !p.consume_token(&Token::LParen) {
+            return Ok(vec![]);
+        }
+        let mut v = Vec::new();
+        loop {
+            let t = p.next_token();
+            match &t.token {
+                Token::Number(n, _) => v.push(n.parse::<u64>().map_err(|_| {
+                    err_at(t.span.start, format!("invalid type parameter {n}"))
+                })?),
+                _ => {
+                    return Err(err_at(
+                        t.span.start,
+                        format!("Expected: a number, found: {t}"),
+                    ))
+                }
+            }
+            if p.consume_token(&Token::Comma) {
+                continue;
+            }
+            p.expect_token(&Token::RParen).map_err(sql_err)?;
+            return Ok(v);
+        }
+    };
+    let ts_unit = |precision: u64| match precision {
+        0..=3 => TimeUnit::Millisecond,
+        4..=6 => TimeUnit::Microsecond,
+        _ => TimeUnit::Nanosecond,
+    };
+    let (dt, text) = match upper.as_str() {
+        "STRING" => (DataType::Utf8, "STRING".to_string()),
+        "VARCHAR" | "CHAR" => {
+            let ps = params(p)?;
+            let text = match ps.first() {
+                Some(n) => format!("{upper}({n})"),
+                None => upper.clone(),
+            };
+            (DataType::Utf8, text)
+        }
+        "BOOLEAN" | "BOOL" => (DataType::Boolean, "BOOLEAN".into()),
+        "TINYINT" => (DataType::Int8, "TINYINT".into()),
+        "SMALLINT" => (DataType::Int16, "SMALLINT".into()),
+        "INT" | "INTEGER" => (DataType::Int32, "INT".into()),
+        "BIGINT" => (DataType::Int64, "BIGINT".into()),
+        "FLOAT" => (DataType::Float32, "FLOAT".into()),
+        "DOUBLE" => {
+            let _ = parse_word(p, "PRECISION");
+            (DataType::Float64, "DOUBLE".into())
+        }
+        "DECIMAL" | "DEC" | "NUMERIC" => {
+            let ps = params(p)?;
+            let precision = ps.first().copied().unwrap_or(10);
+            let scale = ps.get(1).copied().unwrap_or(0);
+            if !(1..=38).contains(&precision) || scale > precision {
+                return Err(err_at(
+                    tok.span.start,
+                    format!("DECIMAL({precision}, {scale}) is out of range (precision 1..38, scale <= precision)"),
+                ));
+            }
+            (
+                DataType::Decimal128(precision as u8, scale as i8),
+                format!("DECIMAL({precision}, {scale})"),
+            )
+        }
+        "DATE" => (DataType::Date32, "DATE".into()),
+        "TIME" => {
+            let ps = params(p)?;
+            let _ = ps;
+            (DataType::Time32(TimeUnit::Millisecond), "TIME(0)".into())
+        }
+        "TIMESTAMP" => {
+            let precision = params(p)?.first().copied().unwrap_or(6);
+            if precision > 9 {
+                return Err(err_at(
+                    tok.span.start,
+                    format!("TIMESTAMP precision must be 0 to 9, found {precision}"),
+                ));
+            }
+            if parse_word(p, "WITH") {
+                if !(parse_word(p, "LOCAL") && parse_word(p, "TIME") && parse_word(p, "ZONE")) {
+                    return Err(unexpected(p, "LOCAL TIME ZONE after TIMESTAMP(p) WITH"));
+                }
+                (
+                    DataType::Timestamp(ts_unit(precision), Some("UTC".into())),
+                    format!("TIMESTAMP_LTZ({precision})"),
+                )
+            } else {
+                if parse_word(p, "WITHOUT") {
+                    if !(parse_word(p, "TIME") && parse_word(p, "ZONE")) {
+                        return Err(unexpected(p, "TIME ZONE after WITHOUT"));
+                    }
+                }
+                (
+                    DataType::Timestamp(ts_unit(precision), None),
+                    format!("TIMESTAMP({precision})"),
+                )
+            }
+        }
+        "TIMESTAMP_LTZ" => {
+            let precision = params(p)?.first().copied().unwrap_or(6);
+            (
+                DataType::Timestamp(ts_unit(precision), Some("UTC".into())),
+                format!("TIMESTAMP_LTZ({precision})"),
+            )
+        }
+        "BYTES" | "VARBINARY" | "BINARY" => {
+            params(p)?;
+            (DataType::Binary, "BYTES".into())
+        }
+        _ => {
+            return Err(err_at(
+                tok.span.start,
+                format!(
+                    "Expected: a data type (STRING, VARCHAR, BOOLEAN, TINYINT, SMALLINT, INT, \
+                     BIGINT, FLOAT, DOUBLE, DECIMAL, DATE, TIME, TIMESTAMP, TIMESTAMP_LTZ, \
+                     BYTES), found: {value}"
+                ),
+            ))
+        }
+    };
+    Ok((dt, text))
+}
+
+fn parse_word(p: &mut Parser, upper: &str) -> bool {
+    if word_is(&p.peek_token().token, upper) {
+        p.next_token();
+        true
+    } else {
+        false
+    }
+}
+
+fn unexpected(p: &Parser, expected: &str) -> SluiceError {
+    let tok = p.peek_token();
+    err_at(
+        tok.span.start,
+        format!("Expected: {expected}, found: {tok}"),
+    )
+}
+
+fn expect_end(p: &mut Parser) -> Result<()> {
+    let tok = p.peek_token();
+    if tok.token == Token::EOF {
+        Ok(())
+    } else {
+        Err(err_at(
+            tok.span.start,
+            format!("Expected: end of statement, found: {tok}"),
+        ))
+    }
+}
+
+fn object_name(name: &ast::ObjectName) -> String {
+    name.0
+        .iter()
+        .map(|part| match part.as_ident() {
+            Some(ident) => ident.value.clone(),
+            None => part.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// Parses a query after lifting out window table function calls and `MATCH_RECOGNIZE`.
+fn parse_query_tokens(tokens: Vec<TokenWithSpan>) -> Result<QueryStatement> {
+    let (tokens, window_tvfs, match_recognize) = lift_table_functions(tokens)?;
+    let mut p = Parser::new(&DIALECT).with_tokens_with_locations(tokens);
+    let query = p.parse_query().map_err(sql_err)?;
+    expect_end(&mut p)?;
+    Ok(QueryStatement {
+        query,
+        window_tvfs,
+        match_recognize,
+    })
+}
+
+/// Index of the next non-trivia token at or after `i`.
+fn next_meaningful(tokens: &[TokenWithSpan], mut i: usize) -> Option<usize> {
+    while i < tokens.len() {
+        if !is_trivia(&tokens[i].token) {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
+}
+
+/// Index of the `)` matching the `(` at `open`.
+fn matching_paren(tokens: &[TokenWithSpan], open: usize) -> Result<usize> {
+    let mut depth = 0usize;
+    for (i, t) in tokens.iter().enumerate().skip(open) {
+        match t.token {
+            Token::LParen => depth += 1,
+            Token::RParen => {
+                depth -= 1;
+                if depth == 0 {
+                    return Ok(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    Err(err_at(
+        tokens[open].span.start,
+        "Expected: ')' to close this '(', found: end of statement",
+    ))
+}
+
+fn placeholder_token(name: &str, span: Span) -> TokenWithSpan {
+    TokenWithSpan::new(
+        Token::Word(Word {
+            value: name.to_string(),
+            quote_style: Some('"'),
+            keyword: Keyword::NoKeyword,
+        }),
+        span,
+    )
+}
+
+type Lifted = (
+    Vec<TokenWithSpan>,
+    Vec<WindowTvfCall>,
+    Vec<MatchRecognizeClause>,
+);
+
+/// Replaces `TABLE(TUMBLE|HOP|CUMULATE|SESSION(...))` and `input MATCH_RECOGNIZE (...)`
+/// by placeholder table names, returning the calls.
+fn lift_table_functions(tokens: Vec<TokenWithSpan>) -> Result<Lifted> {
+    let mut out: Vec<TokenWithSpan> = Vec::with_capacity(tokens.len());
+    let mut tvfs = Vec::new();
+    let mut mrs = Vec::new();
+    let mut i = 0;
+    while i < tokens.len() {
+        let t = &tokens[i];
+        // TABLE ( <fn> ( ... ) )
+        if word_is(&t.token, "TABLE") {
+            if let Some(j) = next_meaningful(&tokens, i + 1) {
+                if tokens[j].token == Token::LParen {
+                    if let Some(k) = next_meaningful(&tokens, j + 1) {
+                        if let Token::Word(w) = &tokens[k].token {
+                            if let Some(kind) = TvfKind::from_name(&w.value) {
+                                let open = next_meaningful(&tokens, k + 1);
+                                if let Some(open) =
+                                    open.filter(|&o| tokens[o].token == Token::LParen)
+                                {
+                                    let close = matching_paren(&tokens, open)?;
+                                    let outer_close = matching_paren(&tokens, j)?;
+                                    let call = parse_tvf_call(
+                                        kind,
+                                        &tokens[open + 1..close],
+                                        tokens[k].span.start,
+                                        tokens[close].span.start,
+                                    )?;
+                                    if next_meaningful(&tokens, close + 1) != Some(outer_close) {
+                                        let at = next_meaningful(&tokens, close + 1)
+                                            .unwrap_or(outer_close);
+                                        return Err(err_at(
+                                            tokens[at].span.start,
+                                            format!(
+                                                "Expected: ')' after the {} call, found: {}",
+                                                kind.name(),
+                                                tokens[at]
+                                            ),
+                                        ));
+                                    }
+                                    out.push(placeholder_token(&call.placeholder, t.span));
+                                    tvfs.push(call);
+                                    i = outer_close + 1;
+                                    continue;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // input MATCH_RECOGNIZE ( ... )
+        if word_is(&t.token, "MATCH_RECOGNIZE") {
+            let open = next_meaningful(&tokens, i + 1)
+                .filter(|&o| tokens[o].token == Token::LParen)
+                .ok_or_else(|| err_at(t.span.end, "Expected: '(' after MATCH_RECOGNIZE"))?;
+            let close = matching_paren(&tokens, open)?;
+            // The input: the last identifier emitted before the keyword.
+            let input_pos = out.iter().rposition(|t| !is_trivia(&t.token));
+            let input = match input_pos.map(|p| &out[p].token) {
+                Some(Token::Word(w)) => w.value.clone(),
+                _ => {
+                    return Err(err_at(
+                        t.span.start,
+                        "Expected: a table name before MATCH_RECOGNIZE",
+                    ))
+                }
+            };
+            let input_pos = input_pos.unwrap_or(0);
+            let text = tokens[i..=close]
+                .iter()
+                .map(|t| t.token.to_string())
+                .collect::<String>();
+            let placeholder = next_placeholder("mr");
+            let span = out[input_pos].span;
+            out.truncate(input_pos);
+            out.push(placeholder_token(&placeholder, span));
+            mrs.push(MatchRecognizeClause {
+                placeholder,
+                input,
+                text,
+                location: t.span.start,
+            });
+            i = close + 1;
+            continue;
+        }
+        out.push(t.clone());
+        i += 1;
+    }
+    Ok((out, tvfs, mrs))
+}
+
+/// Parses the arguments of a window table function call.
+fn parse_tvf_call(
+    kind: TvfKind,
+    args: &[TokenWithSpan],
+    location: Location,
+    end: Location,
+) -> Result<WindowTvfCall> {
+    // Split at top-level commas.
+    let mut parts: Vec<&[TokenWithSpan]> = Vec::new();
+    let mut depth = 0i32;
+    let mut start = 0;
+    for (i, t) in args.iter().enumerate() {
+        match t.token {
+            Token::LParen => depth += 1,
+            Token::RParen => depth -= 1,
+            Token::Comma if depth == 0 => {
+                parts.push(&args[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&args[start..]);
+
+    let mut input: Option<(String, Vec<String>)> = None;
+    let mut time_column: Option<String> = None;
+    let mut intervals: Vec<(&'static str, i64)> = Vec::new();
+    let mut positional_interval = 0usize;
+    for part in parts {
+        // Named argument: NAME => value
+        let mut name: Option<String> = None;
+        let mut part = part;
+        if let Some(i) = next_meaningful(part, 0) {
+            if let (Token::Word(w), Some(j)) = (&part[i].token, next_meaningful(part, i + 1)) {
+                if part[j].token == Token::RArrow {
+                    name = Some(w.value.to_ascii_uppercase());
+                    part = &part[j + 1..];
+                }
+            }
+        }
+        let mut p = Parser::new(&DIALECT).with_tokens_with_locations(part.to_vec());
+        let first = p.peek_token();
+        if first.token == Token::EOF {
+            return Err(err_at(
+                end,
+                format!("Expected: an argument of {}, found: ',' or ')'", kind.name()),
+            ));
+        }
+        let head = p.peek_token();
+        if word_is(&head.token, "TABLE") {
+            p.next_token();
+            let table = object_name(&p.parse_object_name(false).map_err(sql_err)?);
+            let mut partition_by = Vec::new();
+            if p.parse_keywords(&[Keyword::PARTITION, Keyword::BY]) {
+                let parens = p.consume_token(&Token::LParen);
+                partition_by = p
+                    .parse_comma_separated(|p| p.parse_identifier())
+                    .map_err(sql_err)?
+                    .into_iter()
+                    .map(|i| i.value)
+                    .collect();
+                if parens {
+                    p.expect_token(&Token::RParen).map_err(sql_err)?;
+                }
+                if kind != TvfKind::Session {
+                    return Err(err_at(
+                        head.span.start,
+                        format!("PARTITION BY is only allowed in SESSION, not in {}", kind.name()),
+                    ));
+                }
+            }
+            expect_end(&mut p)?;
+            input = Some((table, partition_by));
+        } else if word_is(&head.token, "DESCRIPTOR") {
+            p.next_token();
+            p.expect_token(&Token::LParen).map_err(sql_err)?;
+            let col = p.parse_identifier().map_err(sql_err)?.value;
+            p.expect_token(&Token::RParen).map_err(sql_err)?;
+            expect_end(&mut p)?;
+            time_column = Some(col);
+        } else {
+            let expr = p.parse_expr().map_err(sql_err)?;
+            expect_end(&mut p)?;
+            let ms = interval_ms(&expr).map_err(|m| err_at(head.span.start, m))?;
+            let params = kind.interval_params();
+            let param: &'static str = match &name {
+                Some(n) => match params.iter().find(|p| **p == n.as_str()) {
+                    Some(p) => p,
+                    None if n == "MAX_SIZE" && kind == TvfKind::Cumulate => "SIZE",
+                    None => {
+                        return Err(err_at(
+                            first.span.start,
+                            format!(
+                                "{} has no parameter {n}; its interval parameters are {}",
+                                kind.name(),
+                                params.join(", ")
+                            ),
+                        ))
+                    }
+                },
+                None => {
+                    let Some(p) = params.get(positional_interval) else {
+                        return Err(err_at(
+                            head.span.start,
+                            format!(
+                                "too many arguments for {}: it takes DATA, TIMECOL, {}",
+                                kind.name(),
+                                params.join(", ")
+                            ),
+                        ));
+                    };
+                    positional_interval += 1;
+                    p
+                }
+            };
+            if ms <= 0 && param != "OFFSET" {
+                return Err(err_at(
+                    head.span.start,
+                    format!("{} of {} must be a positive interval", param, kind.name()),
+                ));
+            }
+            intervals.push((param, ms));
+        }
+    }
+    let Some((input, partition_by)) = input else {
+        return Err(err_at(
+            location,
+            format!("{} needs its input as `TABLE name`", kind.name()),
+        ));
+    };
+    let Some(time_column) = time_column else {
+        return Err(err_at(
+            location,
+            format!(
+                "{} needs its time attribute as `DESCRIPTOR(column)`",
+                kind.name()
+            ),
+        ));
+    };
+    let required: &[&str] = match kind {
+        TvfKind::Tumble => &["SIZE"],
+        TvfKind::Hop => &["SLIDE", "SIZE"],
+        TvfKind::Cumulate => &["STEP", "SIZE"],
+        TvfKind::Session => &["GAP"],
+    };
+    for r in required {
+        if !intervals.iter().any(|(n, _)| n == r) {
+            return Err(err_at(
+                location,
+                format!("{} is missing its {r} interval", kind.name()),
+            ));
+        }
+    }
+    Ok(WindowTvfCall {
+        placeholder: next_placeholder("tvf"),
+        kind,
+        input,
+        partition_by,
+        time_column,
+        intervals,
+        location,
+    })
+}
+
+/// The length in milliseconds of a day-time interval literal (`INTERVAL '5' MINUTE`,
+/// `INTERVAL '1:30' HOUR TO MINUTE`, `INTERVAL '2.5' SECOND`).
+///
+/// # Errors
+/// A year-month interval (`MONTH`, `YEAR`) has no fixed length in milliseconds; any other
+/// expression is not an interval literal.
+pub fn interval_ms(expr: &ast::Expr) -> std::result::Result<i64, String> {
+    let ast::Expr::Interval(iv) = expr else {
+        return Err(format!(
+            "Expected: an interval literal such as INTERVAL '1' HOUR, found: {expr}"
+        ));
+    };
+    let text = match iv.value.as_ref() {
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::SingleQuotedString(s) => s.clone(),
+            ast::Value::Number(n, _) => n.clone(),
+            other => return Err(format!("invalid interval value {other}")),
+        },
+        ast::Expr::UnaryOp {
+            op: ast::UnaryOperator::Minus,
+            expr,
+        } => match expr.as_ref() {
+            ast::Expr::Value(v) => format!("-{}", v.value).replace('\'', ""),
+            other => return Err(format!("invalid interval value {other}")),
+        },
+        other => return Err(format!("invalid interval value {other}")),
+    };
+    let unit_ms = |f: &ast::DateTimeField| -> std::result::Result<f64, String> {
+        use ast::DateTimeField as F;
+        Ok(match f {
+            F::Day | F::Days => 86_400_000.0,
+            F::Hour | F::Hours => 3_600_000.0,
+            F::Minute | F::Minutes => 60_000.0,
+            F::Second | F::Seconds => 1000.0,
+            F::Millisecond | F::Milliseconds => 1.0,
+            F::Week(_) | F::Weeks => 7.0 * 86_400_000.0,
+            F::Month | F::Months | F::Year | F::Years => {
+                return Err(format!(
+                    "a window size must be a day-time interval; {f} has no fixed length"
+                ))
+            }
+            other => return Err(format!("unsupported interval unit {other}")),
+        })
+    };
+    let leading = iv
+        .leading_field
+        .clone()
+        .unwrap_or(ast::DateTimeField::Second);
+    let (negative, body) = match text.trim().strip_prefix('-') {
+        Some(rest) => (true, rest.to_string()),
+        None => (false, text.trim().to_string()),
+    };
+    let total = match &iv.last_field {
+        None => {
+            // '5' MINUTE, or Flink-style '5 MINUTE' / '10 SECONDS' inside the string.
+            let mut words = body.split_whitespace();
+            let num = words.next().unwrap_or("");
+            let value: f64 = num
+                .parse()
+                .map_err(|_| format!("invalid interval value '{text}'"))?;
+            let unit = match words.next() {
+                Some(u) => {
+                    let u = u.to_ascii_uppercase();
+                    let u = u.trim_end_matches('S');
+                    match u {
+                        "DAY" => 86_400_000.0,
+                        "HOUR" => 3_600_000.0,
+                        "MINUTE" => 60_000.0,
+                        "SECOND" => 1000.0,
+                        "MILLISECOND" => 1.0,
+                        _ => return Err(format!("invalid interval unit in '{text}'")),
+                    }
+                }
+                None => unit_ms(&leading)?,
+            };
+            value * unit
+        }
+        Some(last) => {
+            // 'a:b:c' with fields from leading to last, e.g. '1:30' HOUR TO MINUTE,
+            // '1 02:00:00' DAY TO SECOND.
+            let parts: Vec<&str> = body.split(|c| c == ':' || c == ' ').collect();
+            use ast::DateTimeField as F;
+            let order = [F::Day, F::Hour, F::Minute, F::Second];
+            let pos = |f: &F| order.iter().position(|o| o == f);
+            let (Some(a), Some(b)) = (pos(&leading), pos(last)) else {
+                return Err(format!("unsupported interval {leading} TO {last}"));
+            };
+            if b < a || parts.len() != b - a + 1 {
+                return Err(format!("invalid interval value '{text}' for {leading} TO {last}"));
+            }
+            let mut total = 0.0;
+            for (k, part) in parts.iter().enumerate() {
+                let v: f64 = part
+                    .parse()
+                    .map_err(|_| format!("invalid interval value '{text}'"))?;
+                total += v * unit_ms(&order[a + k])?;
+            }
+            total
+        }
+    };
+    let ms = total.round() as i64;
+    Ok(if negative { -ms } else { ms })
+}
+
+/// Whether a token is trivia (whitespace or comment); for callers that scan tokens.
+pub fn is_comment(t: &Token) -> bool {
+    matches!(
+        t,
+        Token::Whitespace(Whitespace::SingleLineComment { .. })
+            | Token::Whitespace(Whitespace::MultiLineComment(_))
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(sql: &str) -> Statement {
+        let mut v = parse_script(sql).unwrap();
+        assert_eq!(v.len(), 1);
+        v.remove(0).statement
+    }
+
+    #[test]
+    fn create_table_with_watermark_computed_and_options() {
+        let s = one(
+            "CREATE TABLE t (\n  a INT NOT NULL,\n  ts TIMESTAMP(3),\n  b AS a + 1,\n  \
+             WATERMARK FOR ts AS ts - INTERVAL '1' MONTH\n) WITH ('connector' = 'filesystem', 'path' = 'x.csv')",
+        );
+        let Statement::CreateTable(ct) = s else {
+            panic!("not a create table")
+        };
+        assert_eq!(ct.name, "t");
+        assert_eq!(ct.columns.len(), 3);
+        assert_eq!(
+            ct.columns[1].data_type,
+            Some(DataType::Timestamp(TimeUnit::Millisecond, None))
+        );
+        assert!(ct.columns[0].not_null);
+        assert_eq!(ct.columns[2].computed.as_ref().unwrap().to_string(), "a + 1");
+        let wm = ct.watermark.unwrap();
+        assert_eq!(wm.column, "ts");
+        assert_eq!(wm.expr.to_string(), "ts - INTERVAL '1' MONTH");
+        assert_eq!(ct.options[1], ("path".to_string(), "x.csv".to_string()));
+    }
+
+    #[test]
+    fn splits_statements_and_skips_comments() {
+        let v = parse_script(
+            "-- a comment; with a semicolon\nSET 'a' = 'b';\n/* block ; */ SHOW TABLES;\n\n",
+        )
+        .unwrap();
+        assert_eq!(v.len(), 2);
+        assert!(matches!(&v[0].statement, Statement::Set { pair: Some((k, v)) } if k == "a" && v == "b"));
+        assert!(matches!(v[1].statement, Statement::ShowTables));
+        assert_eq!(v[1].location.line, 3);
+    }
+
+    #[test]
+    fn lifts_window_tvf_positional_and_named() {
+        let Statement::Query(q) = one(
+            "SELECT * FROM TABLE(HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '2' SECOND, INTERVAL '10' SECOND, INTERVAL '1' SECOND))",
+        ) else {
+            panic!()
+        };
+        let call = &q.window_tvfs[0];
+        assert_eq!(call.kind, TvfKind::Hop);
+        assert_eq!(call.input, "t");
+        assert_eq!(call.time_column, "ts");
+        assert_eq!(call.interval("SLIDE"), Some(2000));
+        assert_eq!(call.interval("SIZE"), Some(10_000));
+        assert_eq!(call.interval("OFFSET"), Some(1000));
+        assert!(q.query.to_string().contains(&call.placeholder));
+
+        let Statement::Query(q) = one(
+            "SELECT * FROM TABLE(SESSION(DATA => TABLE t PARTITION BY k, TIMECOL => DESCRIPTOR(ts), GAP => INTERVAL '1' MINUTE))",
+        ) else {
+            panic!()
+        };
+        assert_eq!(q.window_tvfs[0].partition_by, vec!["k".to_string()]);
+        assert_eq!(q.window_tvfs[0].interval("GAP"), Some(60_000));
+    }
+
+    #[test]
+    fn errors_name_line_and_column() {
+        let e = parse_script("SELECT 1;\nCREATE TABLE t (a INT,, b INT)").unwrap_err();
+        assert!(e.to_string().contains("Line: 2, Column: 23"), "{e}");
+        let e = parse_script("SELEC 1").unwrap_err();
+        assert!(e.to_string().contains("Line: 1, Column: 1"), "{e}");
+        let e = parse_script("SELECT * FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts)))").unwrap_err();
+        assert!(e.to_string().contains("missing its SIZE"), "{e}");
+    }
+
+    #[test]
+    fn parses_match_recognize_into_a_clause() {
+        let Statement::Query(q) = one(
+            "SELECT * FROM ticks MATCH_RECOGNIZE (PARTITION BY s ORDER BY ts MEASURES A.p AS p PATTERN (A B+?) WITHIN INTERVAL '1' SECOND DEFINE A AS A.p > 1)",
+        ) else {
+            panic!()
+        };
+        assert_eq!(q.match_recognize.len(), 1);
+        assert_eq!(q.match_recognize[0].input, "ticks");
+    }
+
+    #[test]
+    fn interval_lengths() {
+        let p = |s: &str| {
+            let mut p = Parser::new(&DIALECT).try_with_sql(s).unwrap();
+            interval_ms(&p.parse_expr().unwrap())
+        };
+        assert_eq!(p("INTERVAL '1' HOUR"), Ok(3_600_000));
+        assert_eq!(p("INTERVAL '1:30' HOUR TO MINUTE"), Ok(5_400_000));
+        assert_eq!(p("INTERVAL '0.5' SECOND"), Ok(500));
+        assert_eq!(p("INTERVAL '10' MINUTES"), Ok(600_000));
+        assert!(p("INTERVAL '1' MONTH").is_err());
+    }
+}

@@ -1,0 +1,732 @@
+//! SQL → logical plan → physical operator graph.
+//!
+//! 1. DataFusion's `SqlToRel` turns a query (with window table function calls already
+//!    replaced by placeholder tables) into a `LogicalPlan`; the `TypeCoercion` analyzer
+//!    rule coerces its expressions.
+//! 2. [`Planner::plan_query`] lowers that logical plan into a streaming [`PlanNode`] tree:
+//!    table scans become sources (with watermark assignment), placeholder scans become
+//!    window assignment, an `Aggregate` grouped by `window_start` and `window_end`
+//!    becomes a keyed window aggregate, projections and filters stay stateless.
+//!
+//! Event-time attributes are tracked through the plan (`PlanNode::rowtime`); window
+//! bounds are tracked so that only a `GROUP BY` over both bounds of one window table
+//! function becomes a window aggregate (Flink's rule for window aggregation).
+
+use std::sync::Arc;
+
+use datafusion_common::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use datafusion_common::config::ConfigOptions;
+use datafusion_common::tree_node::TreeNode;
+use datafusion_common::{Column, DFSchema, DFSchemaRef, DataFusionError};
+use datafusion_expr::logical_plan::{Aggregate, LogicalPlan, Projection, TableScan};
+use datafusion_expr::{Expr, ExprSchemable};
+use datafusion_optimizer::analyzer::type_coercion::TypeCoercionRewriter;
+use datafusion_optimizer::analyzer::Analyzer;
+use datafusion_sql::planner::{ParserOptions, PlannerContext, SqlToRel};
+use datafusion_sql::sqlparser::ast;
+use sluice_common::plan::{
+    GroupOutput, OperatorSpec, PlanNode, SinkSpec, SourceSpec, WatermarkSpec,
+    WindowAggregateSpec, WindowKind, WindowSpec,
+};
+use sluice_common::{not_supported, plan_err, Result, SluiceError};
+
+use crate::catalog::{
+    closest, Catalog, ColumnInfo, FunctionRegistry, SqlContext, TableDef, ViewDef,
+    WINDOW_END, WINDOW_START,
+};
+use crate::parser::{CreateTable, QueryStatement, TvfKind, WindowTvfCall};
+
+/// Plans statements against a session catalog.
+pub struct Planner {
+    catalog: Catalog,
+    functions: FunctionRegistry,
+}
+
+impl Default for Planner {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A planned stream: the operator tree plus the window bounds it carries, if any.
+struct Planned {
+    node: PlanNode,
+    window: Option<WindowColumns>,
+}
+
+/// Where the bounds of a window table function's windows are in a node's output.
+#[derive(Clone, Copy)]
+struct WindowColumns {
+    start: usize,
+    end: usize,
+    spec: WindowSpec,
+}
+
+impl Planner {
+    /// A planner with an empty catalog.
+    pub fn new() -> Self {
+        Planner {
+            catalog: Catalog::default(),
+            functions: FunctionRegistry::new(),
+        }
+    }
+
+    /// The session catalog.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    fn sql_context(&self) -> SqlContext<'_> {
+        let mut options = ConfigOptions::default();
+        options.sql_parser.enable_ident_normalization = false;
+        options.sql_parser.map_string_types_to_utf8view = false;
+        options.sql_parser.collect_spans = true;
+        SqlContext {
+            catalog: &self.catalog,
+            functions: &self.functions,
+            options,
+        }
+    }
+
+    fn parser_options() -> ParserOptions {
+        ParserOptions::new()
+            .with_enable_ident_normalization(false)
+            .with_map_string_types_to_utf8view(false)
+            .with_collect_spans(true)
+    }
+
+    /// Types and coerces one SQL expression against `schema`.
+    fn plan_expr(&self, sql: &ast::Expr, schema: &DFSchema) -> Result<Expr> {
+        let ctx = self.sql_context();
+        let to_rel = SqlToRel::new_with_options(&ctx, Self::parser_options());
+        let expr = to_rel
+            .sql_to_expr(sql.clone(), schema, &mut PlannerContext::new())
+            .map_err(|e| df_error(e, &self.catalog))?;
+        let mut rewriter = TypeCoercionRewriter::new(schema);
+        let expr = expr
+            .rewrite(&mut rewriter)
+            .map_err(|e| df_error(e, &self.catalog))?
+            .data;
+        Ok(expr)
+    }
+
+    /// Registers a table (`CREATE TABLE`): types computed columns and the watermark.
+    ///
+    /// # Errors
+    /// A duplicate name (without `IF NOT EXISTS`), a duplicate column, a computed column
+    /// or watermark expression that does not type, a watermark on a column that is not a
+    /// `TIMESTAMP(p)`/`TIMESTAMP_LTZ(p)` with p <= 3, or a watermark expression that is not a
+    /// timestamp.
+    pub fn create_table(&mut self, ct: &CreateTable) -> Result<()> {
+        if self.catalog.contains(&ct.name) {
+            if ct.if_not_exists {
+                return Ok(());
+            }
+            return plan_err!("Table or view '{}' already exists", ct.name);
+        }
+        let mut physical = Vec::new();
+        for c in &ct.columns {
+            if ct.columns.iter().filter(|o| o.name == c.name).count() > 1 {
+                return plan_err!("Column '{}' is declared twice in table '{}'", c.name, ct.name);
+            }
+            if let Some(dt) = &c.data_type {
+                physical.push(Field::new(&c.name, dt.clone(), !c.not_null));
+            }
+        }
+        let physical_schema = Arc::new(Schema::new(physical));
+        let physical_df = DFSchema::try_from_qualified_schema(&ct.name, &physical_schema)?;
+        let mut fields = Vec::new();
+        let mut column_exprs = Vec::new();
+        let mut columns = Vec::new();
+        for c in &ct.columns {
+            match &c.computed {
+                None => {
+                    let (q, f) = physical_df.qualified_field_with_unqualified_name(&c.name)?;
+                    fields.push(f.as_ref().clone());
+                    column_exprs.push(Expr::Column(Column::from((q, f))));
+                    columns.push(ColumnInfo {
+                        type_text: c.type_text.clone(),
+                        computed: None,
+                    });
+                }
+                Some(sql) => {
+                    let expr = self.plan_expr(sql, &physical_df).map_err(|e| {
+                        SluiceError::Plan(format!(
+                            "computed column '{}' of table '{}'{}: {e}",
+                            c.name, ct.name, c.location
+                        ))
+                    })?;
+                    let (_, field) = expr.to_field(&physical_df)?;
+                    let (dt, nullable) = (field.data_type().clone(), field.is_nullable());
+                    fields.push(Field::new(&c.name, dt.clone(), nullable));
+                    column_exprs.push(expr.alias(&c.name));
+                    columns.push(ColumnInfo {
+                        type_text: flink_type_name(&dt),
+                        computed: Some(sql.to_string()),
+                    });
+                }
+            }
+        }
+        let schema = Arc::new(Schema::new(fields));
+        let full_df = DFSchema::try_from_qualified_schema(&ct.name, &schema)?;
+        let watermark = match &ct.watermark {
+            None => None,
+            Some(wm) => {
+                let Some(idx) = schema.fields().iter().position(|f| f.name() == &wm.column)
+                else {
+                    let names = schema.fields().iter().map(|f| f.name().as_str());
+                    let hint = closest(&wm.column, names)
+                        .map(|c| format!(" Did you mean '{c}'?"))
+                        .unwrap_or_default();
+                    return plan_err!(
+                        "WATERMARK FOR '{}'{}: table '{}' has no such column.{hint}",
+                        wm.column,
+                        wm.location,
+                        ct.name
+                    );
+                };
+                match schema.field(idx).data_type() {
+                    DataType::Timestamp(TimeUnit::Millisecond | TimeUnit::Second, _) => {}
+                    other => {
+                        return plan_err!(
+                            "WATERMARK FOR '{}'{}: the rowtime column must be TIMESTAMP(p) or \
+                             TIMESTAMP_LTZ(p) with precision 0 to 3, found {}",
+                            wm.column,
+                            wm.location,
+                            flink_type_name(other)
+                        )
+                    }
+                }
+                let expr = self.plan_expr(&wm.expr, &full_df).map_err(|e| {
+                    SluiceError::Plan(format!("WATERMARK expression{}: {e}", wm.location))
+                })?;
+                let dt = expr.get_type(&full_df)?;
+                if !matches!(dt, DataType::Timestamp(_, _)) {
+                    return plan_err!(
+                        "WATERMARK expression{} must be a timestamp, found {}",
+                        wm.location,
+                        flink_type_name(&dt)
+                    );
+                }
+                Some((idx, expr, wm.expr.to_string()))
+            }
+        };
+        for k in &ct.primary_key {
+            if schema.field_with_name(k).is_err() {
+                return plan_err!("PRIMARY KEY column '{k}' is not a column of '{}'", ct.name);
+            }
+        }
+        self.catalog.tables.insert(
+            ct.name.clone(),
+            TableDef {
+                name: ct.name.clone(),
+                schema,
+                physical_schema,
+                column_exprs,
+                columns,
+                watermark,
+                primary_key: ct.primary_key.clone(),
+                options: ct.options.iter().cloned().collect(),
+            },
+        );
+        Ok(())
+    }
+
+    /// Registers a view (`CREATE VIEW`); its query is planned now, so errors surface here.
+    pub fn create_view(
+        &mut self,
+        name: &str,
+        if_not_exists: bool,
+        query: &QueryStatement,
+        text: &str,
+    ) -> Result<()> {
+        if self.catalog.contains(name) {
+            if if_not_exists {
+                return Ok(());
+            }
+            return plan_err!("Table or view '{name}' already exists");
+        }
+        let plan = self.logical_plan(query)?;
+        // Lowering now reports streaming errors (unsupported constructs) at CREATE time.
+        self.lower(&plan)?;
+        self.catalog.views.insert(
+            name.to_string(),
+            ViewDef {
+                name: name.to_string(),
+                plan,
+                text: text.to_string(),
+            },
+        );
+        Ok(())
+    }
+
+    /// The analyzed DataFusion logical plan of a query.
+    pub fn logical_plan(&mut self, query: &QueryStatement) -> Result<LogicalPlan> {
+        for call in &query.window_tvfs {
+            self.catalog
+                .window_tvfs
+                .insert(call.placeholder.clone(), call.clone());
+        }
+        for mr in &query.match_recognize {
+            self.catalog
+                .match_recognize
+                .insert(mr.placeholder.clone(), mr.clone());
+        }
+        let ctx = self.sql_context();
+        let to_rel = SqlToRel::new_with_options(&ctx, Self::parser_options());
+        let plan = to_rel
+            .sql_statement_to_plan(ast::Statement::Query(query.query.clone()))
+            .map_err(|e| df_error(e, &self.catalog))?;
+        let plan = Analyzer::new()
+            .execute_and_check(plan, &ctx.options, |_, _| {})
+            .map_err(|e| df_error(e, &self.catalog))?;
+        Ok(plan)
+    }
+
+    /// Plans a query into the physical operator graph whose output is the query's result.
+    ///
+    /// # Errors
+    /// Unknown tables or columns (with the closest name), type errors, and constructs a
+    /// continuous query cannot run yet (named in the message).
+    pub fn plan_query(&mut self, query: &QueryStatement) -> Result<PlanNode> {
+        let plan = self.logical_plan(query)?;
+        Ok(self.lower(&plan)?.node)
+    }
+
+    /// Plans `INSERT INTO table query`: the query, cast to the table's physical columns,
+    /// into a sink.
+    pub fn plan_insert(&mut self, table: &str, query: &QueryStatement) -> Result<PlanNode> {
+        let Some(def) = self.catalog.tables.get(table).cloned() else {
+            if self.catalog.views.contains_key(table) {
+                return plan_err!("INSERT INTO '{table}': a view cannot be written to");
+            }
+            return Err(SluiceError::Plan(self.catalog.unknown_relation(table)));
+        };
+        let node = self.plan_query(query)?;
+        let target = &def.physical_schema;
+        let got = node.schema.fields().len();
+        if got != target.fields().len() {
+            return plan_err!(
+                "INSERT INTO '{table}': the query has {got} columns, the table has {} ({})",
+                target.fields().len(),
+                target
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        let mut exprs = Vec::new();
+        for (i, field) in target.fields().iter().enumerate() {
+            let (q, f) = node.schema.qualified_field(i);
+            let col = Expr::Column(Column::from((q, f)));
+            let expr = if f.data_type() == field.data_type() {
+                col.alias(field.name())
+            } else {
+                let casted = col.cast_to(field.data_type(), &node.schema)?;
+                casted.alias(field.name())
+            };
+            exprs.push(expr);
+        }
+        let schema = Arc::new(DFSchema::try_from_qualified_schema(table, target)?);
+        let project = PlanNode {
+            spec: OperatorSpec::Project { exprs },
+            schema: Arc::clone(&schema),
+            rowtime: None,
+            inputs: vec![node],
+        };
+        Ok(PlanNode {
+            spec: OperatorSpec::Sink(SinkSpec {
+                table: table.to_string(),
+                options: def.options.clone(),
+            }),
+            schema,
+            rowtime: None,
+            inputs: vec![project],
+        })
+    }
+
+    fn lower(&self, plan: &LogicalPlan) -> Result<Planned> {
+        match plan {
+            LogicalPlan::TableScan(scan) => self.lower_scan(scan),
+            LogicalPlan::Projection(p) => self.lower_projection(p),
+            LogicalPlan::Filter(f) => {
+                let input = self.lower(&f.input)?;
+                Ok(Planned {
+                    node: PlanNode {
+                        spec: OperatorSpec::Filter {
+                            predicate: f.predicate.clone(),
+                        },
+                        schema: Arc::clone(&input.node.schema),
+                        rowtime: input.node.rowtime,
+                        inputs: vec![input.node],
+                    },
+                    window: input.window,
+                })
+            }
+            LogicalPlan::SubqueryAlias(a) => {
+                let input = self.lower(&a.input)?;
+                Ok(reschema(input, Arc::clone(&a.schema)))
+            }
+            LogicalPlan::Aggregate(agg) => self.lower_aggregate(agg),
+            LogicalPlan::Sort(_) => not_supported!(
+                "ORDER BY on a continuous query (its result never ends, so it cannot be sorted)"
+            ),
+            LogicalPlan::Limit(_) => not_supported!("LIMIT on a continuous query"),
+            LogicalPlan::Join(_) => not_supported!("joins"),
+            LogicalPlan::Union(_) => not_supported!("UNION"),
+            LogicalPlan::Window(_) => not_supported!("OVER windows"),
+            LogicalPlan::Distinct(_) => {
+                not_supported!("SELECT DISTINCT (an updating query)")
+            }
+            LogicalPlan::Values(_) | LogicalPlan::EmptyRelation(_) => {
+                not_supported!("a query without a FROM table")
+            }
+            other => not_supported!("the query construct {}", other.display()),
+        }
+    }
+
+    fn lower_scan(&self, scan: &TableScan) -> Result<Planned> {
+        let name = scan.table_name.table();
+        let mut planned = if let Some(call) = self.catalog.window_tvfs.get(name) {
+            self.lower_window_tvf(call, Arc::clone(&scan.projected_schema))?
+        } else {
+            self.lower_relation(name)?
+        };
+        if let Some(proj) = &scan.projection {
+            let input_schema = Arc::clone(&planned.node.schema);
+            let exprs = proj
+                .iter()
+                .map(|&i| Expr::Column(Column::from(input_schema.qualified_field(i))))
+                .collect();
+            let rowtime = planned
+                .node
+                .rowtime
+                .and_then(|r| proj.iter().position(|&i| i == r));
+            let window = planned.window.and_then(|w| {
+                Some(WindowColumns {
+                    start: proj.iter().position(|&i| i == w.start)?,
+                    end: proj.iter().position(|&i| i == w.end)?,
+                    spec: w.spec,
+                })
+            });
+            planned = Planned {
+                node: PlanNode {
+                    spec: OperatorSpec::Project { exprs },
+                    schema: Arc::clone(&scan.projected_schema),
+                    rowtime,
+                    inputs: vec![planned.node],
+                },
+                window,
+            };
+        }
+        Ok(reschema(planned, Arc::clone(&scan.projected_schema)))
+    }
+
+    /// A table (as a source) or a view (its plan), with columns qualified by its name.
+    fn lower_relation(&self, name: &str) -> Result<Planned> {
+        if let Some(def) = self.catalog.tables.get(name) {
+            let schema = Arc::new(DFSchema::try_from_qualified_schema(name, &def.schema)?);
+            let physical_schema = Arc::new(DFSchema::try_from_qualified_schema(
+                name,
+                &def.physical_schema,
+            )?);
+            let watermark = def.watermark.as_ref().map(|(i, e, t)| WatermarkSpec {
+                rowtime: *i,
+                expr: e.clone(),
+                text: t.clone(),
+            });
+            return Ok(Planned {
+                node: PlanNode {
+                    spec: OperatorSpec::Source(SourceSpec {
+                        table: name.to_string(),
+                        options: def.options.clone(),
+                        physical_schema,
+                        columns: def.column_exprs.clone(),
+                        watermark,
+                    }),
+                    schema,
+                    rowtime: def.watermark.as_ref().map(|(i, _, _)| *i),
+                    inputs: vec![],
+                },
+                window: None,
+            });
+        }
+        if let Some(view) = self.catalog.views.get(name) {
+            let planned = self.lower(&view.plan)?;
+            let schema = Arc::new(DFSchema::try_from_qualified_schema(
+                name,
+                planned.node.schema.as_arrow(),
+            )?);
+            return Ok(reschema(planned, schema));
+        }
+        Err(SluiceError::Plan(self.catalog.unknown_relation(name)))
+    }
+
+    fn lower_window_tvf(&self, call: &WindowTvfCall, schema: DFSchemaRef) -> Result<Planned> {
+        let input = self.lower_relation(&call.input)?;
+        let in_schema = Arc::clone(&input.node.schema);
+        let Some(time_column) = in_schema
+            .fields()
+            .iter()
+            .position(|f| f.name() == &call.time_column)
+        else {
+            let hint = closest(
+                &call.time_column,
+                in_schema.fields().iter().map(|f| f.name().as_str()),
+            )
+            .map(|c| format!(" Did you mean '{c}'?"))
+            .unwrap_or_default();
+            return plan_err!(
+                "DESCRIPTOR({}){}: '{}' has no such column.{hint}",
+                call.time_column,
+                call.location,
+                call.input
+            );
+        };
+        if input.node.rowtime != Some(time_column) {
+            return plan_err!(
+                "DESCRIPTOR({}){}: the time column of {} must be an event-time attribute \
+                 (a column with a WATERMARK FOR declaration in its table)",
+                call.time_column,
+                call.location,
+                call.kind.name()
+            );
+        }
+        let offset_ms = call.interval("OFFSET").unwrap_or(0);
+        let kind = match call.kind {
+            TvfKind::Tumble => WindowKind::Tumble {
+                size_ms: call.interval("SIZE").unwrap_or_default(),
+            },
+            TvfKind::Hop => WindowKind::Hop {
+                slide_ms: call.interval("SLIDE").unwrap_or_default(),
+                size_ms: call.interval("SIZE").unwrap_or_default(),
+            },
+            TvfKind::Cumulate => {
+                let step_ms = call.interval("STEP").unwrap_or_default();
+                let max_size_ms = call.interval("SIZE").unwrap_or_default();
+                if max_size_ms % step_ms != 0 {
+                    return plan_err!(
+                        "CUMULATE{}: the max size ({max_size_ms} ms) must be a multiple of the \
+                         step ({step_ms} ms)",
+                        call.location
+                    );
+                }
+                WindowKind::Cumulate {
+                    step_ms,
+                    max_size_ms,
+                }
+            }
+            TvfKind::Session => {
+                return not_supported!(
+                    "SESSION windows{} (planned for the next release)",
+                    call.location
+                )
+            }
+        };
+        let spec = WindowSpec { kind, offset_ms };
+        let n = in_schema.fields().len();
+        Ok(Planned {
+            node: PlanNode {
+                spec: OperatorSpec::WindowAssign {
+                    window: spec,
+                    time_column,
+                },
+                schema,
+                // After a window TVF, window_time is the event-time attribute (Flink).
+                rowtime: Some(n + 2),
+                inputs: vec![input.node],
+            },
+            window: Some(WindowColumns {
+                start: n,
+                end: n + 1,
+                spec,
+            }),
+        })
+    }
+
+    fn lower_projection(&self, p: &Projection) -> Result<Planned> {
+        let input = self.lower(&p.input)?;
+        let in_schema = Arc::clone(&input.node.schema);
+        // Where each output column comes from when it is a plain column reference.
+        let passthrough: Vec<Option<usize>> = p
+            .expr
+            .iter()
+            .map(|e| match unalias(e) {
+                Expr::Column(c) => in_schema.index_of_column(c).ok(),
+                _ => None,
+            })
+            .collect();
+        let find = |i: usize| passthrough.iter().position(|p| *p == Some(i));
+        let rowtime = input.node.rowtime.and_then(find);
+        let window = input.window.and_then(|w| {
+            Some(WindowColumns {
+                start: find(w.start)?,
+                end: find(w.end)?,
+                spec: w.spec,
+            })
+        });
+        Ok(Planned {
+            node: PlanNode {
+                spec: OperatorSpec::Project {
+                    exprs: p.expr.clone(),
+                },
+                schema: Arc::clone(&p.schema),
+                rowtime,
+                inputs: vec![input.node],
+            },
+            window,
+        })
+    }
+
+    fn lower_aggregate(&self, agg: &Aggregate) -> Result<Planned> {
+        let input = self.lower(&agg.input)?;
+        let in_schema = Arc::clone(&input.node.schema);
+        if agg
+            .group_expr
+            .iter()
+            .any(|e| matches!(e, Expr::GroupingSet(_)))
+        {
+            return not_supported!("GROUPING SETS, ROLLUP and CUBE");
+        }
+        let column_index = |e: &Expr| match unalias(e) {
+            Expr::Column(c) => in_schema.index_of_column(c).ok(),
+            _ => None,
+        };
+        let Some(window) = input.window else {
+            return not_supported!(
+                "GROUP BY without window_start and window_end of a window table function \
+                 (an updating aggregate); use TABLE(TUMBLE(...)) or TABLE(HOP(...)) and group \
+                 by window_start, window_end"
+            );
+        };
+        let mut keys = Vec::new();
+        let mut group_outputs = Vec::new();
+        for e in &agg.group_expr {
+            match column_index(e) {
+                Some(i) if i == window.start => group_outputs.push(GroupOutput::WindowStart),
+                Some(i) if i == window.end => group_outputs.push(GroupOutput::WindowEnd),
+                _ => {
+                    group_outputs.push(GroupOutput::Key(keys.len()));
+                    keys.push(e.clone());
+                }
+            }
+        }
+        let has = |g: GroupOutput| group_outputs.contains(&g);
+        if !(has(GroupOutput::WindowStart) && has(GroupOutput::WindowEnd)) {
+            return not_supported!(
+                "a window table function aggregate must group by both {WINDOW_START} and \
+                 {WINDOW_END} (grouping by only one of them is an updating aggregate)"
+            );
+        }
+        // window_time grouped as a key stays the event-time attribute.
+        let rowtime = input.node.rowtime.and_then(|r| {
+            agg.group_expr
+                .iter()
+                .position(|e| column_index(e) == Some(r))
+        });
+        Ok(Planned {
+            node: PlanNode {
+                spec: OperatorSpec::WindowAggregate(WindowAggregateSpec {
+                    window: window.spec,
+                    window_start: window.start,
+                    window_end: window.end,
+                    keys,
+                    group_outputs,
+                    aggregates: agg.aggr_expr.clone(),
+                }),
+                schema: Arc::clone(&agg.schema),
+                rowtime,
+                inputs: vec![input.node],
+            },
+            window: None,
+        })
+    }
+}
+
+fn unalias(e: &Expr) -> &Expr {
+    match e {
+        Expr::Alias(a) => unalias(&a.expr),
+        other => other,
+    }
+}
+
+/// Gives a planned node a new (positionally identical) output schema: how a scan of a
+/// view or an alias renames the columns of what it reads.
+fn reschema(mut planned: Planned, schema: DFSchemaRef) -> Planned {
+    planned.node.schema = schema;
+    planned
+}
+
+/// The Flink spelling of an Arrow type, for messages and DESCRIBE.
+pub fn flink_type_name(dt: &DataType) -> String {
+    match dt {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "STRING".into(),
+        DataType::Boolean => "BOOLEAN".into(),
+        DataType::Int8 => "TINYINT".into(),
+        DataType::Int16 => "SMALLINT".into(),
+        DataType::Int32 => "INT".into(),
+        DataType::Int64 => "BIGINT".into(),
+        DataType::Float32 => "FLOAT".into(),
+        DataType::Float64 => "DOUBLE".into(),
+        DataType::Decimal128(p, s) => format!("DECIMAL({p}, {s})"),
+        DataType::Date32 => "DATE".into(),
+        DataType::Timestamp(unit, tz) => {
+            let p = match unit {
+                TimeUnit::Second => 0,
+                TimeUnit::Millisecond => 3,
+                TimeUnit::Microsecond => 6,
+                TimeUnit::Nanosecond => 9,
+            };
+            if tz.is_some() {
+                format!("TIMESTAMP_LTZ({p})")
+            } else {
+                format!("TIMESTAMP({p})")
+            }
+        }
+        DataType::Binary | DataType::LargeBinary => "BYTES".into(),
+        DataType::Null => "NULL".into(),
+        other => other.to_string(),
+    }
+}
+
+/// Turns a DataFusion planning error into a Sluice error: keeps the line and column of a
+/// diagnostic, and adds the closest column name to a "field not found" error.
+pub(crate) fn df_error(e: DataFusionError, catalog: &Catalog) -> SluiceError {
+    let _ = catalog;
+    let location = e.diagnostic().and_then(|d| d.span).map(|s| s.start);
+    let root = e.find_root();
+    let mut msg = match root {
+        DataFusionError::SchemaError(se, _) => match se.as_ref() {
+            datafusion_common::SchemaError::FieldNotFound {
+                field,
+                valid_fields,
+            } => {
+                let names: Vec<String> = valid_fields.iter().map(|c| c.name.clone()).collect();
+                let hint = closest(&field.name, names.iter().map(|s| s.as_str()))
+                    .map(|c| format!(" Did you mean '{c}'?"))
+                    .unwrap_or_default();
+                let mut uniq = names.clone();
+                uniq.dedup();
+                format!(
+                    "Column '{}' not found.{hint} Available columns: {}",
+                    field.flat_name(),
+                    uniq.join(", ")
+                )
+            }
+            other => other.to_string(),
+        },
+        DataFusionError::NotImplemented(m) => {
+            return SluiceError::NotSupported(m.clone());
+        }
+        DataFusionError::Plan(m) => m.clone(),
+        other => other.to_string(),
+    };
+    if let Some(loc) = location {
+        if !msg.contains(" at Line: ") {
+            msg.push_str(&format!(" at Line: {}, Column: {}", loc.line, loc.column));
+        }
+    }
+    SluiceError::Plan(msg)
+}

@@ -1,0 +1,298 @@
+//! Printing results: `table` (Flink's tableau), `csv` and `json` lines, and EXPLAIN text.
+//!
+//! Conventions: timestamps print as `YYYY-MM-DD HH:MM:SS`, plus `.fff` when the
+//! milliseconds are not zero; NULL prints as an empty field (`null` in JSON).
+
+use std::io::Write;
+
+use datafusion_common::arrow::array::{Array, RecordBatch};
+use datafusion_common::arrow::datatypes::{DataType, SchemaRef};
+use datafusion_common::arrow::util::display::{ArrayFormatter, FormatOptions};
+use sluice_common::plan::{GroupOutput, OperatorSpec, PlanNode};
+use sluice_common::{Result, SluiceError};
+
+/// Output formats of `sluice run --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputFormat {
+    /// A static table with borders (Flink's "tableau"), printed as rows arrive.
+    Table,
+    /// CSV with a header row.
+    Csv,
+    /// One JSON object per line.
+    Json,
+}
+
+fn format_options() -> FormatOptions<'static> {
+    FormatOptions::default()
+        .with_null("")
+        .with_timestamp_format(Some("%Y-%m-%d %H:%M:%S%.3f"))
+        .with_timestamp_tz_format(Some("%Y-%m-%d %H:%M:%S%.3f"))
+}
+
+/// The text of each value of row `row`, in Sluice's conventions.
+pub fn row_values(batch: &RecordBatch, row: usize) -> Result<Vec<String>> {
+    let options = format_options();
+    batch
+        .columns()
+        .iter()
+        .map(|c| value_text(c.as_ref(), row, &options))
+        .collect()
+}
+
+fn value_text(array: &dyn Array, row: usize, options: &FormatOptions) -> Result<String> {
+    let f = ArrayFormatter::try_new(array, options)?;
+    let s = f.value(row).to_string();
+    Ok(match array.data_type() {
+        DataType::Timestamp(_, _) => strip_zero_fraction(s),
+        _ => s,
+    })
+}
+
+fn strip_zero_fraction(s: String) -> String {
+    match s.strip_suffix(".000") {
+        Some(t) => t.to_string(),
+        None => s,
+    }
+}
+
+/// Prints the blocks of one result (a `SELECT`) as its batches arrive.
+pub struct ResultPrinter<W: Write> {
+    out: W,
+    format: OutputFormat,
+    schema: SchemaRef,
+    widths: Vec<usize>,
+    rows: u64,
+    started: bool,
+}
+
+impl<W: Write> ResultPrinter<W> {
+    /// A printer of rows of `schema` in `format`.
+    pub fn new(out: W, format: OutputFormat, schema: SchemaRef) -> Self {
+        let widths = schema
+            .fields()
+            .iter()
+            .map(|f| f.name().chars().count().max(type_width(f.data_type())))
+            .collect();
+        ResultPrinter {
+            out,
+            format,
+            schema,
+            widths,
+            rows: 0,
+            started: false,
+        }
+    }
+
+    fn io(e: std::io::Error) -> SluiceError {
+        SluiceError::io("writing results", e)
+    }
+
+    fn border(&mut self) -> Result<()> {
+        let line: String = self
+            .widths
+            .iter()
+            .map(|w| format!("+{}", "-".repeat(w + 2)))
+            .collect::<String>()
+            + "+";
+        writeln!(self.out, "{line}").map_err(Self::io)
+    }
+
+    fn table_row(&mut self, values: &[String], numeric: &[bool]) -> Result<()> {
+        let mut line = String::new();
+        for (i, v) in values.iter().enumerate() {
+            let w = self.widths[i];
+            let v = truncate(v, w);
+            if numeric[i] {
+                line.push_str(&format!("| {v:>w$} "));
+            } else {
+                line.push_str(&format!("| {v:<w$} "));
+            }
+        }
+        line.push('|');
+        writeln!(self.out, "{line}").map_err(Self::io)
+    }
+
+    /// Prints the header (once), before the first rows or at the end of an empty result.
+    fn start(&mut self) -> Result<()> {
+        if self.started {
+            return Ok(());
+        }
+        self.started = true;
+        let names: Vec<String> = self.schema.fields().iter().map(|f| f.name().clone()).collect();
+        match self.format {
+            OutputFormat::Table => {
+                self.border()?;
+                let left = vec![false; names.len()];
+                self.table_row(&names, &left)?;
+                self.border()?;
+            }
+            OutputFormat::Csv => {
+                let header = names
+                    .iter()
+                    .map(|n| csv_field(n))
+                    .collect::<Vec<_>>()
+                    .join(",");
+                writeln!(self.out, "{header}").map_err(Self::io)?;
+            }
+            OutputFormat::Json => {}
+        }
+        Ok(())
+    }
+
+    /// Prints the rows of a batch.
+    pub fn batch(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.start()?;
+        let numeric: Vec<bool> = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.data_type().is_numeric())
+            .collect();
+        for row in 0..batch.num_rows() {
+            let values = row_values(batch, row)?;
+            match self.format {
+                OutputFormat::Table => self.table_row(&values, &numeric)?,
+                OutputFormat::Csv => {
+                    let line = values.iter().map(|v| csv_field(v)).collect::<Vec<_>>().join(",");
+                    writeln!(self.out, "{line}").map_err(Self::io)?;
+                }
+                OutputFormat::Json => {
+                    let mut obj = serde_json::Map::new();
+                    for (i, f) in self.schema.fields().iter().enumerate() {
+                        let col = batch.column(i);
+                        let v = if col.is_null(row) {
+                            serde_json::Value::Null
+                        } else if f.data_type().is_integer() {
+                            values[i]
+                                .parse::<i64>()
+                                .map(serde_json::Value::from)
+                                .unwrap_or(serde_json::Value::String(values[i].clone()))
+                        } else if f.data_type().is_floating() {
+                            values[i]
+                                .parse::<f64>()
+                                .ok()
+                                .and_then(serde_json::Number::from_f64)
+                                .map(serde_json::Value::Number)
+                                .unwrap_or(serde_json::Value::String(values[i].clone()))
+                        } else if matches!(f.data_type(), DataType::Boolean) {
+                            serde_json::Value::Bool(values[i] == "true")
+                        } else {
+                            serde_json::Value::String(values[i].clone())
+                        };
+                        obj.insert(f.name().clone(), v);
+                    }
+                    let line = serde_json::Value::Object(obj).to_string();
+                    writeln!(self.out, "{line}").map_err(Self::io)?;
+                }
+            }
+            self.rows += 1;
+        }
+        self.out.flush().map_err(Self::io)
+    }
+
+    /// Ends the block; returns the number of rows printed.
+    pub fn finish(mut self) -> Result<u64> {
+        self.start()?;
+        if self.format == OutputFormat::Table {
+            if self.rows == 0 {
+                writeln!(self.out, "Empty set").map_err(Self::io)?;
+            } else {
+                self.border()?;
+            }
+        }
+        self.out.flush().map_err(Self::io)?;
+        Ok(self.rows)
+    }
+}
+
+/// Column width of a type in the table format (streaming: chosen before any row).
+fn type_width(dt: &DataType) -> usize {
+    match dt {
+        DataType::Boolean => 5,
+        DataType::Int8 => 4,
+        DataType::Int16 => 6,
+        DataType::Int32 => 11,
+        DataType::Int64 => 20,
+        DataType::Float32 | DataType::Float64 => 20,
+        DataType::Decimal128(p, _) => *p as usize + 2,
+        DataType::Date32 => 10,
+        DataType::Timestamp(_, _) => 23,
+        _ => 12,
+    }
+}
+
+fn truncate(v: &str, width: usize) -> String {
+    if v.chars().count() <= width {
+        v.to_string()
+    } else {
+        let keep: String = v.chars().take(width.saturating_sub(3)).collect();
+        format!("{keep}...")
+    }
+}
+
+fn csv_field(v: &str) -> String {
+    if v.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", v.replace('"', "\"\""))
+    } else {
+        v.to_string()
+    }
+}
+
+/// The physical operator graph as indented text, root first.
+pub fn explain(plan: &PlanNode) -> String {
+    let mut out = String::new();
+    explain_node(plan, 0, &mut out);
+    out
+}
+
+fn explain_node(node: &PlanNode, depth: usize, out: &mut String) {
+    let indent = "  ".repeat(depth);
+    let line = match &node.spec {
+        OperatorSpec::Source(s) => {
+            let wm = s
+                .watermark
+                .as_ref()
+                .map(|w| format!(", watermark=[{}]", w.text))
+                .unwrap_or_default();
+            format!(
+                "Source: table={}, connector={}{wm}",
+                s.table,
+                s.options.get("connector").map(|s| s.as_str()).unwrap_or("?")
+            )
+        }
+        OperatorSpec::Filter { predicate } => format!("Filter: {predicate}"),
+        OperatorSpec::Project { exprs } => format!(
+            "Project: {}",
+            exprs.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")
+        ),
+        OperatorSpec::WindowAssign { window, .. } => format!("WindowAssign: {window}"),
+        OperatorSpec::WindowAggregate(a) => {
+            let groups: Vec<String> = a
+                .group_outputs
+                .iter()
+                .map(|g| match g {
+                    GroupOutput::WindowStart => "window_start".to_string(),
+                    GroupOutput::WindowEnd => "window_end".to_string(),
+                    GroupOutput::Key(k) => a.keys[*k].to_string(),
+                })
+                .collect();
+            format!(
+                "WindowAggregate: {}, groupBy=[{}], aggregates=[{}], state=keyed window accumulators",
+                a.window,
+                groups.join(", "),
+                a.aggregates.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")
+            )
+        }
+        OperatorSpec::Sink(s) => format!(
+            "Sink: table={}, connector={}",
+            s.table,
+            s.options.get("connector").map(|s| s.as_str()).unwrap_or("?")
+        ),
+    };
+    out.push_str(&indent);
+    out.push_str(&line);
+    out.push('\n');
+    for input in &node.inputs {
+        explain_node(input, depth + 1, out);
+    }
+}

@@ -1,0 +1,318 @@
+//! Sluice: an embeddable streaming SQL engine.
+//!
+//! Continuous SQL in the Flink SQL dialect over unbounded (and bounded) streams of Apache
+//! Arrow record batches: `CREATE TABLE ... WATERMARK FOR ... WITH (...)`, window table
+//! functions (`TUMBLE`, `HOP`, `CUMULATE`), keyed window aggregation, `INSERT INTO`.
+//!
+//! ```no_run
+//! use sluice::{Engine, EngineConfig};
+//!
+//! let mut engine = Engine::new(EngineConfig::default());
+//! engine.execute_script("CREATE TABLE clicks (user_id INT, ts TIMESTAMP(3), \
+//!     WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) \
+//!     WITH ('connector' = 'filesystem', 'path' = 'clicks.csv', 'format' = 'csv')")?;
+//! let batches = engine.collect(
+//!     "SELECT window_start, COUNT(*) AS n \
+//!      FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '10' MINUTE)) \
+//!      GROUP BY window_start, window_end")?;
+//! # Ok::<(), sluice::SluiceError>(())
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod format;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use datafusion_common::arrow::array::{ArrayRef, RecordBatch, StringArray};
+use datafusion_common::arrow::datatypes::{DataType, Field, Schema};
+pub use datafusion_common::arrow;
+pub use sluice_common::plan::PlanNode;
+pub use sluice_common::{Result, SluiceError};
+use sluice_runtime::connectors::ConnectorContext;
+pub use sluice_runtime::{JobMetrics, RunningJob};
+use sluice_sql::parser::Statement;
+pub use sluice_sql::{parse_script, ParsedStatement};
+use sluice_sql::{flink_type_name, Planner};
+
+/// How an [`Engine`] runs jobs.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Base directory for relative paths in `WITH` options (default: the current
+    /// directory, as in Flink).
+    pub working_dir: Option<PathBuf>,
+    /// Rows per source batch (default 8192).
+    pub batch_size: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            working_dir: None,
+            batch_size: 8192,
+        }
+    }
+}
+
+/// What running one statement gives.
+pub enum StatementResult {
+    /// A DDL or `SET` statement succeeded; a message for the user.
+    Done(String),
+    /// A small, complete result (`SHOW TABLES`, `DESCRIBE`, `EXPLAIN`, `SET`).
+    Info(RecordBatch),
+    /// A running `SELECT`: read its rows from the job until it ends.
+    Query(RunningJob),
+    /// A running `INSERT INTO`: drain the job to wait for it (it yields no rows).
+    Insert(RunningJob),
+}
+
+/// The engine: a session catalog plus the settings of `SET`, and the means to run SQL.
+pub struct Engine {
+    planner: Planner,
+    settings: BTreeMap<String, String>,
+    config: EngineConfig,
+}
+
+static JOB_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+impl Engine {
+    /// A new engine with an empty catalog.
+    pub fn new(config: EngineConfig) -> Self {
+        Engine {
+            planner: Planner::new(),
+            settings: BTreeMap::new(),
+            config,
+        }
+    }
+
+    /// The value of a `SET` key, if set.
+    pub fn setting(&self, key: &str) -> Option<&str> {
+        self.settings.get(key).map(|s| s.as_str())
+    }
+
+    fn job_config(&self) -> sluice_runtime::JobConfig {
+        let working_dir = self
+            .config
+            .working_dir
+            .clone()
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_else(|| PathBuf::from("."));
+        let n = JOB_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        sluice_runtime::JobConfig {
+            connectors: ConnectorContext {
+                working_dir,
+                batch_size: self.config.batch_size,
+                job_id: format!("{:x}{:04x}-{n}", nanos & 0xffff_ffff_ffff, std::process::id() & 0xffff),
+            },
+        }
+    }
+
+    /// Plans a query into its physical operator graph without running it.
+    pub fn plan(&mut self, sql: &str) -> Result<PlanNode> {
+        let mut statements = parse_script(sql)?;
+        if statements.len() != 1 {
+            return Err(SluiceError::Plan(format!(
+                "expected one query, found {} statements",
+                statements.len()
+            )));
+        }
+        match statements.remove(0).statement {
+            Statement::Query(q) | Statement::Explain(q) => self.planner.plan_query(&q),
+            _ => Err(SluiceError::Plan("expected a query".into())),
+        }
+    }
+
+    /// Runs one parsed statement.
+    ///
+    /// # Errors
+    /// Planning errors (unknown table or column, type errors, unsupported constructs)
+    /// and connector errors found before the job starts. Errors while the job runs
+    /// arrive through the [`RunningJob`].
+    pub fn execute(&mut self, stmt: &ParsedStatement) -> Result<StatementResult> {
+        match &stmt.statement {
+            Statement::CreateTable(ct) => {
+                self.planner.create_table(ct)?;
+                Ok(StatementResult::Done(format!(
+                    "Table '{}' has been created.",
+                    ct.name
+                )))
+            }
+            Statement::CreateView {
+                name,
+                if_not_exists,
+                query,
+            } => {
+                self.planner
+                    .create_view(name, *if_not_exists, query, &stmt.text)?;
+                Ok(StatementResult::Done(format!("View '{name}' has been created.")))
+            }
+            Statement::Query(q) => {
+                let plan = self.planner.plan_query(q)?;
+                Ok(StatementResult::Query(sluice_runtime::start(
+                    &plan,
+                    &self.job_config(),
+                )?))
+            }
+            Statement::Insert { table, query } => {
+                let plan = self.planner.plan_insert(table, query)?;
+                Ok(StatementResult::Insert(sluice_runtime::start(
+                    &plan,
+                    &self.job_config(),
+                )?))
+            }
+            Statement::Explain(q) => {
+                let plan = self.planner.plan_query(q)?;
+                Ok(StatementResult::Info(single_column(
+                    "plan",
+                    vec![format::explain(&plan)],
+                )))
+            }
+            Statement::Set { pair: Some((k, v)) } => {
+                self.settings.insert(k.clone(), v.clone());
+                Ok(StatementResult::Done("Session property has been set.".into()))
+            }
+            Statement::Set { pair: None } => {
+                let keys: Vec<String> = self.settings.keys().cloned().collect();
+                let values: Vec<String> = self.settings.values().cloned().collect();
+                Ok(StatementResult::Info(two_columns("key", keys, "value", values)))
+            }
+            Statement::Reset { key } => {
+                match key {
+                    Some(k) => {
+                        self.settings.remove(k);
+                    }
+                    None => self.settings.clear(),
+                }
+                Ok(StatementResult::Done("Session property has been reset.".into()))
+            }
+            Statement::ShowTables => {
+                let names: Vec<String> = self
+                    .planner
+                    .catalog()
+                    .tables
+                    .keys()
+                    .chain(self.planner.catalog().views.keys())
+                    .cloned()
+                    .collect();
+                Ok(StatementResult::Info(single_column("table name", names)))
+            }
+            Statement::ShowViews => {
+                let names: Vec<String> = self.planner.catalog().views.keys().cloned().collect();
+                Ok(StatementResult::Info(single_column("view name", names)))
+            }
+            Statement::Describe { name } => self.describe(name),
+        }
+    }
+
+    fn describe(&self, name: &str) -> Result<StatementResult> {
+        let catalog = self.planner.catalog();
+        let mut names = Vec::new();
+        let mut types = Vec::new();
+        let mut nulls = Vec::new();
+        let mut extras = Vec::new();
+        let mut watermarks = Vec::new();
+        if let Some(t) = catalog.tables.get(name) {
+            for (i, f) in t.schema.fields().iter().enumerate() {
+                names.push(f.name().clone());
+                let mut ty = t.columns[i].type_text.clone();
+                if t.watermark.as_ref().is_some_and(|(r, _, _)| *r == i) {
+                    ty.push_str(" *ROWTIME*");
+                }
+                types.push(ty);
+                nulls.push(if f.is_nullable() { "TRUE" } else { "FALSE" }.to_string());
+                extras.push(
+                    t.columns[i]
+                        .computed
+                        .as_ref()
+                        .map(|c| format!("AS {c}"))
+                        .unwrap_or_default(),
+                );
+                watermarks.push(match &t.watermark {
+                    Some((r, _, text)) if *r == i => text.clone(),
+                    _ => String::new(),
+                });
+            }
+        } else if let Some(v) = catalog.views.get(name) {
+            for f in v.plan.schema().fields() {
+                names.push(f.name().clone());
+                types.push(flink_type_name(f.data_type()));
+                nulls.push(if f.is_nullable() { "TRUE" } else { "FALSE" }.to_string());
+                extras.push(String::new());
+                watermarks.push(String::new());
+            }
+        } else {
+            return Err(SluiceError::Plan(catalog.unknown_relation(name)));
+        }
+        let cols: Vec<(&str, Vec<String>)> = vec![
+            ("name", names),
+            ("type", types),
+            ("null", nulls),
+            ("extras", extras),
+            ("watermark", watermarks),
+        ];
+        Ok(StatementResult::Info(string_batch(cols)))
+    }
+
+    /// Runs every statement of a script in order, waiting for each job to finish, and
+    /// returns the rows of every `SELECT` (one entry per `SELECT`, in order).
+    ///
+    /// # Errors
+    /// The first statement that fails, parse errors first (nothing runs if the script
+    /// does not parse).
+    pub fn execute_script(&mut self, sql: &str) -> Result<Vec<Vec<RecordBatch>>> {
+        let statements = parse_script(sql)?;
+        let mut results = Vec::new();
+        for stmt in &statements {
+            match self.execute(stmt)? {
+                StatementResult::Query(job) => results.push(drain(job)?),
+                StatementResult::Insert(job) => {
+                    drain(job)?;
+                }
+                StatementResult::Done(_) | StatementResult::Info(_) => {}
+            }
+        }
+        Ok(results)
+    }
+
+    /// Runs a script and returns the rows of its last `SELECT` (empty if none).
+    pub fn collect(&mut self, sql: &str) -> Result<Vec<RecordBatch>> {
+        Ok(self.execute_script(sql)?.pop().unwrap_or_default())
+    }
+}
+
+/// Reads a job to its end, returning its rows or its first error.
+pub fn drain(mut job: RunningJob) -> Result<Vec<RecordBatch>> {
+    let mut out = Vec::new();
+    while let Some(b) = job.blocking_next() {
+        out.push(b?);
+    }
+    job.join();
+    Ok(out)
+}
+
+fn string_batch(cols: Vec<(&str, Vec<String>)>) -> RecordBatch {
+    let fields: Vec<Field> = cols
+        .iter()
+        .map(|(n, _)| Field::new(*n, DataType::Utf8, false))
+        .collect();
+    let arrays: Vec<ArrayRef> = cols
+        .into_iter()
+        .map(|(_, v)| Arc::new(StringArray::from(v)) as ArrayRef)
+        .collect();
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays).expect("string columns match")
+}
+
+fn single_column(name: &str, values: Vec<String>) -> RecordBatch {
+    string_batch(vec![(name, values)])
+}
+
+fn two_columns(a: &str, av: Vec<String>, b: &str, bv: Vec<String>) -> RecordBatch {
+    string_batch(vec![(a, av), (b, bv)])
+}

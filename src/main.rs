@@ -1,0 +1,134 @@
+//! The `sluice` command: `sluice run FILE.sql` runs every statement of a SQL file.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use sluice::format::{OutputFormat, ResultPrinter};
+use sluice::{parse_script, Engine, EngineConfig, JobMetrics, RunningJob, SluiceError, StatementResult};
+
+#[derive(Parser)]
+#[command(name = "sluice", version, about = "Sluice: continuous SQL over streams")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs every statement of a SQL file in order. Results of a SELECT go to stdout;
+    /// summaries, late-row counts and warnings go to stderr.
+    Run {
+        /// The SQL file.
+        file: PathBuf,
+        /// How results print.
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Table,
+    Csv,
+    Json,
+}
+
+impl From<Format> for OutputFormat {
+    fn from(f: Format) -> Self {
+        match f {
+            Format::Table => OutputFormat::Table,
+            Format::Csv => OutputFormat::Csv,
+            Format::Json => OutputFormat::Json,
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::Run { file, format }) => match run_file(&file, format.into()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("[ERROR] {e}");
+                ExitCode::FAILURE
+            }
+        },
+        None => {
+            eprintln!(
+                "The interactive SQL shell is not available yet. Run a SQL file with:\n  \
+                 sluice run FILE.sql [--format table|csv|json]"
+            );
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run_file(file: &PathBuf, format: OutputFormat) -> Result<(), SluiceError> {
+    let sql = std::fs::read_to_string(file)
+        .map_err(|e| SluiceError::io(format!("reading '{}'", file.display()), e))?;
+    let statements = parse_script(&sql).map_err(|e| in_file(file, e))?;
+    let mut engine = Engine::new(EngineConfig::default());
+    for stmt in &statements {
+        let result = engine.execute(stmt).map_err(|e| in_file(file, e))?;
+        match result {
+            StatementResult::Done(msg) => eprintln!("[INFO] {msg}"),
+            StatementResult::Info(batch) => {
+                let mut p = ResultPrinter::new(std::io::stdout().lock(), format, batch.schema());
+                p.batch(&batch)?;
+                p.finish()?;
+            }
+            StatementResult::Query(job) => run_query(job, format)?,
+            StatementResult::Insert(job) => run_insert(job)?,
+        }
+    }
+    Ok(())
+}
+
+fn in_file(file: &std::path::Path, e: SluiceError) -> SluiceError {
+    match e {
+        SluiceError::Sql(m) => SluiceError::Sql(format!("{}: {m}", file.display())),
+        other => other,
+    }
+}
+
+fn run_query(mut job: RunningJob, format: OutputFormat) -> Result<(), SluiceError> {
+    let started = Instant::now();
+    let stdout = std::io::stdout();
+    let mut printer = ResultPrinter::new(stdout.lock(), format, job.schema.clone());
+    while let Some(batch) = job.blocking_next() {
+        printer.batch(&batch?)?;
+    }
+    printer.finish()?;
+    summary(&job.metrics, started);
+    job.join();
+    Ok(())
+}
+
+fn run_insert(mut job: RunningJob) -> Result<(), SluiceError> {
+    let started = Instant::now();
+    while let Some(batch) = job.blocking_next() {
+        batch?;
+    }
+    summary(&job.metrics, started);
+    job.join();
+    Ok(())
+}
+
+fn summary(m: &JobMetrics, started: Instant) {
+    let mut line = format!(
+        "[INFO] Job finished: {} rows in, {} rows out, {} late rows dropped, {:.2} s",
+        JobMetrics::get(&m.rows_in),
+        JobMetrics::get(&m.rows_out),
+        JobMetrics::get(&m.late_rows_dropped),
+        started.elapsed().as_secs_f64()
+    );
+    let skipped = JobMetrics::get(&m.parse_errors_skipped);
+    if skipped > 0 {
+        line.push_str(&format!(", {skipped} unparsable rows skipped"));
+    }
+    eprintln!("{line}");
+    let _ = std::io::stderr().flush();
+}
