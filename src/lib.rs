@@ -193,7 +193,8 @@ impl Engine {
                 Ok(StatementResult::Done("Session property has been reset.".into()))
             }
             Statement::ShowTables => {
-                let names: Vec<String> = self
+                // Tables and views, by name (as Flink's SHOW TABLES).
+                let mut names: Vec<String> = self
                     .planner
                     .catalog()
                     .tables
@@ -201,6 +202,7 @@ impl Engine {
                     .chain(self.planner.catalog().views.keys())
                     .cloned()
                     .collect();
+                names.sort();
                 Ok(StatementResult::Info(single_column("table name", names)))
             }
             Statement::ShowViews => {

@@ -1,1 +1,106 @@
-fn main(){}
+//! The SQL test suite (custom harness, `harness = false`):
+//!
+//! 1. every `tests/slt/**/*.slt` file, sqllogictest format, each in a fresh `Engine`
+//!    whose relative paths resolve against `tests/slt/` (inputs live in `tests/slt/data/`);
+//! 2. every semantics case under `tests/cases/NNN-name/` (`query.sql`, `input.csv`,
+//!    `expected.csv`, copied from `../shared/cases`): the query's rows must equal
+//!    `expected.csv` as a multiset, timestamps compared by value.
+//!
+//! `cargo test --test slt -- NAME` runs only the files and cases whose path contains NAME.
+//! Expected rows are derived by hand or by another engine, never from Sluice's output.
+
+#[path = "common/mod.rs"]
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{compare_csv_multiset, rows_as_csv, SluiceDb};
+
+fn files_under(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            files_under(&p, ext, out);
+        } else if p.extension().is_some_and(|e| e == ext) {
+            out.push(p);
+        }
+    }
+}
+
+fn run_slt(path: &Path, slt_root: &Path) -> Result<(), String> {
+    let dir = slt_root.to_path_buf();
+    let mut runner = sqllogictest::Runner::new(move || {
+        let dir = dir.clone();
+        async move { Ok::<_, common::DbError>(SluiceDb::new(dir)) }
+    });
+    runner.run_file(path).map_err(|e| e.display(true).to_string())
+}
+
+fn run_case(dir: &Path) -> Result<(), String> {
+    let sql = std::fs::read_to_string(dir.join("query.sql")).map_err(|e| e.to_string())?;
+    let expected = std::fs::read_to_string(dir.join("expected.csv")).map_err(|e| e.to_string())?;
+    let mut engine = sluice::Engine::new(sluice::EngineConfig {
+        working_dir: Some(dir.to_path_buf()),
+        ..Default::default()
+    });
+    let batches = engine.collect(&sql).map_err(|e| e.to_string())?;
+    let actual = rows_as_csv(&batches);
+    compare_csv_multiset(&expected, &actual)
+}
+
+fn main() {
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let selected = |p: &Path| {
+        filter.is_empty() || filter.iter().any(|f| p.to_string_lossy().contains(f.as_str()))
+    };
+
+    let mut slt_files = Vec::new();
+    files_under(&root.join("slt"), "slt", &mut slt_files);
+    let mut case_dirs: Vec<PathBuf> = std::fs::read_dir(root.join("cases"))
+        .map(|rd| rd.flatten().map(|e| e.path()).filter(|p| p.join("query.sql").exists()).collect())
+        .unwrap_or_default();
+    case_dirs.sort();
+
+    let (mut passed, mut failed) = (0usize, 0usize);
+    for f in slt_files.iter().filter(|p| selected(p)) {
+        let name = f.strip_prefix(&root).unwrap_or(f).display().to_string();
+        match run_slt(f, &root.join("slt")) {
+            Ok(()) => {
+                println!("test {name} ... ok");
+                passed += 1;
+            }
+            Err(e) => {
+                println!("test {name} ... FAILED\n{e}\n");
+                failed += 1;
+            }
+        }
+    }
+    for d in case_dirs.iter().filter(|p| selected(p)) {
+        let name = d.strip_prefix(&root).unwrap_or(d).display().to_string();
+        match run_case(d) {
+            Ok(()) => {
+                println!("test {name} ... ok");
+                passed += 1;
+            }
+            Err(e) => {
+                println!("test {name} ... FAILED\n{e}\n");
+                failed += 1;
+            }
+        }
+    }
+    println!(
+        "\ntest result: {}. {passed} passed; {failed} failed",
+        if failed == 0 { "ok" } else { "FAILED" }
+    );
+    if failed > 0 {
+        std::process::exit(1);
+    }
+}
