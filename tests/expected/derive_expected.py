@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Derives the expected results of the sql-examples with an independent engine (SQLite,
+from Python's standard library), as batch GROUP BYs over the same input file.
+
+Writes tests/expected/<example>.csv.gz, compared by tests/examples.rs as multisets
+(floats with a relative tolerance). Rerun only when an example's query or data changes:
+  python3 tests/expected/derive_expected.py
+"""
+import csv
+import gzip
+import io
+import os
+import sqlite3
+
+here = os.path.dirname(os.path.abspath(__file__))
+root = os.path.dirname(os.path.dirname(here))
+src = os.path.join(root, "sql-examples", "data", "flights_2013.csv.gz")
+
+db = sqlite3.connect(":memory:")
+with gzip.open(src, "rt", newline="") as f:
+    reader = csv.reader(f)
+    header = next(reader)
+    db.execute("CREATE TABLE flights (%s)" % ", ".join('"%s"' % h for h in header))
+    num = {"dep_time", "dep_delay"}
+
+    def conv(name, v):
+        if v == "NA" or v == "":
+            return None
+        if name in num:
+            return float(v)
+        return v
+
+    db.executemany(
+        "INSERT INTO flights VALUES (%s)" % ", ".join("?" * len(header)),
+        ([conv(h, v) for h, v in zip(header, row)] for row in reader),
+    )
+
+
+def fmt(v):
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return repr(v)
+    return str(v)
+
+
+def write(name, columns, rows):
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    for r in rows:
+        w.writerow([fmt(v) for v in r])
+    path = os.path.join(here, name + ".csv.gz")
+    with open(path, "wb") as raw:
+        with gzip.GzipFile(filename=name + ".csv", mode="wb", fileobj=raw, mtime=0) as gz:
+            gz.write(buf.getvalue().encode())
+    print(f"{name}: {len(rows)} rows")
+
+
+# flights_hourly.sql: one-hour tumbling windows by origin.
+rows = db.execute(
+    """
+    SELECT strftime('%Y-%m-%d %H:00:00', sched_dep_ts) AS ws,
+           strftime('%Y-%m-%d %H:00:00', sched_dep_ts, '+1 hour') AS we,
+           origin, COUNT(*), AVG(dep_delay), MAX(dep_delay)
+    FROM flights GROUP BY ws, we, origin ORDER BY ws, origin
+    """
+).fetchall()
+write("flights_hourly",
+      ["window_start", "window_end", "origin", "departures", "avg_dep_delay", "max_dep_delay"], rows)
+
+# flights_hop.sql: 3-hour windows every hour, JFK only, by carrier.
+rows = db.execute(
+    """
+    WITH w AS (
+      SELECT f.*, strftime('%Y-%m-%d %H:00:00', sched_dep_ts, '-' || k.k || ' hours') AS ws
+      FROM flights f, (SELECT 0 AS k UNION ALL SELECT 1 UNION ALL SELECT 2) k
+      WHERE origin = 'JFK'
+    )
+    SELECT ws, strftime('%Y-%m-%d %H:%M:%S', ws, '+3 hours') AS we, carrier,
+           COUNT(*), COUNT(*) - COUNT(dep_time), COUNT(DISTINCT dest)
+    FROM w GROUP BY ws, we, carrier ORDER BY ws, carrier
+    """
+).fetchall()
+write("flights_hop", ["window_start", "window_end", "carrier", "departures", "cancelled", "destinations"], rows)
+
+# flights_daily_to_files.sql: daily windows by origin, written without a header.
+rows = db.execute(
+    """
+    SELECT strftime('%Y-%m-%d 00:00:00', sched_dep_ts) AS ds, origin, COUNT(*),
+           SUM(CASE WHEN dep_delay > 15 THEN 1 ELSE 0 END), AVG(dep_delay)
+    FROM flights GROUP BY ds, origin ORDER BY ds, origin
+    """
+).fetchall()
+write("flights_daily_to_files", ["day_start", "origin", "departures", "late_departures", "avg_dep_delay"], rows)
