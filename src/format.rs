@@ -276,8 +276,12 @@ fn explain_node(node: &PlanNode, depth: usize, out: &mut String) {
                     GroupOutput::Key(k) => a.keys[*k].to_string(),
                 })
                 .collect();
+            let assign = match a.windows {
+                sluice_common::plan::WindowInput::Assign { .. } => " (windows assigned here)",
+                sluice_common::plan::WindowInput::Columns { .. } => "",
+            };
             format!(
-                "WindowAggregate: {}, groupBy=[{}], aggregates=[{}], state=keyed window accumulators",
+                "WindowAggregate: {}{assign}, groupBy=[{}], aggregates=[{}], state=keyed window accumulators",
                 a.window,
                 groups.join(", "),
                 a.aggregates.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")

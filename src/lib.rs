@@ -31,6 +31,7 @@ use datafusion_common::arrow::array::{ArrayRef, RecordBatch, StringArray};
 use datafusion_common::arrow::datatypes::{DataType, Field, Schema};
 pub use datafusion_common::arrow;
 pub use sluice_common::plan::PlanNode;
+pub use sluice_common::time::format_timestamp_ms;
 pub use sluice_common::{Result, SluiceError};
 use sluice_runtime::connectors::ConnectorContext;
 pub use sluice_runtime::{JobMetrics, RunningJob};

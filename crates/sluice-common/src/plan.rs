@@ -91,6 +91,11 @@ pub struct WatermarkSpec {
     pub expr: Expr,
     /// The expression as written, for EXPLAIN and DESCRIBE.
     pub text: String,
+    /// When `expr` is `rowtime - <day-time interval>` (the usual bounded-disorder
+    /// strategy), that interval in ms: the runtime then subtracts an integer instead of
+    /// evaluating interval arithmetic per row. `None` for any other expression
+    /// (calendar intervals such as `INTERVAL '1' MONTH` included).
+    pub delay_ms: Option<i64>,
 }
 
 /// Where an `INSERT INTO` writes.
@@ -203,23 +208,42 @@ impl fmt::Display for WindowSpec {
 
 /// Keyed window aggregation.
 ///
-/// Input: rows that carry their window as two `TIMESTAMP(3)` columns (from a
-/// [`OperatorSpec::WindowAssign`] upstream). Output schema: the `GROUP BY` expressions in
-/// their written order (window bounds included), then one column per aggregate.
+/// Output schema: the `GROUP BY` expressions in their written order (window bounds
+/// included), then one column per aggregate.
 #[derive(Debug, Clone)]
 pub struct WindowAggregateSpec {
-    /// The window (for EXPLAIN; bounds come from the input columns).
+    /// The window.
     pub window: WindowSpec,
-    /// Index of `window_start` in the input schema.
-    pub window_start: usize,
-    /// Index of `window_end` in the input schema.
-    pub window_end: usize,
-    /// The `GROUP BY` expressions that are not window bounds (the key), over the input.
+    /// Where each row's windows come from.
+    pub windows: WindowInput,
+    /// The schema `keys` and `aggregates` are typed against: the window table function's
+    /// output. With [`WindowInput::Assign`] the input is the function's input, whose
+    /// columns are the first columns of this schema.
+    pub expr_schema: DFSchemaRef,
+    /// The `GROUP BY` expressions that are not window bounds (the key).
     pub keys: Vec<Expr>,
     /// Where each `GROUP BY` output column comes from, in output order.
     pub group_outputs: Vec<GroupOutput>,
     /// The aggregate function calls (`Expr::AggregateFunction`, possibly aliased).
     pub aggregates: Vec<Expr>,
+}
+
+/// Where a window aggregate finds each row's windows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowInput {
+    /// In the input's `window_start` and `window_end` columns (a `WindowAssign` upstream).
+    Columns {
+        /// Index of `window_start` in the input.
+        start: usize,
+        /// Index of `window_end` in the input.
+        end: usize,
+    },
+    /// Assigned by the aggregate from the time attribute (the window table function fused
+    /// into the aggregate, so rows are not copied once per window).
+    Assign {
+        /// Index of the time attribute in the input.
+        time_column: usize,
+    },
 }
 
 /// The source of one `GROUP BY` output column of a window aggregate.

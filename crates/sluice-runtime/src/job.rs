@@ -20,7 +20,7 @@ use datafusion_expr::execution_props::ExecutionProps;
 use datafusion_expr::physical_planning_context::PhysicalPlanningContext;
 use datafusion_physical_expr::aggregate::LoweredAggregateBuilder;
 use datafusion_physical_expr::PhysicalExpr;
-use sluice_common::plan::{OperatorSpec, PlanNode, SourceSpec};
+use sluice_common::plan::{OperatorSpec, PlanNode, SourceSpec, WindowInput};
 use sluice_common::{not_supported, Result, SluiceError};
 
 use crate::connectors::{create_sink, create_source, BatchSink, ConnectorContext, Source};
@@ -29,7 +29,7 @@ use crate::message::{Message, StreamBatch};
 use crate::metrics::JobMetrics;
 use crate::operator::{Chain, Operator};
 use crate::operators::stateless::{batch_with_schema, FilterOperator, ProjectOperator};
-use crate::operators::window_aggregate::{AggregateCall, WindowAggregateOperator};
+use crate::operators::window_aggregate::{AggregateCall, WindowAggregateOperator, WindowSource};
 use crate::operators::window_assign::{event_times_ms, WindowAssignOperator};
 use crate::state::AccumulatorFactory;
 
@@ -242,6 +242,7 @@ fn build_operator(node: &PlanNode, metrics: &Arc<JobMetrics>) -> Result<Box<dyn 
             Arc::clone(metrics),
         )),
         OperatorSpec::WindowAggregate(spec) => {
+            let in_schema: &DFSchema = &spec.expr_schema;
             let keys = physical_all(&spec.keys, in_schema)?;
             let arrow_in = in_schema.as_arrow();
             let key_types = keys
@@ -261,9 +262,15 @@ fn build_operator(node: &PlanNode, metrics: &Arc<JobMetrics>) -> Result<Box<dyn 
                 });
                 aggregates.push(Arc::clone(&lowered.aggregate));
             }
+            let windows = match spec.windows {
+                WindowInput::Columns { start, end } => WindowSource::Columns { start, end },
+                WindowInput::Assign { time_column } => WindowSource::Assign {
+                    spec: spec.window,
+                    time_column,
+                },
+            };
             Box::new(WindowAggregateOperator::new(
-                spec.window_start,
-                spec.window_end,
+                windows,
                 keys,
                 calls,
                 AccumulatorFactory::new(aggregates),
@@ -287,6 +294,8 @@ struct SourceDriver {
     columns: Vec<Arc<dyn PhysicalExpr>>,
     schema: SchemaRef,
     watermark: Option<Arc<dyn PhysicalExpr>>,
+    /// `Some((rowtime index, delay ms))` for `rowtime - <fixed interval>` strategies.
+    fixed_delay: Option<(usize, i64)>,
     watermark_ms: i64,
     metrics: Arc<JobMetrics>,
 }
@@ -310,11 +319,16 @@ impl SourceDriver {
             Some(wm) => Some(physical(&wm.expr, &node.schema)?),
             None => None,
         };
+        let fixed_delay = spec
+            .watermark
+            .as_ref()
+            .and_then(|wm| wm.delay_ms.map(|d| (wm.rowtime, d)));
         Ok(SourceDriver {
             source,
             columns,
             schema: Arc::new(node.schema.as_arrow().clone()),
             watermark,
+            fixed_delay,
             watermark_ms: sluice_common::time::WATERMARK_MIN,
             metrics,
         })
@@ -332,13 +346,16 @@ impl SourceDriver {
             let row_watermarks = match &self.watermark {
                 None => None,
                 Some(expr) => {
-                    let candidates = event_times_ms(&evaluate(expr, &data)?)?;
+                    let (candidates, delay_ms) = match self.fixed_delay {
+                        Some((rowtime, delay)) => (event_times_ms(data.column(rowtime))?, delay),
+                        None => (event_times_ms(&evaluate(expr, &data)?)?, 0),
+                    };
                     let mut wms = Vec::with_capacity(data.num_rows());
                     let mut wm = self.watermark_ms;
                     for i in 0..candidates.len() {
                         wms.push(wm);
                         if candidates.is_valid(i) {
-                            wm = wm.max(candidates.value(i));
+                            wm = wm.max(candidates.value(i).saturating_sub(delay_ms));
                         }
                     }
                     self.watermark_ms = wm;

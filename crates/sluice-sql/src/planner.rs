@@ -26,7 +26,7 @@ use datafusion_sql::planner::{ParserOptions, PlannerContext, SqlToRel};
 use datafusion_sql::sqlparser::ast;
 use sluice_common::plan::{
     GroupOutput, OperatorSpec, PlanNode, SinkSpec, SourceSpec, WatermarkSpec,
-    WindowAggregateSpec, WindowKind, WindowSpec,
+    WindowAggregateSpec, WindowInput, WindowKind, WindowSpec,
 };
 use sluice_common::{not_supported, plan_err, Result, SluiceError};
 
@@ -436,6 +436,7 @@ impl Planner {
                 rowtime: *i,
                 expr: e.clone(),
                 text: t.clone(),
+                delay_ms: fixed_delay_ms(e, &def.schema.field(*i).name().clone()),
             });
             return Ok(Planned {
                 node: PlanNode {
@@ -626,22 +627,68 @@ impl Planner {
                 .iter()
                 .position(|e| column_index(e) == Some(r))
         });
+        // Fuse the window table function into the aggregate when nothing lies between
+        // them and no key or aggregate reads a window column: windows are then assigned
+        // per row without copying rows.
+        let mut node_input = input.node;
+        let mut windows = WindowInput::Columns {
+            start: window.start,
+            end: window.end,
+        };
+        if let OperatorSpec::WindowAssign { time_column, .. } = &node_input.spec {
+            let n = node_input.input().schema.fields().len();
+            let reads_only_input = |e: &Expr| {
+                e.column_refs()
+                    .iter()
+                    .all(|c| in_schema.index_of_column(c).is_ok_and(|i| i < n))
+            };
+            if keys.iter().chain(&agg.aggr_expr).all(reads_only_input) {
+                windows = WindowInput::Assign {
+                    time_column: *time_column,
+                };
+                node_input = node_input.inputs.remove(0);
+            }
+        }
         Ok(Planned {
             node: PlanNode {
                 spec: OperatorSpec::WindowAggregate(WindowAggregateSpec {
                     window: window.spec,
-                    window_start: window.start,
-                    window_end: window.end,
+                    windows,
+                    expr_schema: Arc::clone(&in_schema),
                     keys,
                     group_outputs,
                     aggregates: agg.aggr_expr.clone(),
                 }),
                 schema: Arc::clone(&agg.schema),
                 rowtime,
-                inputs: vec![input.node],
+                inputs: vec![node_input],
             },
             window: None,
         })
+    }
+}
+
+/// The delay (ms) of a watermark expression `rowtime - INTERVAL '<day-time>'` (or the
+/// rowtime alone: 0); `None` for anything else.
+fn fixed_delay_ms(expr: &Expr, rowtime: &str) -> Option<i64> {
+    use datafusion_common::ScalarValue;
+    use datafusion_expr::{BinaryExpr, Operator};
+    let is_rowtime = |e: &Expr| matches!(unalias(e), Expr::Column(c) if c.name == rowtime);
+    match unalias(expr) {
+        e if is_rowtime(e) => Some(0),
+        Expr::BinaryExpr(BinaryExpr { left, op: Operator::Minus, right }) if is_rowtime(left) => {
+            match unalias(right) {
+                Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _) if v.months == 0 => {
+                    Some(v.days as i64 * 86_400_000 + v.nanoseconds / 1_000_000)
+                        .filter(|_| v.nanoseconds % 1_000_000 == 0)
+                }
+                Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _) => {
+                    Some(v.days as i64 * 86_400_000 + v.milliseconds as i64)
+                }
+                _ => None,
+            }
+        }
+        _ => None,
     }
 }
 
@@ -729,4 +776,82 @@ pub(crate) fn df_error(e: DataFusionError, catalog: &Catalog) -> SluiceError {
         }
     }
     SluiceError::Plan(msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parser::{parse_script, Statement};
+
+    const SCRIPT: &str = "CREATE TABLE t (a INT, b STRING, ts TIMESTAMP(3), c AS a * 2, \
+        WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH ('connector' = 'filesystem', 'path' = 'x');\n\
+        CREATE VIEW v AS SELECT a, b, ts FROM t WHERE a > 1;\n\
+        SELECT window_start, b, COUNT(*), AVG(a), COUNT(DISTINCT b) FROM TABLE(HOP(TABLE v, DESCRIPTOR(ts), \
+        INTERVAL '1' SECOND, INTERVAL '3' SECOND)) GROUP BY window_start, window_end, b HAVING SUM(a) > 2;\n\
+        SELECT * FROM TABLE(CUMULATE(DATA => TABLE t, TIMECOL => DESCRIPTOR(ts), STEP => INTERVAL '1' MINUTE, SIZE => INTERVAL '1' HOUR));\n\
+        SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY b ORDER BY ts MEASURES A.a AS x PATTERN (A B+) DEFINE A AS A.a > 1);\n\
+        SET 'k' = 'v'; DESCRIBE t; SHOW TABLES; EXPLAIN SELECT a FROM t";
+
+    /// Runs every statement of `sql` through the parser and planner.
+    fn plan_all(planner: &mut Planner, sql: &str) {
+        let Ok(statements) = parse_script(sql) else {
+            return;
+        };
+        for s in statements {
+            let _ = match &s.statement {
+                Statement::CreateTable(ct) => planner.create_table(ct),
+                Statement::CreateView {
+                    name,
+                    if_not_exists,
+                    query,
+                } => planner.create_view(name, *if_not_exists, query, &s.text),
+                Statement::Query(q) | Statement::Explain(q) => planner.plan_query(q).map(|_| ()),
+                Statement::Insert { table, query } => planner.plan_insert(table, query).map(|_| ()),
+                _ => Ok(()),
+            };
+        }
+    }
+
+    #[test]
+    fn the_valid_script_plans() {
+        let mut planner = Planner::new();
+        let statements = parse_script(SCRIPT).unwrap();
+        assert_eq!(statements.len(), 9);
+        let Statement::CreateTable(ct) = &statements[0].statement else {
+            panic!()
+        };
+        planner.create_table(ct).unwrap();
+        let Statement::Query(q) = &statements[3].statement else {
+            panic!()
+        };
+        let node = planner.plan_query(q).unwrap();
+        assert!(matches!(node.spec, OperatorSpec::Project { .. }));
+        assert!(matches!(node.input().spec, OperatorSpec::WindowAssign { .. }));
+        let Statement::Query(q) = &statements[4].statement else {
+            panic!()
+        };
+        let err = planner.plan_query(q).unwrap_err().to_string();
+        assert!(err.contains("MATCH_RECOGNIZE"), "{err}");
+    }
+
+    /// No input makes the front end panic: every truncation of the script, and the script
+    /// with any one character removed, either plans or returns an error.
+    #[test]
+    fn mutilated_sql_never_panics() {
+        let chars: Vec<char> = SCRIPT.chars().collect();
+        let mut variants = Vec::new();
+        for i in (0..chars.len()).step_by(3) {
+            variants.push(chars[..i].iter().collect::<String>());
+            let mut without = chars.clone();
+            without.remove(i);
+            variants.push(without.iter().collect::<String>());
+        }
+        for v in variants {
+            let result = std::panic::catch_unwind(|| {
+                let mut planner = Planner::new();
+                plan_all(&mut planner, &v);
+            });
+            assert!(result.is_ok(), "panicked on:\n{v}");
+        }
+    }
 }

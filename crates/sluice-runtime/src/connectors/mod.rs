@@ -6,6 +6,7 @@
 //! | `print` | | each row to stdout as `+I[v1, v2]` |
 //! | `blackhole` | | discards rows |
 
+pub mod csv_source;
 pub mod filesystem;
 
 use std::io::Write;
@@ -90,7 +91,7 @@ pub fn create_source(
             check_format(options, table)?;
             let path = resolve(ctx, option(options, "path", table)?);
             let csv = filesystem::CsvOptions::from_options(options)?;
-            Ok(Box::new(filesystem::CsvSource::new(
+            Ok(Box::new(csv_source::CsvSource::new(
                 &path,
                 physical_schema,
                 csv,

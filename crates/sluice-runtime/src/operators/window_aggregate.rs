@@ -9,7 +9,7 @@ use datafusion_common::arrow::compute::{concat_batches, take};
 use datafusion_common::arrow::datatypes::{SchemaRef, TimestampMillisecondType};
 use datafusion_common::arrow::record_batch::RecordBatch;
 use datafusion_physical_expr::PhysicalExpr;
-use sluice_common::plan::GroupOutput;
+use sluice_common::plan::{GroupOutput, WindowSpec};
 use sluice_common::time::{window_fired, WATERMARK_MAX, WATERMARK_MIN};
 use sluice_common::Result;
 
@@ -18,7 +18,28 @@ use crate::message::StreamBatch;
 use crate::metrics::JobMetrics;
 use crate::operator::{Collector, Operator};
 use crate::operators::stateless::batch_with_schema;
+use crate::operators::window_assign::event_times_ms;
 use crate::state::{AccumulatorFactory, WindowAggregateState};
+
+/// Where a window aggregate finds each row's windows.
+pub enum WindowSource {
+    /// In two `TIMESTAMP(3)` columns of the input (a window TVF upstream assigned them).
+    Columns {
+        /// Index of `window_start`.
+        start: usize,
+        /// Index of `window_end`.
+        end: usize,
+    },
+    /// Assigned here from the time attribute (the window TVF fused into the aggregate):
+    /// no row is copied per window. A (row, window) pair whose window has fired under the
+    /// row's watermark is dropped; a row with no window left is late and counted.
+    Assign {
+        /// The windows.
+        spec: WindowSpec,
+        /// Index of the time attribute.
+        time_column: usize,
+    },
+}
 
 /// One aggregate call: its argument expressions and optional `FILTER (WHERE ...)`.
 pub struct AggregateCall {
@@ -40,8 +61,7 @@ pub struct AggregateCall {
 /// already fired is late and dropped (the window assignment upstream already removes
 /// them, judged by each row's own watermark; this operator checks again).
 pub struct WindowAggregateOperator {
-    window_start: usize,
-    window_end: usize,
+    windows: WindowSource,
     keys: Vec<Arc<dyn PhysicalExpr>>,
     aggregates: Vec<AggregateCall>,
     group_outputs: Vec<GroupOutput>,
@@ -55,8 +75,7 @@ impl WindowAggregateOperator {
     /// See the type docs; `state` holds the accumulators for `aggregates` in order.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
-        window_start: usize,
-        window_end: usize,
+        windows: WindowSource,
         keys: Vec<Arc<dyn PhysicalExpr>>,
         aggregates: Vec<AggregateCall>,
         factory: AccumulatorFactory,
@@ -66,8 +85,7 @@ impl WindowAggregateOperator {
         metrics: Arc<JobMetrics>,
     ) -> Result<Self> {
         Ok(WindowAggregateOperator {
-            window_start,
-            window_end,
+            windows,
             keys,
             aggregates,
             group_outputs,
@@ -112,33 +130,38 @@ impl WindowAggregateOperator {
         } else {
             concat_batches(&schema, &batches)?
         };
-        JobMetrics::add(&self.metrics.rows_out, 0);
         out.emit(StreamBatch::new(data));
         Ok(())
     }
 }
 
-/// Sorts row indices by window `(end, start)`, returning runs of equal windows.
-fn runs_by_window(starts: &[i64], ends: &[i64], keep: &[bool]) -> Vec<((i64, i64), Vec<u32>)> {
-    let n = starts.len();
-    // Fast path: one window for the whole batch (sorted input, big windows).
-    if n > 0 && keep.iter().all(|k| *k) {
-        let (s0, e0) = (starts[0], ends[0]);
-        if starts.iter().all(|s| *s == s0) && ends.iter().all(|e| *e == e0) {
-            return vec![((e0, s0), (0..n as u32).collect())];
+/// Row indices grouped by window `(end, start)`, in first-seen order. A batch touches few
+/// windows, so a linear search from the last window hit is cheaper than sorting.
+#[derive(Default)]
+struct WindowBuckets {
+    buckets: Vec<((i64, i64), Vec<u32>)>,
+    last: usize,
+}
+
+impl WindowBuckets {
+    fn add(&mut self, window: (i64, i64), row: u32) {
+        if let Some((w, rows)) = self.buckets.get_mut(self.last) {
+            if *w == window {
+                rows.push(row);
+                return;
+            }
+        }
+        match self.buckets.iter().position(|(w, _)| *w == window) {
+            Some(p) => {
+                self.last = p;
+                self.buckets[p].1.push(row);
+            }
+            None => {
+                self.last = self.buckets.len();
+                self.buckets.push((window, vec![row]));
+            }
         }
     }
-    let mut idx: Vec<u32> = (0..n as u32).filter(|&i| keep[i as usize]).collect();
-    idx.sort_by_key(|&i| (ends[i as usize], starts[i as usize]));
-    let mut runs: Vec<((i64, i64), Vec<u32>)> = Vec::new();
-    for i in idx {
-        let w = (ends[i as usize], starts[i as usize]);
-        match runs.last_mut() {
-            Some((lw, v)) if *lw == w => v.push(i),
-            _ => runs.push((w, vec![i])),
-        }
-    }
-    runs
 }
 
 fn take_all(arrays: &[ArrayRef], idx: &UInt32Array) -> Result<Vec<ArrayRef>> {
@@ -155,16 +178,45 @@ impl Operator for WindowAggregateOperator {
 
     fn process_batch(&mut self, batch: StreamBatch, _out: &mut Collector) -> Result<()> {
         let data: &RecordBatch = &batch.data;
-        let starts = data
-            .column(self.window_start)
-            .as_primitive::<TimestampMillisecondType>();
-        let ends = data
-            .column(self.window_end)
-            .as_primitive::<TimestampMillisecondType>();
-        let keep: Vec<bool> = (0..data.num_rows())
-            .map(|i| !window_fired(ends.value(i), self.watermark_ms))
-            .collect();
-        let late = keep.iter().filter(|k| !**k).count() as u64;
+        let n = data.num_rows();
+        let mut buckets = WindowBuckets::default();
+        let mut late = 0u64;
+        match &self.windows {
+            WindowSource::Columns { start, end } => {
+                let starts = data.column(*start).as_primitive::<TimestampMillisecondType>();
+                let ends = data.column(*end).as_primitive::<TimestampMillisecondType>();
+                for i in 0..n {
+                    let e = ends.value(i);
+                    if window_fired(e, self.watermark_ms) {
+                        late += 1;
+                    } else {
+                        buckets.add((e, starts.value(i)), i as u32);
+                    }
+                }
+            }
+            WindowSource::Assign { spec, time_column } => {
+                let times = event_times_ms(data.column(*time_column))?;
+                let mut windows = Vec::new();
+                for i in 0..n {
+                    if times.is_null(i) {
+                        late += 1;
+                        continue;
+                    }
+                    let wm = batch.watermark_at(i).max(self.watermark_ms);
+                    spec.assign(times.value(i), &mut windows);
+                    let mut kept = false;
+                    for &(s, e) in &windows {
+                        if !window_fired(e, wm) {
+                            buckets.add((e, s), i as u32);
+                            kept = true;
+                        }
+                    }
+                    if !kept {
+                        late += 1;
+                    }
+                }
+            }
+        }
         JobMetrics::add(&self.metrics.late_rows_dropped, late);
 
         let key_columns = self
@@ -187,9 +239,9 @@ impl Operator for WindowAggregateOperator {
             })
             .collect::<Result<_>>()?;
 
-        let runs = runs_by_window(starts.values(), ends.values(), &keep);
-        let whole = runs.len() == 1 && runs[0].1.len() == data.num_rows();
-        for ((end_ms, start_ms), selection) in runs {
+        for ((end_ms, start_ms), selection) in buckets.buckets {
+            // All rows in input order: no copy needed.
+            let whole = selection.len() == n;
             if whole {
                 self.state.update(
                     start_ms,

@@ -1,0 +1,524 @@
+//! The CSV reader of the `filesystem` source.
+//!
+//! The source thread cuts the input into chunks of whole records (tracking line numbers
+//! and quotes, so every record knows its first line); a [`ChunkDecoder`] turns a chunk
+//! into a batch with arrow-csv. Two chunks are decoded at once, one on the source thread
+//! and one on a helper thread, and emitted in input order: decoding is most of a CSV
+//! source's work, and the two cores of a small machine share it.
+//!
+//! arrow-csv fails a whole batch on one bad value and names neither file nor line: when a
+//! chunk fails, it is decoded again record by record, so that the bad record is reported as
+//! `file:line:column` or, under `'csv.ignore-parse-errors' = 'true'`, skipped and counted.
+//! `TIMESTAMP(0..3)` columns are read as text by arrow-csv and converted by
+//! [`parse_timestamp_ms`] (the common `YYYY-MM-DD HH:MM:SS[.fff]` spelling), falling back
+//! to arrow's general parser for other spellings.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::Arc;
+
+use datafusion_common::arrow::array::{
+    Array, ArrayRef, AsArray, RecordBatch, StringArray, TimestampMillisecondArray,
+};
+use datafusion_common::arrow::compute::{cast_with_options, concat_batches, CastOptions};
+use datafusion_common::arrow::csv::ReaderBuilder;
+use datafusion_common::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion_common::arrow::record_batch::RecordBatchOptions;
+use regex::Regex;
+use sluice_common::time::parse_timestamp_ms;
+use sluice_common::{Result, SluiceError};
+
+use crate::connectors::filesystem::{list_files, CsvOptions};
+use crate::connectors::Source;
+use crate::metrics::JobMetrics;
+
+/// Whole records cut from one file, with where each starts.
+struct Chunk {
+    file: Arc<str>,
+    bytes: Vec<u8>,
+    records: Vec<RecordSpan>,
+}
+
+/// One record's place in a chunk: byte range and first line (1-based).
+struct RecordSpan {
+    start: usize,
+    end: usize,
+    line: u64,
+}
+
+/// Turns chunks of CSV records into batches of the table's physical columns.
+pub struct ChunkDecoder {
+    /// The table's physical columns.
+    schema: SchemaRef,
+    /// The schema arrow-csv parses: millisecond timestamp columns as text.
+    parse_schema: SchemaRef,
+    /// Columns converted from text to `TIMESTAMP(3)` after parsing.
+    timestamp_columns: Vec<usize>,
+    options: CsvOptions,
+    null_regex: Option<Regex>,
+}
+
+/// A value that does not parse: its column index and text.
+struct BadValue {
+    column: usize,
+    value: String,
+}
+
+impl ChunkDecoder {
+    fn new(schema: SchemaRef, options: CsvOptions) -> Result<Self> {
+        let null_regex = options.null_regex()?;
+        let mut timestamp_columns = Vec::new();
+        let fields: Vec<Field> = schema
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(i, f)| match f.data_type() {
+                DataType::Timestamp(TimeUnit::Millisecond, None) => {
+                    timestamp_columns.push(i);
+                    f.as_ref().clone().with_data_type(DataType::Utf8)
+                }
+                _ => f.as_ref().clone(),
+            })
+            .collect();
+        Ok(ChunkDecoder {
+            parse_schema: Arc::new(Schema::new(fields)),
+            schema,
+            timestamp_columns,
+            options,
+            null_regex,
+        })
+    }
+
+    /// arrow-csv over `bytes` holding `records` whole records.
+    fn parse(&self, bytes: &[u8], records: usize) -> std::result::Result<Option<RecordBatch>, String> {
+        let mut builder = ReaderBuilder::new(Arc::clone(&self.parse_schema))
+            .with_header(false)
+            .with_delimiter(self.options.delimiter)
+            .with_quote(self.options.quote)
+            .with_batch_size(records.max(1));
+        if let Some(re) = &self.null_regex {
+            builder = builder.with_null_regex(re.clone());
+        }
+        let mut decoder = builder.build_decoder();
+        let mut offset = 0;
+        while offset < bytes.len() {
+            let n = decoder.decode(&bytes[offset..]).map_err(|e| e.to_string())?;
+            if n == 0 {
+                break;
+            }
+            offset += n;
+        }
+        decoder.decode(&[]).map_err(|e| e.to_string())?;
+        decoder.flush().map_err(|e| e.to_string())
+    }
+
+    /// Converts the text timestamp columns; the first bad value fails.
+    fn convert(&self, batch: RecordBatch) -> std::result::Result<RecordBatch, (usize, BadValue)> {
+        if self.timestamp_columns.is_empty() {
+            return Ok(batch);
+        }
+        let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
+        for &c in &self.timestamp_columns {
+            let text: &StringArray = columns[c].as_string::<i32>();
+            let mut values = Vec::with_capacity(text.len());
+            for row in 0..text.len() {
+                if text.is_null(row) {
+                    values.push(None);
+                    continue;
+                }
+                let s = text.value(row);
+                match parse_timestamp_ms(s.as_bytes()).or_else(|| general_timestamp_ms(s)) {
+                    Some(v) => values.push(Some(v)),
+                    None => {
+                        return Err((
+                            row,
+                            BadValue {
+                                column: c,
+                                value: s.to_string(),
+                            },
+                        ))
+                    }
+                }
+            }
+            columns[c] = Arc::new(TimestampMillisecondArray::from(values));
+        }
+        let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+        RecordBatch::try_new_with_options(Arc::clone(&self.schema), columns, &options).map_err(|e| {
+            (
+                0,
+                BadValue {
+                    column: 0,
+                    value: e.to_string(),
+                },
+            )
+        })
+    }
+
+    /// Decodes a chunk: fast on good input; record by record to report or skip bad rows.
+    /// Returns the batch (if any row is left) and the number of rows skipped.
+    fn decode(&self, chunk: &Chunk) -> Result<(Option<RecordBatch>, u64)> {
+        if let Ok(Some(batch)) = self.parse(&chunk.bytes, chunk.records.len()) {
+            if let Ok(b) = self.convert(batch) {
+                return Ok((Some(b), 0));
+            }
+        }
+        let mut good = Vec::new();
+        let mut skipped = 0u64;
+        for span in &chunk.records {
+            let result = self
+                .parse(&chunk.bytes[span.start..span.end], 1)
+                .map_err(|e| self.describe_parse_error(&chunk.file, span.line, &e))
+                .and_then(|b| match b {
+                    Some(b) => self.convert(b).map(Some).map_err(|(_, bad)| {
+                        self.describe_bad_value(&chunk.file, span.line, &bad)
+                    }),
+                    None => Ok(None),
+                });
+            match result {
+                Ok(Some(b)) => good.push(b),
+                Ok(None) => {}
+                Err(_) if self.options.ignore_parse_errors => skipped += 1,
+                Err(msg) => {
+                    return Err(SluiceError::Data(format!(
+                        "{msg} (set 'csv.ignore-parse-errors' = 'true' to skip bad rows)"
+                    )))
+                }
+            }
+        }
+        if good.is_empty() {
+            return Ok((None, skipped));
+        }
+        Ok((Some(concat_batches(&self.schema, &good)?), skipped))
+    }
+
+    fn describe_bad_value(&self, file: &str, line: u64, bad: &BadValue) -> String {
+        let field = self.schema.field(bad.column);
+        let mut msg = format!(
+            "{file}:{line}:{}: cannot parse '{}' as {} for column '{}'",
+            bad.column + 1,
+            bad.value,
+            flink_type(field.data_type()),
+            field.name()
+        );
+        let looks_like_header = self.schema.fields().iter().any(|f| f.name() == &bad.value);
+        if looks_like_header && !self.options.header {
+            msg.push_str(
+                "; this looks like a header row: add 'csv.header' = 'true' to the table's WITH \
+                 options to skip it",
+            );
+        }
+        msg
+    }
+
+    /// Turns an arrow-csv message about one record into "file:line:column: what".
+    fn describe_parse_error(&self, file: &str, line: u64, message: &str) -> String {
+        let message = message
+            .trim_start_matches("Parser error: ")
+            .trim_start_matches("Csv error: ");
+        // "Error while parsing value 'x' as type 'Int32' for column 2 at line 0. Row data: ..."
+        if let Some(rest) = message.strip_prefix("Error while parsing value '") {
+            let value = rest.split("' as type").next().unwrap_or("").to_string();
+            let column = rest
+                .split("for column ")
+                .nth(1)
+                .and_then(|s| s.split_whitespace().next())
+                .and_then(|s| s.parse::<usize>().ok());
+            if let Some(column) = column.filter(|c| *c < self.schema.fields().len()) {
+                return self.describe_bad_value(file, line, &BadValue { column, value });
+            }
+        }
+        if message.contains("incorrect number of fields") {
+            let got = message.rsplit("got ").next().unwrap_or("?");
+            return format!(
+                "{file}:{line}:1: expected {} fields, found {}",
+                self.schema.fields().len(),
+                got.trim()
+            );
+        }
+        format!("{file}:{line}:1: {message}")
+    }
+}
+
+/// Timestamps in spellings other than the fast path's (arrow's parser: time zone
+/// offsets, `Z`, ...), in epoch ms.
+fn general_timestamp_ms(s: &str) -> Option<i64> {
+    let array = StringArray::from(vec![s]);
+    let options = CastOptions {
+        safe: true,
+        ..Default::default()
+    };
+    let ts = cast_with_options(&array, &DataType::Timestamp(TimeUnit::Millisecond, None), &options).ok()?;
+    let ts = ts.as_primitive::<datafusion_common::arrow::datatypes::TimestampMillisecondType>();
+    ts.is_valid(0).then(|| ts.value(0))
+}
+
+/// The Flink name of an Arrow type, for data error messages.
+fn flink_type(dt: &DataType) -> String {
+    match dt {
+        DataType::Int8 => "TINYINT".into(),
+        DataType::Int16 => "SMALLINT".into(),
+        DataType::Int32 => "INT".into(),
+        DataType::Int64 => "BIGINT".into(),
+        DataType::Float32 => "FLOAT".into(),
+        DataType::Float64 => "DOUBLE".into(),
+        DataType::Boolean => "BOOLEAN".into(),
+        DataType::Utf8 => "STRING".into(),
+        DataType::Date32 => "DATE".into(),
+        DataType::Timestamp(_, None) => "TIMESTAMP".into(),
+        DataType::Timestamp(_, Some(_)) => "TIMESTAMP_LTZ".into(),
+        DataType::Decimal128(p, s) => format!("DECIMAL({p}, {s})"),
+        other => other.to_string(),
+    }
+}
+
+struct OpenFile {
+    display: Arc<str>,
+    reader: Box<dyn BufRead + Send>,
+    /// 1-based line number of the next unread line.
+    line: u64,
+    header_pending: bool,
+    eof: bool,
+}
+
+/// Ends the record `bytes[start..]` (which ends with a newline): keeps it as a record,
+/// or drops it when it is a blank line or the header row still to be skipped.
+fn end_record(
+    bytes: &mut Vec<u8>,
+    records: &mut Vec<RecordSpan>,
+    start: usize,
+    line: u64,
+    header_pending: &mut bool,
+) {
+    let blank = bytes[start..].iter().all(|b| *b == b'\n' || *b == b'\r');
+    if blank {
+        bytes.truncate(start);
+    } else if *header_pending {
+        *header_pending = false;
+        bytes.truncate(start);
+    } else {
+        records.push(RecordSpan {
+            start,
+            end: bytes.len(),
+            line,
+        });
+    }
+}
+
+/// Decodes chunks on a helper thread, in the order they were sent.
+struct DecodeHelper {
+    to_helper: Sender<Chunk>,
+    from_helper: Receiver<Result<(Option<RecordBatch>, u64)>>,
+}
+
+impl DecodeHelper {
+    fn spawn(decoder: Arc<ChunkDecoder>) -> Result<Self> {
+        let (to_helper, chunks) = channel::<Chunk>();
+        let (results, from_helper) = channel();
+        std::thread::Builder::new()
+            .name("sluice-csv-decode".into())
+            .spawn(move || {
+                for chunk in chunks {
+                    if results.send(decoder.decode(&chunk)).is_err() {
+                        break;
+                    }
+                }
+            })
+            .map_err(|e| SluiceError::io("starting the CSV decode thread", e))?;
+        Ok(DecodeHelper {
+            to_helper,
+            from_helper,
+        })
+    }
+}
+
+/// A bounded CSV source over one file or a directory of files, read in order.
+///
+/// Output: batches of the table's physical columns, up to `batch_size` rows each.
+pub struct CsvSource {
+    files: Vec<PathBuf>,
+    next_file: usize,
+    current: Option<OpenFile>,
+    decoder: Arc<ChunkDecoder>,
+    helper: Option<DecodeHelper>,
+    ready: VecDeque<RecordBatch>,
+    options: CsvOptions,
+    batch_size: usize,
+    metrics: Arc<JobMetrics>,
+}
+
+impl CsvSource {
+    /// A source reading `path` (file or directory) as CSV rows of `schema`.
+    ///
+    /// # Errors
+    /// The path does not exist or cannot be listed; bad `csv.*` options.
+    pub fn new(
+        path: &Path,
+        schema: SchemaRef,
+        options: CsvOptions,
+        batch_size: usize,
+        metrics: Arc<JobMetrics>,
+    ) -> Result<Self> {
+        let files = list_files(path)?;
+        Ok(CsvSource {
+            files,
+            next_file: 0,
+            current: None,
+            decoder: Arc::new(ChunkDecoder::new(schema, options.clone())?),
+            helper: None,
+            ready: VecDeque::new(),
+            options,
+            batch_size,
+            metrics,
+        })
+    }
+
+    fn open_next(&mut self) -> Result<bool> {
+        let Some(path) = self.files.get(self.next_file).cloned() else {
+            return Ok(false);
+        };
+        self.next_file += 1;
+        let file = File::open(&path)
+            .map_err(|e| SluiceError::io(format!("opening '{}'", path.display()), e))?;
+        let reader: Box<dyn BufRead + Send> = if path.extension().is_some_and(|e| e == "gz") {
+            Box::new(BufReader::with_capacity(
+                1 << 20,
+                flate2::read::MultiGzDecoder::new(BufReader::new(file)),
+            ))
+        } else {
+            Box::new(BufReader::with_capacity(1 << 20, file))
+        };
+        self.current = Some(OpenFile {
+            display: path.display().to_string().into(),
+            reader,
+            line: 1,
+            header_pending: self.options.header,
+            eof: false,
+        });
+        Ok(true)
+    }
+
+    /// The next chunk of up to `batch_size` whole records, `None` at the end of all files.
+    fn next_chunk(&mut self) -> Result<Option<Chunk>> {
+        loop {
+            if self.current.as_ref().is_none_or(|f| f.eof) && !self.open_next()? {
+                return Ok(None);
+            }
+            let chunk = self.read_chunk()?;
+            if !chunk.records.is_empty() {
+                return Ok(Some(chunk));
+            }
+        }
+    }
+
+    /// Cuts up to `batch_size` whole records from the open file, scanning the reader's
+    /// buffer once (a newline ends a record unless it is inside quotes) and copying it in
+    /// bulk. Blank lines are skipped; so is the header row under `'csv.header'`.
+    fn read_chunk(&mut self) -> Result<Chunk> {
+        let quote = self.options.quote;
+        let batch_size = self.batch_size;
+        let file = self.current.as_mut().expect("a file is open");
+        let mut bytes: Vec<u8> = Vec::with_capacity(batch_size * 64);
+        let mut records = Vec::with_capacity(batch_size);
+        // The record being scanned: its start in `bytes`, its first line, quote state.
+        let mut start = 0usize;
+        let mut first_line = file.line;
+        let mut in_quotes = false;
+        while records.len() < batch_size {
+            let buf = file
+                .reader
+                .fill_buf()
+                .map_err(|e| SluiceError::io(format!("reading '{}'", file.display), e))?;
+            if buf.is_empty() {
+                file.eof = true;
+                if bytes.len() > start {
+                    // A last record without a newline.
+                    bytes.push(b'\n');
+                    file.line += 1;
+                    end_record(&mut bytes, &mut records, start, first_line, &mut file.header_pending);
+                }
+                break;
+            }
+            let mut copied = 0usize; // buf[..copied] is in `bytes`
+            let mut full = false;
+            for i in 0..buf.len() {
+                let b = buf[i];
+                if b == quote {
+                    in_quotes = !in_quotes;
+                } else if b == b'\n' {
+                    file.line += 1;
+                    if !in_quotes {
+                        bytes.extend_from_slice(&buf[copied..=i]);
+                        copied = i + 1;
+                        end_record(&mut bytes, &mut records, start, first_line, &mut file.header_pending);
+                        start = bytes.len();
+                        first_line = file.line;
+                        if records.len() == batch_size {
+                            full = true;
+                            break;
+                        }
+                    }
+                }
+            }
+            let used = if full { copied } else { buf.len() };
+            bytes.extend_from_slice(&buf[copied..used]);
+            JobMetrics::add(&self.metrics.bytes_in, used as u64);
+            file.reader.consume(used);
+        }
+        Ok(Chunk {
+            file: Arc::clone(&file.display),
+            bytes,
+            records,
+        })
+    }
+
+    fn accept(&mut self, decoded: (Option<RecordBatch>, u64)) {
+        let (batch, skipped) = decoded;
+        JobMetrics::add(&self.metrics.parse_errors_skipped, skipped);
+        if let Some(b) = batch {
+            JobMetrics::add(&self.metrics.rows_in, b.num_rows() as u64);
+            self.ready.push_back(b);
+        }
+    }
+}
+
+impl Source for CsvSource {
+    fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+        loop {
+            if let Some(b) = self.ready.pop_front() {
+                return Ok(Some(b));
+            }
+            let Some(first) = self.next_chunk()? else {
+                return Ok(None);
+            };
+            let Some(second) = self.next_chunk()? else {
+                let decoded = self.decoder.decode(&first)?;
+                self.accept(decoded);
+                continue;
+            };
+            // Decode the first chunk on the helper while this thread decodes the second.
+            if self.helper.is_none() {
+                self.helper = Some(DecodeHelper::spawn(Arc::clone(&self.decoder))?);
+            }
+            let helper = self.helper.as_ref().expect("helper exists");
+            helper
+                .to_helper
+                .send(first)
+                .map_err(|_| SluiceError::Internal("the CSV decode thread stopped".into()))?;
+            let second_decoded = self.decoder.decode(&second);
+            let first_decoded = helper
+                .from_helper
+                .recv()
+                .map_err(|_| SluiceError::Internal("the CSV decode thread stopped".into()))?;
+            self.accept(first_decoded?);
+            self.accept(second_decoded?);
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!("filesystem csv ({} files)", self.files.len())
+    }
+}
+
