@@ -66,7 +66,8 @@ pub struct ResultPrinter<W: Write> {
 }
 
 impl<W: Write> ResultPrinter<W> {
-    /// A printer of rows of `schema` in `format`.
+    /// A printer of rows of `schema` in `format`. In the table format, column widths come
+    /// from the types (rows are printed as they arrive; longer values are cut with `...`).
     pub fn new(out: W, format: OutputFormat, schema: SchemaRef) -> Self {
         let widths = schema
             .fields()
@@ -81,6 +82,21 @@ impl<W: Write> ResultPrinter<W> {
             rows: 0,
             started: false,
         }
+    }
+
+    /// A printer for a complete, small result (SHOW, DESCRIBE, SET): table columns as wide
+    /// as their longest value.
+    pub fn for_batch(out: W, format: OutputFormat, batch: &RecordBatch) -> Result<Self> {
+        let mut p = Self::new(out, format, batch.schema());
+        for (i, f) in batch.schema().fields().iter().enumerate() {
+            let mut w = f.name().chars().count();
+            for row in 0..batch.num_rows() {
+                let v = value_text(batch.column(i).as_ref(), row, &format_options())?;
+                w = w.max(escape_for_table(&v).chars().count());
+            }
+            p.widths[i] = w;
+        }
+        Ok(p)
     }
 
     fn io(e: std::io::Error) -> SluiceError {
@@ -101,7 +117,7 @@ impl<W: Write> ResultPrinter<W> {
         let mut line = String::new();
         for (i, v) in values.iter().enumerate() {
             let w = self.widths[i];
-            let v = truncate(v, w);
+            let v = truncate(&escape_for_table(v), w);
             if numeric[i] {
                 line.push_str(&format!("| {v:>w$} "));
             } else {
@@ -122,8 +138,14 @@ impl<W: Write> ResultPrinter<W> {
         match self.format {
             OutputFormat::Table => {
                 self.border()?;
-                let left = vec![false; names.len()];
-                self.table_row(&names, &left)?;
+                // Headers align like their values (numbers to the right).
+                let numeric: Vec<bool> = self
+                    .schema
+                    .fields()
+                    .iter()
+                    .map(|f| f.data_type().is_numeric())
+                    .collect();
+                self.table_row(&names, &numeric)?;
                 self.border()?;
             }
             OutputFormat::Csv => {
@@ -217,7 +239,16 @@ fn type_width(dt: &DataType) -> usize {
         DataType::Decimal128(p, _) => *p as usize + 2,
         DataType::Date32 => 10,
         DataType::Timestamp(_, _) => 23,
-        _ => 12,
+        _ => 20,
+    }
+}
+
+/// Control characters would break a table row: show them escaped.
+fn escape_for_table(v: &str) -> String {
+    if v.contains(['\n', '\r', '\t']) {
+        v.replace('\n', "\\n").replace('\r', "\\r").replace('\t', "\\t")
+    } else {
+        v.to_string()
     }
 }
 

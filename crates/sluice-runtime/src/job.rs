@@ -29,6 +29,7 @@ use crate::message::{Message, StreamBatch};
 use crate::metrics::JobMetrics;
 use crate::operator::{Chain, Operator};
 use crate::operators::stateless::{batch_with_schema, FilterOperator, ProjectOperator};
+use crate::operators::session_aggregate::SessionAggregateOperator;
 use crate::operators::window_aggregate::{AggregateCall, WindowAggregateOperator, WindowSource};
 use crate::operators::window_assign::{event_times_ms, WindowAssignOperator};
 use crate::state::AccumulatorFactory;
@@ -262,6 +263,25 @@ fn build_operator(node: &PlanNode, metrics: &Arc<JobMetrics>) -> Result<Box<dyn 
                 });
                 aggregates.push(Arc::clone(&lowered.aggregate));
             }
+            let factory = AccumulatorFactory::new(aggregates);
+            if let sluice_common::plan::WindowKind::Session { gap_ms } = spec.window.kind {
+                let WindowInput::Assign { time_column } = spec.windows else {
+                    return Err(SluiceError::Internal(
+                        "a SESSION aggregate must assign its own windows".into(),
+                    ));
+                };
+                return Ok(Box::new(SessionAggregateOperator::new(
+                    gap_ms,
+                    time_column,
+                    keys,
+                    &key_types,
+                    calls,
+                    factory,
+                    spec.group_outputs.clone(),
+                    out_schema,
+                    Arc::clone(metrics),
+                )?));
+            }
             let windows = match spec.windows {
                 WindowInput::Columns { start, end } => WindowSource::Columns { start, end },
                 WindowInput::Assign { time_column } => WindowSource::Assign {
@@ -273,7 +293,7 @@ fn build_operator(node: &PlanNode, metrics: &Arc<JobMetrics>) -> Result<Box<dyn 
                 windows,
                 keys,
                 calls,
-                AccumulatorFactory::new(aggregates),
+                factory,
                 &key_types,
                 spec.group_outputs.clone(),
                 out_schema,

@@ -55,11 +55,13 @@ struct Planned {
 }
 
 /// Where the bounds of a window table function's windows are in a node's output.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct WindowColumns {
     start: usize,
     end: usize,
     spec: WindowSpec,
+    /// `PARTITION BY` columns of a SESSION call.
+    partition_by: Vec<String>,
 }
 
 impl Planner {
@@ -290,7 +292,9 @@ impl Planner {
     /// continuous query cannot run yet (named in the message).
     pub fn plan_query(&mut self, query: &QueryStatement) -> Result<PlanNode> {
         let plan = self.logical_plan(query)?;
-        Ok(self.lower(&plan)?.node)
+        let node = self.lower(&plan)?.node;
+        Self::check_runnable(&node)?;
+        Ok(node)
     }
 
     /// Plans `INSERT INTO table query`: the query, cast to the table's physical columns,
@@ -323,6 +327,16 @@ impl Planner {
             let col = Expr::Column(Column::from((q, f)));
             let expr = if f.data_type() == field.data_type() {
                 col.alias(field.name())
+            } else if !insert_compatible(f.data_type(), field.data_type()) {
+                return plan_err!(
+                    "INSERT INTO '{table}': column {} ('{}', {}) cannot be written to column '{}' \
+                     of type {}; CAST it explicitly",
+                    i + 1,
+                    f.name(),
+                    flink_type_name(f.data_type()),
+                    field.name(),
+                    flink_type_name(field.data_type())
+                );
             } else {
                 let casted = col.cast_to(field.data_type(), &node.schema)?;
                 casted.alias(field.name())
@@ -409,6 +423,7 @@ impl Planner {
                     start: proj.iter().position(|&i| i == w.start)?,
                     end: proj.iter().position(|&i| i == w.end)?,
                     spec: w.spec,
+                    partition_by: w.partition_by,
                 })
             });
             planned = Planned {
@@ -520,10 +535,18 @@ impl Planner {
                 }
             }
             TvfKind::Session => {
-                return not_supported!(
-                    "SESSION windows{} (planned for the next release)",
-                    call.location
-                )
+                for p in &call.partition_by {
+                    if !in_schema.fields().iter().any(|f| f.name() == p) {
+                        return plan_err!(
+                            "SESSION{}: PARTITION BY column '{p}' is not a column of '{}'",
+                            call.location,
+                            call.input
+                        );
+                    }
+                }
+                WindowKind::Session {
+                    gap_ms: call.interval("GAP").unwrap_or_default(),
+                }
             }
         };
         let spec = WindowSpec { kind, offset_ms };
@@ -543,8 +566,24 @@ impl Planner {
                 start: n,
                 end: n + 1,
                 spec,
+                partition_by: call.partition_by.clone(),
             }),
         })
+    }
+
+    /// Refuses plans the runtime cannot run: a SESSION window table function that is not
+    /// fused into its aggregate.
+    fn check_runnable(node: &PlanNode) -> Result<()> {
+        if let OperatorSpec::WindowAssign { window, .. } = &node.spec {
+            if matches!(window.kind, WindowKind::Session { .. }) {
+                return not_supported!(
+                    "SESSION windows without an aggregate directly over them: use \
+                     SELECT ..., window_start, window_end, <aggregates> FROM TABLE(SESSION(...)) \
+                     GROUP BY window_start, window_end, <partition keys>"
+                );
+            }
+        }
+        node.inputs.iter().try_for_each(Self::check_runnable)
     }
 
     fn lower_projection(&self, p: &Projection) -> Result<Planned> {
@@ -566,6 +605,7 @@ impl Planner {
                 start: find(w.start)?,
                 end: find(w.end)?,
                 spec: w.spec,
+                partition_by: w.partition_by,
             })
         });
         Ok(Planned {
@@ -598,8 +638,8 @@ impl Planner {
         let Some(window) = input.window else {
             return not_supported!(
                 "GROUP BY without window_start and window_end of a window table function \
-                 (an updating aggregate); use TABLE(TUMBLE(...)) or TABLE(HOP(...)) and group \
-                 by window_start, window_end"
+                 (an updating aggregate); use a window table function (TUMBLE, HOP, CUMULATE \
+                 or SESSION) and group by window_start, window_end"
             );
         };
         let mut keys = Vec::new();
@@ -642,12 +682,32 @@ impl Planner {
                     .iter()
                     .all(|c| in_schema.index_of_column(c).is_ok_and(|i| i < n))
             };
+            if let WindowKind::Session { .. } = window.spec.kind {
+                for p in &window.partition_by {
+                    let grouped = keys.iter().any(|k| {
+                        matches!(unalias(k), Expr::Column(c) if &c.name == p)
+                    });
+                    if !grouped {
+                        return plan_err!(
+                            "SESSION is partitioned by '{p}': GROUP BY must include it"
+                        );
+                    }
+                }
+            }
             if keys.iter().chain(&agg.aggr_expr).all(reads_only_input) {
                 windows = WindowInput::Assign {
                     time_column: *time_column,
                 };
                 node_input = node_input.inputs.remove(0);
             }
+        }
+        let is_session = matches!(window.spec.kind, WindowKind::Session { .. });
+        if is_session && matches!(windows, WindowInput::Columns { .. }) {
+            return not_supported!(
+                "a SESSION aggregate with a filter or projection between SESSION(...) and \
+                 GROUP BY, or whose keys or aggregates read window columns; filter in a view \
+                 over the table instead"
+            );
         }
         Ok(Planned {
             node: PlanNode {
@@ -690,6 +750,17 @@ fn fixed_delay_ms(expr: &Expr, rowtime: &str) -> Option<i64> {
         }
         _ => None,
     }
+}
+
+/// Whether `INSERT` casts a query column of type `from` into a sink column of type `to`
+/// implicitly: numbers into numbers, timestamps into timestamps, NULL and anything into
+/// STRING. Other pairs (e.g. STRING into INT) need an explicit CAST, as in Flink.
+fn insert_compatible(from: &DataType, to: &DataType) -> bool {
+    from == to
+        || matches!(from, DataType::Null)
+        || matches!(to, DataType::Utf8)
+        || (from.is_numeric() && to.is_numeric())
+        || (matches!(from, DataType::Timestamp(_, _)) && matches!(to, DataType::Timestamp(_, _)))
 }
 
 fn unalias(e: &Expr) -> &Expr {
@@ -770,6 +841,15 @@ pub(crate) fn df_error(e: DataFusionError, catalog: &Catalog) -> SluiceError {
         DataFusionError::Plan(m) => m.clone(),
         other => other.to_string(),
     };
+    // Placeholders of lifted window calls are ours, not the user's.
+    msg = msg.replace("While expanding wildcard, column", "Column");
+    while let Some(p) = msg.find("__sluice_tvf_") {
+        let end = msg[p..]
+            .find('.')
+            .map(|d| p + d + 1)
+            .unwrap_or(msg.len());
+        msg.replace_range(p..end, "");
+    }
     if let Some(loc) = location {
         if !msg.contains(" at Line: ") {
             msg.push_str(&format!(" at Line: {}, Column: {}", loc.line, loc.column));

@@ -1,0 +1,345 @@
+//! Keyed session window aggregation (`SESSION` window TVF + `GROUP BY window_start,
+//! window_end, keys`).
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
+
+use datafusion_common::arrow::array::{
+    new_null_array, Array, ArrayRef, AsArray, BooleanArray, TimestampMillisecondArray,
+};
+use datafusion_common::arrow::compute::interleave;
+use datafusion_common::arrow::datatypes::{DataType, SchemaRef};
+use datafusion_common::arrow::row::{RowConverter, SortField};
+use datafusion_expr::EmitTo;
+use datafusion_physical_expr::PhysicalExpr;
+use sluice_common::plan::GroupOutput;
+use sluice_common::time::{window_fired, WATERMARK_MAX, WATERMARK_MIN};
+use sluice_common::Result;
+
+use crate::expr::evaluate;
+use crate::message::StreamBatch;
+use crate::metrics::JobMetrics;
+use crate::operator::{Collector, Operator};
+use crate::operators::stateless::batch_with_schema;
+use crate::operators::window_aggregate::AggregateCall;
+use crate::operators::window_assign::event_times_ms;
+use crate::state::AccumulatorFactory;
+
+/// A session of one key: `[start, end)` with `end` = last row's time + gap, and the
+/// buffered rows it holds (`(batch id, row)`).
+struct Session {
+    start_ms: i64,
+    end_ms: i64,
+    rows: Vec<(u64, u32)>,
+}
+
+/// A buffered input batch: the columns a session needs when it fires.
+struct BufferedBatch {
+    keys: Vec<ArrayRef>,
+    args: Vec<Vec<ArrayRef>>,
+    filters: Vec<Option<BooleanArray>>,
+    /// Rows still held by open sessions; the batch is dropped at zero.
+    live_rows: usize,
+}
+
+/// Aggregates rows per key and session, and emits one row per session when it closes.
+///
+/// Semantics (Flink's session windows, `SessionWindowAssigner` + merging windows): each
+/// row opens `[ts, ts + gap)`; windows of the same key that overlap **or touch** merge, so
+/// a row that bridges two sessions joins them; `window_end` = last row's time + gap. A
+/// session fires once, when the watermark reaches `window_end - 1 ms`. A row is late (dropped
+/// and counted) when it joins no open session and its own window has already fired under
+/// its watermark; a session that fired is never reopened.
+///
+/// Rows are buffered (columnar: the batches themselves, kept until their last row's session
+/// fires) and aggregated when a session fires, with one vectorized accumulator pass over
+/// all sessions that fire together.
+pub struct SessionAggregateOperator {
+    gap_ms: i64,
+    time_column: usize,
+    keys: Vec<Arc<dyn PhysicalExpr>>,
+    aggregates: Vec<AggregateCall>,
+    factory: AccumulatorFactory,
+    converter: Option<RowConverter>,
+    group_outputs: Vec<GroupOutput>,
+    schema: SchemaRef,
+    batches: HashMap<u64, BufferedBatch>,
+    next_batch_id: u64,
+    key_ids: HashMap<Box<[u8]>, u32>,
+    sessions: Vec<Vec<Session>>,
+    /// (end, key id) of sessions, earliest end first; stale entries are skipped.
+    timers: BinaryHeap<Reverse<(i64, u32)>>,
+    watermark_ms: i64,
+    metrics: Arc<JobMetrics>,
+}
+
+impl SessionAggregateOperator {
+    /// Sessions of `gap_ms` over the time attribute at `time_column`, per key.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        gap_ms: i64,
+        time_column: usize,
+        keys: Vec<Arc<dyn PhysicalExpr>>,
+        key_types: &[DataType],
+        aggregates: Vec<AggregateCall>,
+        factory: AccumulatorFactory,
+        group_outputs: Vec<GroupOutput>,
+        schema: SchemaRef,
+        metrics: Arc<JobMetrics>,
+    ) -> Result<Self> {
+        let converter = if key_types.is_empty() {
+            None
+        } else {
+            Some(RowConverter::new(
+                key_types.iter().map(|t| SortField::new(t.clone())).collect(),
+            )?)
+        };
+        Ok(SessionAggregateOperator {
+            gap_ms,
+            time_column,
+            keys,
+            aggregates,
+            factory,
+            converter,
+            group_outputs,
+            schema,
+            batches: HashMap::new(),
+            next_batch_id: 0,
+            key_ids: HashMap::new(),
+            sessions: Vec::new(),
+            timers: BinaryHeap::new(),
+            watermark_ms: WATERMARK_MIN,
+            metrics,
+        })
+    }
+
+    fn key_id(&mut self, key: &[u8]) -> u32 {
+        if let Some(id) = self.key_ids.get(key) {
+            return *id;
+        }
+        let id = self.sessions.len() as u32;
+        self.key_ids.insert(key.into(), id);
+        self.sessions.push(Vec::new());
+        id
+    }
+
+    /// Adds one row to its key's sessions; returns false when the row is late.
+    fn add_row(&mut self, key: u32, ts_ms: i64, watermark_ms: i64, row: (u64, u32)) -> bool {
+        let gap = self.gap_ms;
+        let (start, end) = (ts_ms, ts_ms.saturating_add(gap));
+        let sessions = &mut self.sessions[key as usize];
+        // Open sessions that overlap or touch [start, end); fired ones are final.
+        let mut merged = Session {
+            start_ms: start,
+            end_ms: end,
+            rows: vec![row],
+        };
+        let mut joined_open = false;
+        let mut i = 0;
+        while i < sessions.len() {
+            let s = &sessions[i];
+            let open = !window_fired(s.end_ms, watermark_ms);
+            if open && s.start_ms <= merged.end_ms && s.end_ms >= merged.start_ms {
+                let s = sessions.swap_remove(i);
+                merged.start_ms = merged.start_ms.min(s.start_ms);
+                merged.end_ms = merged.end_ms.max(s.end_ms);
+                merged.rows.extend(s.rows);
+                joined_open = true;
+            } else {
+                i += 1;
+            }
+        }
+        if !joined_open && window_fired(end, watermark_ms) {
+            return false;
+        }
+        self.timers.push(Reverse((merged.end_ms, key)));
+        sessions.push(merged);
+        true
+    }
+
+    fn fire(&mut self, watermark_ms: i64, out: &mut Collector) -> Result<()> {
+        // Sessions to emit: (key, session).
+        let mut fired: Vec<Session> = Vec::new();
+        while let Some(Reverse((end, key))) = self.timers.peek().copied() {
+            if !window_fired(end, watermark_ms) {
+                break;
+            }
+            self.timers.pop();
+            let sessions = &mut self.sessions[key as usize];
+            let mut i = 0;
+            while i < sessions.len() {
+                if window_fired(sessions[i].end_ms, watermark_ms) {
+                    fired.push(sessions.swap_remove(i));
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        if fired.is_empty() {
+            return Ok(());
+        }
+        fired.sort_by_key(|s| (s.end_ms, s.start_ms));
+        // Gather the rows of all fired sessions from the buffered batches.
+        let mut slot_of: HashMap<u64, usize> = HashMap::new();
+        let mut slots: Vec<u64> = Vec::new();
+        let mut indices: Vec<(usize, usize)> = Vec::new();
+        let mut groups: Vec<usize> = Vec::new();
+        let mut first_rows: Vec<(usize, usize)> = Vec::new();
+        for (g, s) in fired.iter().enumerate() {
+            for (n, &(batch, row)) in s.rows.iter().enumerate() {
+                let slot = *slot_of.entry(batch).or_insert_with(|| {
+                    slots.push(batch);
+                    slots.len() - 1
+                });
+                indices.push((slot, row as usize));
+                groups.push(g);
+                if n == 0 {
+                    first_rows.push((slot, row as usize));
+                }
+            }
+        }
+        let buffered: Vec<&BufferedBatch> = slots.iter().map(|b| &self.batches[b]).collect();
+        let gather = |pick: &dyn Fn(&BufferedBatch) -> &ArrayRef, at: &[(usize, usize)]| {
+            let arrays: Vec<&dyn Array> = buffered.iter().map(|b| pick(b).as_ref()).collect();
+            interleave(&arrays, at)
+        };
+        let mut accumulators = self.factory.create()?;
+        for (a, acc) in accumulators.iter_mut().enumerate() {
+            let values = (0..self.aggregates[a].args.len())
+                .map(|k| gather(&|b: &BufferedBatch| &b.args[a][k], &indices))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            let filter = if self.aggregates[a].filter.is_some() {
+                let arrays: Vec<&dyn Array> = buffered
+                    .iter()
+                    .map(|b| b.filters[a].as_ref().expect("filter kept") as &dyn Array)
+                    .collect();
+                Some(interleave(&arrays, &indices)?.as_boolean().clone())
+            } else {
+                None
+            };
+            acc.update_batch(&values, &groups, filter.as_ref(), fired.len())?;
+        }
+        let values = accumulators
+            .iter_mut()
+            .map(|a| a.evaluate(EmitTo::All))
+            .collect::<datafusion_common::Result<Vec<_>>>()?;
+        let key_columns = (0..self.keys.len())
+            .map(|k| gather(&|b: &BufferedBatch| &b.keys[k], &first_rows))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let rows = fired.len();
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.schema.fields().len());
+        for g in &self.group_outputs {
+            columns.push(match g {
+                GroupOutput::WindowStart => Arc::new(TimestampMillisecondArray::from(
+                    fired.iter().map(|s| s.start_ms).collect::<Vec<_>>(),
+                )),
+                GroupOutput::WindowEnd => Arc::new(TimestampMillisecondArray::from(
+                    fired.iter().map(|s| s.end_ms).collect::<Vec<_>>(),
+                )),
+                GroupOutput::Key(k) => match key_columns.get(*k) {
+                    Some(a) => Arc::clone(a),
+                    None => new_null_array(self.schema.field(columns.len()).data_type(), rows),
+                },
+            });
+        }
+        columns.extend(values);
+        out.emit(StreamBatch::new(batch_with_schema(&self.schema, columns, rows)?));
+        // Release buffered batches whose rows have all been emitted.
+        for s in &fired {
+            for &(batch, _) in &s.rows {
+                let done = match self.batches.get_mut(&batch) {
+                    Some(b) => {
+                        b.live_rows -= 1;
+                        b.live_rows == 0
+                    }
+                    None => false,
+                };
+                if done {
+                    self.batches.remove(&batch);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Operator for SessionAggregateOperator {
+    fn name(&self) -> &'static str {
+        "SessionAggregate"
+    }
+
+    fn process_batch(&mut self, batch: StreamBatch, _out: &mut Collector) -> Result<()> {
+        let data = &batch.data;
+        let times = event_times_ms(data.column(self.time_column))?;
+        let keys = self
+            .keys
+            .iter()
+            .map(|k| evaluate(k, data))
+            .collect::<Result<Vec<_>>>()?;
+        let key_rows = match &self.converter {
+            Some(c) => Some(c.convert_columns(&keys)?),
+            None => None,
+        };
+        let batch_id = self.next_batch_id;
+        self.next_batch_id += 1;
+        let mut live = 0usize;
+        let mut late = 0u64;
+        for i in 0..data.num_rows() {
+            if times.is_null(i) {
+                late += 1;
+                continue;
+            }
+            let key = match &key_rows {
+                Some(r) => self.key_id(r.row(i).as_ref()),
+                None => self.key_id(&[]),
+            };
+            let wm = batch.watermark_at(i).max(self.watermark_ms);
+            if self.add_row(key, times.value(i), wm, (batch_id, i as u32)) {
+                live += 1;
+            } else {
+                late += 1;
+            }
+        }
+        JobMetrics::add(&self.metrics.late_rows_dropped, late);
+        if live > 0 {
+            let args = self
+                .aggregates
+                .iter()
+                .map(|a| a.args.iter().map(|e| evaluate(e, data)).collect())
+                .collect::<Result<Vec<Vec<ArrayRef>>>>()?;
+            let filters = self
+                .aggregates
+                .iter()
+                .map(|a| match &a.filter {
+                    Some(f) => Ok(Some(evaluate(f, data)?.as_boolean().clone())),
+                    None => Ok(None),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            self.batches.insert(
+                batch_id,
+                BufferedBatch {
+                    keys,
+                    args,
+                    filters,
+                    live_rows: live,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    fn on_watermark(&mut self, watermark_ms: i64, out: &mut Collector) -> Result<()> {
+        if watermark_ms > self.watermark_ms {
+            self.watermark_ms = watermark_ms;
+            self.fire(watermark_ms, out)?;
+        }
+        out.watermark(watermark_ms);
+        Ok(())
+    }
+
+    fn on_end(&mut self, out: &mut Collector) -> Result<()> {
+        self.watermark_ms = WATERMARK_MAX;
+        self.fire(WATERMARK_MAX, out)
+    }
+}
