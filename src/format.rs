@@ -324,6 +324,12 @@ fn explain_node(node: &PlanNode, depth: usize, out: &mut String) {
             s.options.get("connector").map(|s| s.as_str()).unwrap_or("?")
         ),
     };
+    // Placeholder qualifiers of lifted window calls are internal names.
+    let mut line = line;
+    while let Some(p) = line.find("__sluice_tvf_") {
+        let end = line[p..].find('.').map(|d| p + d + 1).unwrap_or(line.len());
+        line.replace_range(p..end, "");
+    }
     out.push_str(&indent);
     out.push_str(&line);
     out.push('\n');

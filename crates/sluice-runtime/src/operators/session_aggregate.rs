@@ -68,7 +68,8 @@ pub struct SessionAggregateOperator {
     next_batch_id: u64,
     key_ids: HashMap<Box<[u8]>, u32>,
     sessions: Vec<Vec<Session>>,
-    /// (end, key id) of sessions, earliest end first; stale entries are skipped.
+    /// (end, key id) timers, earliest first. A timer is set when a session opens and
+    /// re-armed at the key's earliest open session end when it finds that session grew.
     timers: BinaryHeap<Reverse<(i64, u32)>>,
     watermark_ms: i64,
     metrics: Arc<JobMetrics>,
@@ -125,36 +126,55 @@ impl SessionAggregateOperator {
     }
 
     /// Adds one row to its key's sessions; returns false when the row is late.
+    ///
+    /// The first open session the row's window overlaps or touches absorbs it in place
+    /// (O(1) for the usual row that extends its key's current session); any further
+    /// session it bridges is merged into that one.
     fn add_row(&mut self, key: u32, ts_ms: i64, watermark_ms: i64, row: (u64, u32)) -> bool {
-        let gap = self.gap_ms;
-        let (start, end) = (ts_ms, ts_ms.saturating_add(gap));
+        let (start, end) = (ts_ms, ts_ms.saturating_add(self.gap_ms));
         let sessions = &mut self.sessions[key as usize];
-        // Open sessions that overlap or touch [start, end); fired ones are final.
-        let mut merged = Session {
-            start_ms: start,
-            end_ms: end,
-            rows: vec![row],
-        };
-        let mut joined_open = false;
+        let mut into: Option<usize> = None;
         let mut i = 0;
         while i < sessions.len() {
             let s = &sessions[i];
+            // Fired sessions are final: a row never joins them.
             let open = !window_fired(s.end_ms, watermark_ms);
-            if open && s.start_ms <= merged.end_ms && s.end_ms >= merged.start_ms {
-                let s = sessions.swap_remove(i);
-                merged.start_ms = merged.start_ms.min(s.start_ms);
-                merged.end_ms = merged.end_ms.max(s.end_ms);
-                merged.rows.extend(s.rows);
-                joined_open = true;
-            } else {
+            if !(open && s.start_ms <= end && s.end_ms >= start) {
                 i += 1;
+                continue;
+            }
+            match into {
+                None => {
+                    let s = &mut sessions[i];
+                    s.start_ms = s.start_ms.min(start);
+                    s.end_ms = s.end_ms.max(end);
+                    s.rows.push(row);
+                    into = Some(i);
+                    i += 1;
+                }
+                Some(f) => {
+                    // f < i, so swap_remove(i) never moves the session at f.
+                    let bridged = sessions.swap_remove(i);
+                    let target = &mut sessions[f];
+                    target.start_ms = target.start_ms.min(bridged.start_ms);
+                    target.end_ms = target.end_ms.max(bridged.end_ms);
+                    target.rows.extend(bridged.rows);
+                }
             }
         }
-        if !joined_open && window_fired(end, watermark_ms) {
+        if into.is_some() {
+            return true;
+        }
+        if window_fired(end, watermark_ms) {
             return false;
         }
-        self.timers.push(Reverse((merged.end_ms, key)));
-        sessions.push(merged);
+        sessions.push(Session {
+            start_ms: start,
+            end_ms: end,
+            rows: vec![row],
+        });
+        // One timer per new session; a timer that finds its session extended is re-armed.
+        self.timers.push(Reverse((end, key)));
         true
     }
 
@@ -174,6 +194,10 @@ impl SessionAggregateOperator {
                 } else {
                     i += 1;
                 }
+            }
+            // Sessions that grew since their timer was set: re-arm at their new end.
+            if let Some(next_end) = sessions.iter().map(|s| s.end_ms).min() {
+                self.timers.push(Reverse((next_end, key)));
             }
         }
         if fired.is_empty() {
