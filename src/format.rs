@@ -5,7 +5,7 @@
 
 use std::io::Write;
 
-use datafusion_common::arrow::array::{Array, RecordBatch};
+use datafusion_common::arrow::array::{Array, AsArray, RecordBatch};
 use datafusion_common::arrow::datatypes::{DataType, SchemaRef};
 use datafusion_common::arrow::util::display::{ArrayFormatter, FormatOptions};
 use sluice_common::plan::{GroupOutput, OperatorSpec, PlanNode};
@@ -269,6 +269,67 @@ fn csv_field(v: &str) -> String {
     }
 }
 
+/// Folds a changelog (batches whose first column is `op`: `+I`, `-U`, `+U`, `-D`) into
+/// its final table: `+I`/`+U` add a row, `-U`/`-D` remove one equal row. The result has
+/// the columns after `op`, rows in the order they were first added.
+///
+/// # Errors
+/// A batch without a leading `op` column.
+pub fn fold_changelog(batches: &[RecordBatch]) -> Result<Option<RecordBatch>> {
+    use datafusion_common::arrow::compute::interleave;
+    use datafusion_common::arrow::row::{RowConverter, SortField};
+    let Some(first) = batches.first() else {
+        return Ok(None);
+    };
+    let schema = first.schema();
+    if schema.fields().first().map(|f| f.name().as_str()) != Some("op") {
+        return Err(SluiceError::Internal("fold_changelog needs an 'op' column".into()));
+    }
+    let value_fields: Vec<_> = schema.fields().iter().skip(1).cloned().collect();
+    let value_schema = std::sync::Arc::new(datafusion_common::arrow::datatypes::Schema::new(value_fields));
+    let converter = RowConverter::new(
+        value_schema
+            .fields()
+            .iter()
+            .map(|f| SortField::new(f.data_type().clone()))
+            .collect(),
+    )?;
+    // Row bytes -> (live count, first (batch, row)); insertion order kept in `order`.
+    let mut live: std::collections::HashMap<Vec<u8>, (i64, (usize, usize))> = Default::default();
+    let mut order: Vec<Vec<u8>> = Vec::new();
+    for (bi, b) in batches.iter().enumerate() {
+        let rows = converter.convert_columns(&b.columns()[1..])?;
+        let ops = b.column(0).as_string::<i32>();
+        for r in 0..b.num_rows() {
+            let key = rows.row(r).as_ref().to_vec();
+            let delta = if matches!(ops.value(r), "-U" | "-D") { -1 } else { 1 };
+            let entry = live.entry(key.clone()).or_insert_with(|| {
+                order.push(key);
+                (0, (bi, r))
+            });
+            entry.0 += delta;
+        }
+    }
+    let mut picks = Vec::new();
+    for key in &order {
+        let (count, at) = live[key];
+        for _ in 0..count.max(0) {
+            picks.push(at);
+        }
+    }
+    let columns = (1..schema.fields().len())
+        .map(|c| {
+            let arrays: Vec<&dyn Array> = batches.iter().map(|b| b.column(c).as_ref()).collect();
+            interleave(&arrays, &picks)
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok(Some(RecordBatch::try_new_with_options(
+        value_schema,
+        columns,
+        &datafusion_common::arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(picks.len())),
+    )?))
+}
+
 /// The physical operator graph as indented text, root first.
 pub fn explain(plan: &PlanNode) -> String {
     let mut out = String::new();
@@ -318,6 +379,11 @@ fn explain_node(node: &PlanNode, depth: usize, out: &mut String) {
                 a.aggregates.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")
             )
         }
+        OperatorSpec::GroupAggregate { keys, aggregates } => format!(
+            "GroupAggregate: groupBy=[{}], aggregates=[{}], state=keyed accumulators, changelog output",
+            keys.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", "),
+            aggregates.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")
+        ),
         OperatorSpec::Sink(s) => format!(
             "Sink: table={}, connector={}",
             s.table,

@@ -110,6 +110,28 @@ fn in_file(file: &std::path::Path, e: SluiceError) -> SluiceError {
 
 fn run_query(mut job: RunningJob, format: OutputFormat) -> Result<(), SluiceError> {
     let started = Instant::now();
+    if job.updating && format == OutputFormat::Table {
+        // An updating result prints as its final table once the input ends.
+        let mut batches = Vec::new();
+        while let Some(batch) = job.blocking_next() {
+            batches.push(batch?);
+        }
+        match sluice::format::fold_changelog(&batches)? {
+            Some(table) => {
+                let mut printer = ResultPrinter::new(std::io::stdout().lock(), format, table.schema());
+                printer.batch(&table)?;
+                printer.finish()?;
+            }
+            None => {
+                let fields: Vec<_> = job.schema.fields().iter().skip(1).cloned().collect();
+                let schema = std::sync::Arc::new(sluice::arrow::datatypes::Schema::new(fields));
+                ResultPrinter::new(std::io::stdout().lock(), format, schema).finish()?;
+            }
+        }
+        summary(&job.metrics, started);
+        job.join();
+        return Ok(());
+    }
     let stdout = std::io::stdout();
     let mut printer = ResultPrinter::new(stdout.lock(), format, job.schema.clone());
     while let Some(batch) = job.blocking_next() {

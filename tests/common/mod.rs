@@ -90,8 +90,17 @@ impl sqllogictest::DB for SluiceDb {
                     rows: slt_rows(&[batch]),
                 },
                 StatementResult::Query(job) => {
-                    let types = job.schema.fields().iter().map(|f| column_type(f.data_type())).collect();
-                    let batches = drain(job).map_err(err)?;
+                    let updating = job.updating;
+                    let skip = usize::from(updating);
+                    let types = job.schema.fields().iter().skip(skip).map(|f| column_type(f.data_type())).collect();
+                    let mut batches = drain(job).map_err(err)?;
+                    if updating {
+                        // Only the final table counts: fold the changelog.
+                        batches = sluice::format::fold_changelog(&batches)
+                            .map_err(err)?
+                            .into_iter()
+                            .collect();
+                    }
                     DBOutput::Rows {
                         types,
                         rows: slt_rows(&batches),

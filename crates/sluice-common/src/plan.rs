@@ -29,6 +29,20 @@ impl PlanNode {
     pub fn input(&self) -> &PlanNode {
         &self.inputs[0]
     }
+
+    /// Whether this node's output is a changelog (rows may be updated or deleted later:
+    /// `+I`, `-U`, `+U`, `-D`) rather than append-only.
+    pub fn is_updating(&self) -> bool {
+        match &self.spec {
+            OperatorSpec::GroupAggregate { .. } => true,
+            OperatorSpec::Source(_)
+            | OperatorSpec::WindowAssign { .. }
+            | OperatorSpec::WindowAggregate(_) => false,
+            OperatorSpec::Filter { .. } | OperatorSpec::Project { .. } | OperatorSpec::Sink(_) => {
+                self.inputs.iter().any(|i| i.is_updating())
+            }
+        }
+    }
 }
 
 /// The kinds of operator Sluice runs. One variant per operator; the runtime's
@@ -59,6 +73,14 @@ pub enum OperatorSpec {
     /// Keyed aggregation per window (window TVF followed by `GROUP BY window_start,
     /// window_end, ...`). Emits one row per (window, key) when the window fires.
     WindowAggregate(WindowAggregateSpec),
+    /// Updating aggregation (`GROUP BY` without windows, global aggregates, `DISTINCT`):
+    /// output schema = keys then aggregates; the output is a changelog.
+    GroupAggregate {
+        /// `GROUP BY` expressions over the input (none: a global aggregate).
+        keys: Vec<Expr>,
+        /// The aggregate function calls.
+        aggregates: Vec<Expr>,
+    },
     /// Writes its input to a sink table (`INSERT INTO`).
     Sink(SinkSpec),
 }

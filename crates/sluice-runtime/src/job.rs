@@ -18,7 +18,7 @@ use datafusion_common::arrow::datatypes::SchemaRef;
 use datafusion_common::DFSchema;
 use datafusion_expr::execution_props::ExecutionProps;
 use datafusion_expr::physical_planning_context::PhysicalPlanningContext;
-use datafusion_physical_expr::aggregate::LoweredAggregateBuilder;
+use datafusion_physical_expr::aggregate::{AggregateFunctionExpr, LoweredAggregateBuilder};
 use datafusion_physical_expr::PhysicalExpr;
 use sluice_common::plan::{OperatorSpec, PlanNode, SourceSpec, WindowInput};
 use sluice_common::{not_supported, Result, SluiceError};
@@ -29,6 +29,7 @@ use crate::message::{Message, StreamBatch};
 use crate::metrics::JobMetrics;
 use crate::operator::{Chain, Operator};
 use crate::operators::stateless::{batch_with_schema, FilterOperator, ProjectOperator};
+use crate::operators::group_aggregate::GroupAggregateOperator;
 use crate::operators::session_aggregate::SessionAggregateOperator;
 use crate::operators::window_aggregate::{AggregateCall, WindowAggregateOperator, WindowSource};
 use crate::operators::window_assign::{event_times_ms, WindowAssignOperator};
@@ -45,8 +46,11 @@ pub struct JobConfig {
 pub struct RunningJob {
     /// Counters, updated while the job runs.
     pub metrics: Arc<JobMetrics>,
-    /// Schema of the output rows (of the plan's root).
+    /// Schema of the output rows: the plan root's columns, after a leading `op` column
+    /// (`+I`, `-U`, `+U`, `-D`) when the result is updating.
     pub schema: SchemaRef,
+    /// The result is a changelog (its batches start with the `op` column).
+    pub updating: bool,
     output: tokio::sync::mpsc::Receiver<Result<RecordBatch>>,
     threads: Vec<JoinHandle<()>>,
 }
@@ -112,6 +116,7 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
     }
     let driver = SourceDriver::new(source_spec, source_node, config, Arc::clone(&metrics))?;
 
+    let updating = plan.is_updating();
     let (tx, rx) = sync_channel::<Result<Message>>(8);
     let (out_tx, out_rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(16);
     let mut threads = Vec::new();
@@ -141,7 +146,7 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
             .spawn(move || {
                 let mut chain = Chain::new(operators);
                 let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    run_operators(&mut chain, rx, sink, &out_tx, &op_metrics)
+                    run_operators(&mut chain, rx, sink, &out_tx, &op_metrics, updating)
                 }));
                 let err = match result {
                     Ok(Ok(())) => None,
@@ -154,12 +159,36 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
             })
             .map_err(|e| SluiceError::io("starting the operator task", e))?,
     );
+    let mut schema = plan.schema.as_arrow().clone();
+    if updating {
+        schema = op_schema(&schema);
+    }
     Ok(RunningJob {
         metrics,
-        schema: Arc::new(plan.schema.as_arrow().clone()),
+        updating,
+        schema: Arc::new(schema),
         output: out_rx,
         threads,
     })
+}
+
+/// The name of the RowKind column of an updating result.
+pub const OP_COLUMN: &str = "op";
+
+fn op_schema(schema: &datafusion_common::arrow::datatypes::Schema) -> datafusion_common::arrow::datatypes::Schema {
+    use datafusion_common::arrow::datatypes::{DataType, Field, Schema};
+    let mut fields = vec![Arc::new(Field::new(OP_COLUMN, DataType::Utf8, false))];
+    fields.extend(schema.fields().iter().cloned());
+    Schema::new(fields)
+}
+
+/// The batch with its RowKinds as a leading `op` column of `+I`/`-U`/`+U`/`-D`.
+fn with_op_column(b: &StreamBatch) -> Result<RecordBatch> {
+    use datafusion_common::arrow::array::{ArrayRef, StringArray};
+    let ops: Vec<&str> = (0..b.num_rows()).map(|i| b.row_kind(i).short()).collect();
+    let mut columns: Vec<ArrayRef> = vec![Arc::new(StringArray::from(ops))];
+    columns.extend(b.data.columns().iter().cloned());
+    Ok(RecordBatch::try_new(Arc::new(op_schema(&b.data.schema())), columns)?)
 }
 
 fn panic_error(task: &str, payload: Box<dyn std::any::Any + Send>) -> SluiceError {
@@ -177,6 +206,7 @@ fn run_operators(
     mut sink: Option<Box<dyn BatchSink>>,
     out: &tokio::sync::mpsc::Sender<Result<RecordBatch>>,
     metrics: &JobMetrics,
+    updating: bool,
 ) -> Result<()> {
     let mut ended = false;
     while let Ok(msg) = rx.recv() {
@@ -190,9 +220,10 @@ fn run_operators(
                 Message::Data(b) => {
                     JobMetrics::add(&metrics.rows_out, b.num_rows() as u64);
                     match sink.as_mut() {
-                        Some(s) => s.write(&b.data)?,
+                        Some(s) => s.write(&b)?,
                         None => {
-                            if out.blocking_send(Ok(b.data)).is_err() {
+                            let data = if updating { with_op_column(&b)? } else { b.data };
+                            if out.blocking_send(Ok(data)).is_err() {
                                 return Err(SluiceError::Execution("result receiver closed".into()));
                             }
                         }
@@ -250,19 +281,7 @@ fn build_operator(node: &PlanNode, metrics: &Arc<JobMetrics>) -> Result<Box<dyn 
                 .iter()
                 .map(|k| k.data_type(arrow_in))
                 .collect::<datafusion_common::Result<Vec<_>>>()?;
-            let props = ExecutionProps::new();
-            let planning = PhysicalPlanningContext::default();
-            let mut calls = Vec::new();
-            let mut aggregates = Vec::new();
-            for a in &spec.aggregates {
-                let lowered =
-                    LoweredAggregateBuilder::new(a, in_schema, arrow_in, &props, &planning).build()?;
-                calls.push(AggregateCall {
-                    args: lowered.aggregate.expressions(),
-                    filter: lowered.filter.clone(),
-                });
-                aggregates.push(Arc::clone(&lowered.aggregate));
-            }
+            let (calls, aggregates) = lower_aggregates(&spec.aggregates, in_schema)?;
             let factory = AccumulatorFactory::new(aggregates);
             if let sluice_common::plan::WindowKind::Session { gap_ms } = spec.window.kind {
                 let WindowInput::Assign { time_column } = spec.windows else {
@@ -300,12 +319,52 @@ fn build_operator(node: &PlanNode, metrics: &Arc<JobMetrics>) -> Result<Box<dyn 
                 Arc::clone(metrics),
             )?)
         }
+        OperatorSpec::GroupAggregate { keys, aggregates } => {
+            let arrow_in = in_schema.as_arrow();
+            let keys = physical_all(keys, in_schema)?;
+            let key_types = keys
+                .iter()
+                .map(|k| k.data_type(arrow_in))
+                .collect::<datafusion_common::Result<Vec<_>>>()?;
+            let (calls, aggregates) = lower_aggregates(aggregates, in_schema)?;
+            Box::new(GroupAggregateOperator::new(
+                keys,
+                &key_types,
+                calls,
+                aggregates,
+                input.is_updating(),
+                out_schema,
+            )?)
+        }
         OperatorSpec::Source(_) | OperatorSpec::Sink(_) => {
             return Err(SluiceError::Internal(
                 "sources and sinks are not chained operators".into(),
             ))
         }
     })
+}
+
+/// Lowers aggregate calls: their argument and FILTER expressions, and DataFusion's
+/// aggregate function expressions (which create the accumulators).
+fn lower_aggregates(
+    aggregates: &[datafusion_expr::Expr],
+    in_schema: &DFSchema,
+) -> Result<(Vec<AggregateCall>, Vec<Arc<AggregateFunctionExpr>>)> {
+    let props = ExecutionProps::new();
+    let planning = PhysicalPlanningContext::default();
+    let mut calls = Vec::new();
+    let mut lowered_all = Vec::new();
+    for a in aggregates {
+        let lowered =
+            LoweredAggregateBuilder::new(a, in_schema, in_schema.as_arrow(), &props, &planning)
+                .build()?;
+        calls.push(AggregateCall {
+            args: lowered.aggregate.expressions(),
+            filter: lowered.filter.clone(),
+        });
+        lowered_all.push(Arc::clone(&lowered.aggregate));
+    }
+    Ok((calls, lowered_all))
 }
 
 /// Reads a source, evaluates computed columns and assigns per-row watermarks.
@@ -385,6 +444,7 @@ impl SourceDriver {
             let batch = StreamBatch {
                 data,
                 row_watermarks,
+                ops: None,
             };
             if tx.send(Ok(Message::Data(batch))).is_err() {
                 return Ok(()); // downstream stopped

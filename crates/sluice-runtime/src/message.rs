@@ -1,6 +1,6 @@
 //! What flows on the edges of the operator graph.
 
-use datafusion_common::arrow::array::{Array, BooleanArray, Int64Array};
+use datafusion_common::arrow::array::{Array, BooleanArray, Int64Array, Int8Array};
 use datafusion_common::arrow::compute::{filter, filter_record_batch};
 use datafusion_common::arrow::record_batch::RecordBatch;
 
@@ -19,6 +19,50 @@ pub struct StreamBatch {
     pub data: RecordBatch,
     /// Per-row watermark (ms), as above; same length as `data`.
     pub row_watermarks: Option<Int64Array>,
+    /// Per-row [`RowKind`] codes of a changelog stream; `None`: every row is an insert
+    /// (an append-only stream).
+    pub ops: Option<Int8Array>,
+}
+
+/// The kind of change a row of a changelog stream is (Flink's RowKind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i8)]
+pub enum RowKind {
+    /// `+I`: a new row.
+    Insert = 0,
+    /// `-U`: the old value of an updated row (retracted).
+    UpdateBefore = 1,
+    /// `+U`: the new value of an updated row.
+    UpdateAfter = 2,
+    /// `-D`: a deleted row (retracted).
+    Delete = 3,
+}
+
+impl RowKind {
+    /// The kind of a code in [`StreamBatch::ops`].
+    pub fn from_code(code: i8) -> RowKind {
+        match code {
+            1 => RowKind::UpdateBefore,
+            2 => RowKind::UpdateAfter,
+            3 => RowKind::Delete,
+            _ => RowKind::Insert,
+        }
+    }
+
+    /// `-U` and `-D` take a row away.
+    pub fn is_retraction(self) -> bool {
+        matches!(self, RowKind::UpdateBefore | RowKind::Delete)
+    }
+
+    /// The short form Flink prints: `+I`, `-U`, `+U`, `-D`.
+    pub fn short(self) -> &'static str {
+        match self {
+            RowKind::Insert => "+I",
+            RowKind::UpdateBefore => "-U",
+            RowKind::UpdateAfter => "+U",
+            RowKind::Delete => "-D",
+        }
+    }
 }
 
 impl StreamBatch {
@@ -27,6 +71,16 @@ impl StreamBatch {
         StreamBatch {
             data,
             row_watermarks: None,
+            ops: None,
+        }
+    }
+
+    /// The kind of row `i` (an insert on append-only streams).
+    #[inline]
+    pub fn row_kind(&self, i: usize) -> RowKind {
+        match &self.ops {
+            Some(ops) => RowKind::from_code(ops.value(i)),
+            None => RowKind::Insert,
         }
     }
 
@@ -48,9 +102,20 @@ impl StreamBatch {
             ),
             None => None,
         };
+        let ops = match &self.ops {
+            Some(o) => Some(
+                filter(o, mask)?
+                    .as_any()
+                    .downcast_ref::<Int8Array>()
+                    .cloned()
+                    .expect("filter keeps the array type"),
+            ),
+            None => None,
+        };
         Ok(StreamBatch {
             data,
             row_watermarks,
+            ops,
         })
     }
 

@@ -307,6 +307,15 @@ impl Planner {
             return Err(SluiceError::Plan(self.catalog.unknown_relation(table)));
         };
         let node = self.plan_query(query)?;
+        let connector = def.options.get("connector").map(|s| s.as_str()).unwrap_or("");
+        if node.is_updating() && connector == "filesystem" {
+            return plan_err!(
+                "INSERT INTO '{table}': the query's result is updating (a changelog of +I, -U, \
+                 +U, -D rows, e.g. from GROUP BY without a window), and the 'filesystem' sink \
+                 can only append rows; aggregate over a window table function instead, or \
+                 write to a 'print' or 'blackhole' table"
+            );
+        }
         let target = &def.physical_schema;
         let got = node.schema.fields().len();
         if got != target.fields().len() {
@@ -391,9 +400,27 @@ impl Planner {
             LogicalPlan::Join(_) => not_supported!("joins"),
             LogicalPlan::Union(_) => not_supported!("UNION"),
             LogicalPlan::Window(_) => not_supported!("OVER windows"),
-            LogicalPlan::Distinct(_) => {
-                not_supported!("SELECT DISTINCT (an updating query)")
+            LogicalPlan::Distinct(datafusion_expr::logical_plan::Distinct::All(input)) => {
+                // SELECT DISTINCT: an updating aggregate keyed by every column.
+                let planned = self.lower(input)?;
+                let schema = Arc::clone(&planned.node.schema);
+                let keys = (0..schema.fields().len())
+                    .map(|i| Expr::Column(Column::from(schema.qualified_field(i))))
+                    .collect();
+                Ok(Planned {
+                    node: PlanNode {
+                        spec: OperatorSpec::GroupAggregate {
+                            keys,
+                            aggregates: vec![],
+                        },
+                        schema,
+                        rowtime: None,
+                        inputs: vec![planned.node],
+                    },
+                    window: None,
+                })
             }
+            LogicalPlan::Distinct(_) => not_supported!("SELECT DISTINCT ON"),
             LogicalPlan::Values(_) | LogicalPlan::EmptyRelation(_) => {
                 not_supported!("a query without a FROM table")
             }
@@ -482,6 +509,15 @@ impl Planner {
 
     fn lower_window_tvf(&self, call: &WindowTvfCall, schema: DFSchemaRef) -> Result<Planned> {
         let input = self.lower_relation(&call.input)?;
+        if input.node.is_updating() {
+            return not_supported!(
+                "{}{} over '{}', an updating (changelog) input: window table functions need \
+                 an append-only input",
+                call.kind.name(),
+                call.location,
+                call.input
+            );
+        }
         let in_schema = Arc::clone(&input.node.schema);
         let Some(time_column) = in_schema
             .fields()
@@ -635,13 +671,32 @@ impl Planner {
             Expr::Column(c) => in_schema.index_of_column(c).ok(),
             _ => None,
         };
-        let Some(window) = input.window else {
-            return not_supported!(
-                "GROUP BY without window_start and window_end of a window table function \
-                 (an updating aggregate); use a window table function (TUMBLE, HOP, CUMULATE \
-                 or SESSION) and group by window_start, window_end"
-            );
+        let group_aggregate = |input: Planned| Planned {
+            node: PlanNode {
+                spec: OperatorSpec::GroupAggregate {
+                    keys: agg.group_expr.clone(),
+                    aggregates: agg.aggr_expr.clone(),
+                },
+                schema: Arc::clone(&agg.schema),
+                rowtime: None,
+                inputs: vec![input.node],
+            },
+            window: None,
         };
+        // Without both bounds of a window in GROUP BY this is a regular, updating
+        // aggregate (Flink's rule for window aggregation).
+        let Some(window) = input.window.clone() else {
+            return Ok(group_aggregate(input));
+        };
+        let grouped = |i: usize| agg.group_expr.iter().any(|e| column_index(e) == Some(i));
+        if !(grouped(window.start) && grouped(window.end)) {
+            if matches!(window.spec.kind, WindowKind::Session { .. }) {
+                return not_supported!(
+                    "a SESSION window without both {WINDOW_START} and {WINDOW_END} in GROUP BY"
+                );
+            }
+            return Ok(group_aggregate(input));
+        }
         let mut keys = Vec::new();
         let mut group_outputs = Vec::new();
         for e in &agg.group_expr {
@@ -653,13 +708,6 @@ impl Planner {
                     keys.push(e.clone());
                 }
             }
-        }
-        let has = |g: GroupOutput| group_outputs.contains(&g);
-        if !(has(GroupOutput::WindowStart) && has(GroupOutput::WindowEnd)) {
-            return not_supported!(
-                "a window table function aggregate must group by both {WINDOW_START} and \
-                 {WINDOW_END} (grouping by only one of them is an updating aggregate)"
-            );
         }
         // window_time grouped as a key stays the event-time attribute.
         let rowtime = input.node.rowtime.and_then(|r| {

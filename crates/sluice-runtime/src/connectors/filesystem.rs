@@ -154,7 +154,8 @@ fn strip_zero_millis(bytes: Vec<u8>) -> Vec<u8> {
 }
 
 impl BatchSink for CsvDirectorySink {
-    fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+    fn write(&mut self, batch: &crate::message::StreamBatch) -> Result<()> {
+        let batch = &batch.data;
         if self.writer.is_none() {
             let path = self.dir.join(&self.file_name);
             let f = File::create(&path)

@@ -3,7 +3,7 @@
 //! | `'connector'` | source | sink |
 //! |---|---|---|
 //! | `filesystem` (`'format' = 'csv'`) | bounded: a file or a directory of files, `.gz` decompressed | a directory of CSV part files |
-//! | `print` | | each row to stdout as `+I[v1, v2]` |
+//! | `print` | | each row to stdout as `+I[v1, v2]` (the row's kind: `+I`, `-U`, `+U`, `-D`) |
 //! | `blackhole` | | discards rows |
 
 pub mod csv_source;
@@ -18,6 +18,7 @@ use datafusion_common::arrow::util::display::{ArrayFormatter, FormatOptions};
 use sluice_common::plan::ConnectorOptions;
 use sluice_common::{Result, SluiceError};
 
+use crate::message::StreamBatch;
 use crate::metrics::JobMetrics;
 
 /// A source of rows: returns batches of its physical columns until the input ends.
@@ -30,8 +31,8 @@ pub trait Source: Send {
 
 /// A sink of rows.
 pub trait BatchSink: Send {
-    /// Writes a batch (the sink table's physical columns).
-    fn write(&mut self, batch: &RecordBatch) -> Result<()>;
+    /// Writes a batch (the sink table's physical columns; `ops` set on a changelog).
+    fn write(&mut self, batch: &StreamBatch) -> Result<()>;
     /// The input has ended: flush and close.
     fn finish(&mut self) -> Result<()>;
 }
@@ -143,7 +144,8 @@ pub struct PrintSink {
 }
 
 impl BatchSink for PrintSink {
-    fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+    fn write(&mut self, stream_batch: &StreamBatch) -> Result<()> {
+        let batch = &stream_batch.data;
         let options = FormatOptions::default()
             .with_null("NULL")
             .with_timestamp_format(Some("%Y-%m-%d %H:%M:%S%.3f"));
@@ -156,7 +158,8 @@ impl BatchSink for PrintSink {
         let mut out = stdout.lock();
         for row in 0..batch.num_rows() {
             let values: Vec<String> = formatters.iter().map(|f| f.value(row).to_string()).collect();
-            writeln!(out, "{}+I[{}]", self.prefix, values.join(", "))
+            let op = stream_batch.row_kind(row).short();
+            writeln!(out, "{}{op}[{}]", self.prefix, values.join(", "))
                 .map_err(|e| SluiceError::io("printing rows", e))?;
         }
         Ok(())
@@ -173,7 +176,7 @@ impl BatchSink for PrintSink {
 pub struct BlackholeSink;
 
 impl BatchSink for BlackholeSink {
-    fn write(&mut self, _batch: &RecordBatch) -> Result<()> {
+    fn write(&mut self, _batch: &StreamBatch) -> Result<()> {
         Ok(())
     }
     fn finish(&mut self) -> Result<()> {

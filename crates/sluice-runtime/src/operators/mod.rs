@@ -1,5 +1,6 @@
 //! The operators: one module per kind.
 
+pub mod group_aggregate;
 pub mod session_aggregate;
 pub mod stateless;
 pub mod window_aggregate;

@@ -108,6 +108,7 @@ impl Operator for ProjectOperator {
         out.emit(StreamBatch {
             data,
             row_watermarks: batch.row_watermarks,
+            ops: batch.ops,
         });
         Ok(())
     }

@@ -121,6 +121,7 @@ impl Operator for WindowAssignOperator {
         out.emit(StreamBatch {
             data,
             row_watermarks,
+            ops: None,
         });
         Ok(())
     }

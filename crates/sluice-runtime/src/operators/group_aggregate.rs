@@ -1,0 +1,388 @@
+//! Updating aggregation: `GROUP BY` without windows, and global aggregates.
+//!
+//! The result changes as rows arrive, so the output is a changelog (`+I`, `-U`, `+U`,
+//! `-D`, Flink's RowKind): per batch, every group whose result changed emits `+I new` (first
+//! time), `-U old` + `+U new` (changed), or `-D old` (its last row was retracted). Input may
+//! itself be a changelog (an aggregate of an aggregate): rows marked `-U`/`-D` are
+//! retracted from their group's accumulators.
+//!
+//! A global aggregate (no `GROUP BY`) always has exactly one row, as the SQL standard says
+//! (Flink's streaming mode emits none for empty input; we follow the standard): `COUNT` 0
+//! and the other aggregates NULL over empty or fully retracted input. Its row is emitted at
+//! the first change, or at the end of the input if there was none.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion_common::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int8Array, UInt32Array};
+use datafusion_common::arrow::compute::take;
+use datafusion_common::arrow::datatypes::{DataType, SchemaRef};
+use datafusion_common::{DataFusionError, ScalarValue};
+use datafusion_expr::Accumulator;
+use datafusion_physical_expr::aggregate::AggregateFunctionExpr;
+use datafusion_physical_expr::PhysicalExpr;
+use sluice_common::Result;
+
+use crate::expr::evaluate;
+use crate::message::{RowKind, StreamBatch};
+use crate::operator::{Collector, Operator};
+use crate::operators::stateless::batch_with_schema;
+use crate::operators::window_aggregate::AggregateCall;
+use crate::state::KeyIndex;
+
+/// One group's state: accumulators, net row count, key and last emitted values.
+struct Group {
+    accumulators: Vec<Box<dyn Accumulator>>,
+    rows: i64,
+    key: Vec<ScalarValue>,
+    emitted: Option<Vec<ScalarValue>>,
+}
+
+/// See the module docs. Output schema: the keys, then one column per aggregate; rows carry
+/// their RowKind in `StreamBatch::ops`.
+pub struct GroupAggregateOperator {
+    keys: Vec<Arc<dyn PhysicalExpr>>,
+    calls: Vec<AggregateCall>,
+    aggregates: Vec<Arc<AggregateFunctionExpr>>,
+    /// The input is a changelog: accumulators must retract.
+    retracting: bool,
+    converter: Option<datafusion_common::arrow::row::RowConverter>,
+    index: KeyIndex,
+    groups: Vec<Group>,
+    schema: SchemaRef,
+    scratch: Vec<usize>,
+}
+
+impl GroupAggregateOperator {
+    /// Aggregates `aggregates` (with their argument expressions in `calls`) per key.
+    pub fn new(
+        keys: Vec<Arc<dyn PhysicalExpr>>,
+        key_types: &[DataType],
+        calls: Vec<AggregateCall>,
+        aggregates: Vec<Arc<AggregateFunctionExpr>>,
+        retracting: bool,
+        schema: SchemaRef,
+    ) -> Result<Self> {
+        let converter = if key_types.is_empty() {
+            None
+        } else {
+            Some(datafusion_common::arrow::row::RowConverter::new(
+                key_types
+                    .iter()
+                    .map(|t| datafusion_common::arrow::row::SortField::new(t.clone()))
+                    .collect(),
+            )?)
+        };
+        Ok(GroupAggregateOperator {
+            index: KeyIndex::new(converter.as_ref()),
+            converter,
+            keys,
+            calls,
+            aggregates,
+            retracting,
+            groups: Vec::new(),
+            schema,
+            scratch: Vec::new(),
+        })
+    }
+
+    fn new_accumulators(&self) -> Result<Vec<Box<dyn Accumulator>>> {
+        self.aggregates
+            .iter()
+            .map(|a| -> Result<Box<dyn Accumulator>> {
+                if !self.retracting {
+                    return Ok(a.create_accumulator()?);
+                }
+                match a.fun().name() {
+                    // DataFusion's sliding MIN/MAX retract in arrival order only (window
+                    // frames); a changelog retracts any value, so keep them all.
+                    "min" | "max" => Ok(Box::new(MultisetMinMax::new(
+                        a.fun().name() == "min",
+                        a.field().data_type().clone(),
+                    ))),
+                    _ => Ok(a.create_sliding_accumulator()?),
+                }
+            })
+            .collect()
+    }
+
+    fn current_values(group: &mut Group) -> Result<Vec<ScalarValue>> {
+        let mut out = group.key.clone();
+        for acc in &mut group.accumulators {
+            out.push(acc.evaluate()?);
+        }
+        Ok(out)
+    }
+
+    /// Emits the change of each touched group (and of the global group when asked).
+    fn emit_changes(&mut self, touched: &[usize], out: &mut Collector) -> Result<()> {
+        let global = self.keys.is_empty();
+        let mut rows: Vec<Vec<ScalarValue>> = Vec::new();
+        let mut ops: Vec<i8> = Vec::new();
+        for &g in touched {
+            let group = &mut self.groups[g];
+            let new = if group.rows > 0 || global {
+                Some(Self::current_values(group)?)
+            } else {
+                None
+            };
+            match (group.emitted.take(), new) {
+                (None, Some(new)) => {
+                    rows.push(new.clone());
+                    ops.push(RowKind::Insert as i8);
+                    group.emitted = Some(new);
+                }
+                (Some(old), Some(new)) => {
+                    if old != new {
+                        rows.push(old);
+                        ops.push(RowKind::UpdateBefore as i8);
+                        rows.push(new.clone());
+                        ops.push(RowKind::UpdateAfter as i8);
+                    }
+                    group.emitted = Some(new);
+                }
+                (Some(old), None) => {
+                    rows.push(old);
+                    ops.push(RowKind::Delete as i8);
+                }
+                (None, None) => {}
+            }
+        }
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let n = rows.len();
+        let columns = (0..self.schema.fields().len())
+            .map(|c| {
+                let values = rows.iter().map(|r| r[c].clone());
+                ScalarValue::iter_to_array(values)
+            })
+            .collect::<datafusion_common::Result<Vec<ArrayRef>>>()?;
+        let data = batch_with_schema(&self.schema, columns, n)?;
+        out.emit(StreamBatch {
+            data,
+            row_watermarks: None,
+            ops: Some(Int8Array::from(ops)),
+        });
+        Ok(())
+    }
+
+    fn group_for(&mut self, g: usize, key_columns: &[ArrayRef], row: usize) -> Result<()> {
+        while self.groups.len() <= g {
+            let key = key_columns
+                .iter()
+                .map(|c| ScalarValue::try_from_array(c, row))
+                .collect::<datafusion_common::Result<Vec<_>>>()?;
+            let accumulators = self.new_accumulators()?;
+            self.groups.push(Group {
+                accumulators,
+                rows: 0,
+                key,
+                emitted: None,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Operator for GroupAggregateOperator {
+    fn name(&self) -> &'static str {
+        "GroupAggregate"
+    }
+
+    fn process_batch(&mut self, batch: StreamBatch, out: &mut Collector) -> Result<()> {
+        let data = &batch.data;
+        let n = data.num_rows();
+        let key_columns = self
+            .keys
+            .iter()
+            .map(|k| evaluate(k, data))
+            .collect::<Result<Vec<_>>>()?;
+        let key_rows = match &self.converter {
+            Some(c) => Some(c.convert_columns(&key_columns)?),
+            None => None,
+        };
+        let all: Vec<u32> = (0..n as u32).collect();
+        let mut group_of = std::mem::take(&mut self.scratch);
+        self.index.group_indices(key_rows.as_ref(), &all, &mut group_of);
+        // Rows of each group, split into added and retracted.
+        let mut per_group: BTreeMap<usize, (Vec<u32>, Vec<u32>)> = BTreeMap::new();
+        for (row, &g) in group_of.iter().enumerate() {
+            if g >= self.groups.len() {
+                self.group_for(g, &key_columns, row)?;
+            }
+            let retract = batch.row_kind(row).is_retraction();
+            let entry = per_group.entry(g).or_default();
+            if retract {
+                entry.1.push(row as u32);
+            } else {
+                entry.0.push(row as u32);
+            }
+        }
+        self.scratch = group_of;
+        let args: Vec<Vec<ArrayRef>> = self
+            .calls
+            .iter()
+            .map(|a| a.args.iter().map(|e| evaluate(e, data)).collect())
+            .collect::<Result<_>>()?;
+        let filters: Vec<Option<BooleanArray>> = self
+            .calls
+            .iter()
+            .map(|a| match &a.filter {
+                Some(f) => Ok(Some(evaluate(f, data)?.as_boolean().clone())),
+                None => Ok(None),
+            })
+            .collect::<Result<_>>()?;
+        let select = |rows: &[u32], a: usize| -> Result<Vec<ArrayRef>> {
+            let idx = UInt32Array::from(rows.to_vec());
+            let idx = match &filters[a] {
+                // FILTER (WHERE ...): only rows where it is true.
+                Some(f) => {
+                    let kept: Vec<u32> = rows.iter().copied().filter(|r| f.is_valid(*r as usize) && f.value(*r as usize)).collect();
+                    UInt32Array::from(kept)
+                }
+                None => idx,
+            };
+            Ok(args[a]
+                .iter()
+                .map(|c| take(c.as_ref(), &idx, None))
+                .collect::<std::result::Result<Vec<_>, _>>()?)
+        };
+        let mut touched = Vec::with_capacity(per_group.len());
+        for (g, (added, retracted)) in per_group {
+            for a in 0..self.calls.len() {
+                if !added.is_empty() {
+                    let values = select(&added, a)?;
+                    self.groups[g].accumulators[a].update_batch(&values)?;
+                }
+                if !retracted.is_empty() {
+                    let values = select(&retracted, a)?;
+                    self.groups[g].accumulators[a].retract_batch(&values)?;
+                }
+            }
+            self.groups[g].rows += added.len() as i64 - retracted.len() as i64;
+            touched.push(g);
+        }
+        self.emit_changes(&touched, out)
+    }
+
+    fn on_end(&mut self, out: &mut Collector) -> Result<()> {
+        // A global aggregate has its one row even when no row ever arrived.
+        if self.keys.is_empty() && self.groups.is_empty() {
+            let accumulators = self.new_accumulators()?;
+            self.groups.push(Group {
+                accumulators,
+                rows: 0,
+                key: vec![],
+                emitted: None,
+            });
+            self.emit_changes(&[0], out)?;
+        }
+        Ok(())
+    }
+}
+
+/// MIN or MAX that can retract any value: keeps every value with its count.
+struct MultisetMinMax {
+    is_min: bool,
+    data_type: DataType,
+    values: BTreeMap<OrdScalar, usize>,
+}
+
+/// A scalar ordered by `partial_cmp` (values of one column compare; NaN sorts as equal).
+#[derive(PartialEq, Eq)]
+struct OrdScalar(ScalarValue);
+
+impl PartialOrd for OrdScalar {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for OrdScalar {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0
+            .partial_cmp(&other.0)
+            .unwrap_or(std::cmp::Ordering::Equal)
+    }
+}
+
+impl MultisetMinMax {
+    fn new(is_min: bool, data_type: DataType) -> Self {
+        MultisetMinMax {
+            is_min,
+            data_type,
+            values: BTreeMap::new(),
+        }
+    }
+}
+
+impl fmt::Debug for MultisetMinMax {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "MultisetMinMax({} values)", self.values.len())
+    }
+}
+
+impl Accumulator for MultisetMinMax {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> datafusion_common::Result<()> {
+        let array = &values[0];
+        for i in 0..array.len() {
+            if array.is_valid(i) {
+                *self
+                    .values
+                    .entry(OrdScalar(ScalarValue::try_from_array(array, i)?))
+                    .or_default() += 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn retract_batch(&mut self, values: &[ArrayRef]) -> datafusion_common::Result<()> {
+        let array = &values[0];
+        for i in 0..array.len() {
+            if array.is_valid(i) {
+                let key = OrdScalar(ScalarValue::try_from_array(array, i)?);
+                if let Some(c) = self.values.get_mut(&key) {
+                    *c -= 1;
+                    if *c == 0 {
+                        self.values.remove(&key);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn supports_retract_batch(&self) -> bool {
+        true
+    }
+
+    fn evaluate(&mut self) -> datafusion_common::Result<ScalarValue> {
+        let v = if self.is_min {
+            self.values.keys().next()
+        } else {
+            self.values.keys().next_back()
+        };
+        match v {
+            Some(v) => Ok(v.0.clone()),
+            None => ScalarValue::try_from(&self.data_type),
+        }
+    }
+
+    fn size(&self) -> usize {
+        std::mem::size_of_val(self) + self.values.len() * 64
+    }
+
+    fn state(&mut self) -> datafusion_common::Result<Vec<ScalarValue>> {
+        Err(DataFusionError::NotImplemented(
+            "the state of a retractable MIN/MAX".into(),
+        ))
+    }
+
+    fn merge_batch(&mut self, _states: &[ArrayRef]) -> datafusion_common::Result<()> {
+        Err(DataFusionError::NotImplemented(
+            "merging retractable MIN/MAX states".into(),
+        ))
+    }
+}
