@@ -47,6 +47,9 @@ pub struct EngineConfig {
     pub working_dir: Option<PathBuf>,
     /// Rows per source batch (default 8192).
     pub batch_size: usize,
+    /// Test hook: when set, each source batch has a pseudo-random size in
+    /// `1..=batch_size` drawn from this seed. Results never depend on it.
+    pub batch_size_seed: Option<u64>,
 }
 
 impl Default for EngineConfig {
@@ -54,6 +57,7 @@ impl Default for EngineConfig {
         EngineConfig {
             working_dir: None,
             batch_size: 8192,
+            batch_size_seed: None,
         }
     }
 }
@@ -110,6 +114,7 @@ impl Engine {
             connectors: ConnectorContext {
                 working_dir,
                 batch_size: self.config.batch_size,
+                batch_size_seed: self.config.batch_size_seed,
                 job_id: format!("{:x}{:04x}-{n}", nanos & 0xffff_ffff_ffff, std::process::id() & 0xffff),
             },
         }

@@ -33,6 +33,7 @@ impl SluiceDb {
                 working_dir: Some(dir),
                 // Small batches exercise batch boundaries in every test.
                 batch_size: 3,
+                ..Default::default()
             }),
         }
     }

@@ -346,10 +346,30 @@ pub struct CsvSource {
     ready: VecDeque<RecordBatch>,
     options: CsvOptions,
     batch_size: usize,
+    /// xorshift state when batch sizes are randomized (a test hook).
+    batch_size_rng: Option<u64>,
     metrics: Arc<JobMetrics>,
 }
 
 impl CsvSource {
+    /// Makes every batch a pseudo-random size in `1..=batch_size`, from `seed` (tests use
+    /// it to show that results do not depend on how the input is cut into batches).
+    pub fn randomize_batch_sizes(&mut self, seed: u64) {
+        self.batch_size_rng = Some(seed | 1);
+    }
+
+    fn chunk_size(&mut self) -> usize {
+        match &mut self.batch_size_rng {
+            None => self.batch_size,
+            Some(x) => {
+                *x ^= *x << 13;
+                *x ^= *x >> 7;
+                *x ^= *x << 17;
+                1 + (*x % self.batch_size as u64) as usize
+            }
+        }
+    }
+
     /// A source reading `path` (file or directory) as CSV rows of `schema`.
     ///
     /// # Errors
@@ -371,6 +391,7 @@ impl CsvSource {
             ready: VecDeque::new(),
             options,
             batch_size,
+            batch_size_rng: None,
             metrics,
         })
     }
@@ -418,7 +439,7 @@ impl CsvSource {
     /// bulk. Blank lines are skipped; so is the header row under `'csv.header'`.
     fn read_chunk(&mut self) -> Result<Chunk> {
         let quote = self.options.quote;
-        let batch_size = self.batch_size;
+        let batch_size = self.chunk_size();
         let file = self.current.as_mut().expect("a file is open");
         let mut bytes: Vec<u8> = Vec::with_capacity(batch_size * 64);
         let mut records = Vec::with_capacity(batch_size);

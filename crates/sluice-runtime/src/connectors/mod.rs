@@ -44,6 +44,9 @@ pub struct ConnectorContext {
     pub working_dir: PathBuf,
     /// Rows per source batch.
     pub batch_size: usize,
+    /// Test hook: when set, each source batch has a pseudo-random size in
+    /// `1..=batch_size` drawn from this seed (results must not depend on batching).
+    pub batch_size_seed: Option<u64>,
     /// A name unique to the job, used in part-file names.
     pub job_id: String,
 }
@@ -92,13 +95,12 @@ pub fn create_source(
             check_format(options, table)?;
             let path = resolve(ctx, option(options, "path", table)?);
             let csv = filesystem::CsvOptions::from_options(options)?;
-            Ok(Box::new(csv_source::CsvSource::new(
-                &path,
-                physical_schema,
-                csv,
-                ctx.batch_size,
-                metrics,
-            )?))
+            let mut source =
+                csv_source::CsvSource::new(&path, physical_schema, csv, ctx.batch_size, metrics)?;
+            if let Some(seed) = ctx.batch_size_seed {
+                source.randomize_batch_sizes(seed);
+            }
+            Ok(Box::new(source))
         }
         "print" | "blackhole" => Err(SluiceError::Plan(format!(
             "table '{table}' uses the '{connector}' connector, which can only be written to"
