@@ -36,17 +36,24 @@ use crate::connectors::Source;
 use crate::metrics::JobMetrics;
 
 /// Whole records cut from one file, with where each starts.
-struct Chunk {
-    file: Arc<str>,
-    bytes: Vec<u8>,
-    records: Vec<RecordSpan>,
+pub(crate) struct Chunk {
+    pub(crate) file: Arc<str>,
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) records: Vec<RecordSpan>,
 }
 
 /// One record's place in a chunk: byte range and first line (1-based).
-struct RecordSpan {
-    start: usize,
-    end: usize,
-    line: u64,
+pub(crate) struct RecordSpan {
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+    pub(crate) line: u64,
+}
+
+/// Turns a chunk of whole records into a batch of the table's physical columns, and
+/// reports or skips records that do not parse. Returns the batch (if any row is left) and
+/// the number of rows skipped.
+pub(crate) trait ChunkFormat: Send + Sync {
+    fn decode(&self, chunk: &Chunk) -> Result<(Option<RecordBatch>, u64)>;
 }
 
 /// Turns chunks of CSV records into batches of the table's physical columns.
@@ -159,7 +166,7 @@ impl ChunkDecoder {
 
     /// Decodes a chunk: fast on good input; record by record to report or skip bad rows.
     /// Returns the batch (if any row is left) and the number of rows skipped.
-    fn decode(&self, chunk: &Chunk) -> Result<(Option<RecordBatch>, u64)> {
+    fn decode_chunk(&self, chunk: &Chunk) -> Result<(Option<RecordBatch>, u64)> {
         if let Ok(Some(batch)) = self.parse(&chunk.bytes, chunk.records.len()) {
             if let Ok(b) = self.convert(batch) {
                 return Ok((Some(b), 0));
@@ -242,6 +249,12 @@ impl ChunkDecoder {
     }
 }
 
+impl ChunkFormat for ChunkDecoder {
+    fn decode(&self, chunk: &Chunk) -> Result<(Option<RecordBatch>, u64)> {
+        self.decode_chunk(chunk)
+    }
+}
+
 /// Timestamps in spellings other than the fast path's (arrow's parser: time zone
 /// offsets, `Z`, ...), in epoch ms.
 fn general_timestamp_ms(s: &str) -> Option<i64> {
@@ -314,7 +327,7 @@ struct DecodeHelper {
 }
 
 impl DecodeHelper {
-    fn spawn(decoder: Arc<ChunkDecoder>) -> Result<Self> {
+    fn spawn(decoder: Arc<dyn ChunkFormat>) -> Result<Self> {
         let (to_helper, chunks) = channel::<Chunk>();
         let (results, from_helper) = channel();
         std::thread::Builder::new()
@@ -334,17 +347,22 @@ impl DecodeHelper {
     }
 }
 
-/// A bounded CSV source over one file or a directory of files, read in order.
+/// A bounded source over one file or a directory of files, read in order, in a
+/// line-oriented format (CSV, JSON lines).
 ///
 /// Output: batches of the table's physical columns, up to `batch_size` rows each.
 pub struct CsvSource {
     files: Vec<PathBuf>,
     next_file: usize,
     current: Option<OpenFile>,
-    decoder: Arc<ChunkDecoder>,
+    decoder: Arc<dyn ChunkFormat>,
     helper: Option<DecodeHelper>,
+    /// The byte that opens and closes quoted fields (records end only at newlines
+    /// outside quotes); `None` for formats without multi-line records (JSON lines).
+    quote: Option<u8>,
+    /// Skip the first record of each file.
+    header: bool,
     ready: VecDeque<RecordBatch>,
-    options: CsvOptions,
     batch_size: usize,
     /// xorshift state when batch sizes are randomized (a test hook).
     batch_size_rng: Option<u64>,
@@ -381,15 +399,31 @@ impl CsvSource {
         batch_size: usize,
         metrics: Arc<JobMetrics>,
     ) -> Result<Self> {
+        let quote = Some(options.quote);
+        let header = options.header;
+        let decoder: Arc<dyn ChunkFormat> = Arc::new(ChunkDecoder::new(schema, options)?);
+        Self::with_format(path, decoder, quote, header, batch_size, metrics)
+    }
+
+    /// A source reading `path` with any line-oriented format.
+    pub(crate) fn with_format(
+        path: &Path,
+        decoder: Arc<dyn ChunkFormat>,
+        quote: Option<u8>,
+        header: bool,
+        batch_size: usize,
+        metrics: Arc<JobMetrics>,
+    ) -> Result<Self> {
         let files = list_files(path)?;
         Ok(CsvSource {
             files,
             next_file: 0,
             current: None,
-            decoder: Arc::new(ChunkDecoder::new(schema, options.clone())?),
+            decoder,
             helper: None,
+            quote,
+            header,
             ready: VecDeque::new(),
-            options,
             batch_size,
             batch_size_rng: None,
             metrics,
@@ -415,7 +449,7 @@ impl CsvSource {
             display: path.display().to_string().into(),
             reader,
             line: 1,
-            header_pending: self.options.header,
+            header_pending: self.header,
             eof: false,
         });
         Ok(true)
@@ -438,7 +472,8 @@ impl CsvSource {
     /// buffer once (a newline ends a record unless it is inside quotes) and copying it in
     /// bulk. Blank lines are skipped; so is the header row under `'csv.header'`.
     fn read_chunk(&mut self) -> Result<Chunk> {
-        let quote = self.options.quote;
+        // Without quotes, a byte that cannot occur in text: newlines always end records.
+        let quote = self.quote.unwrap_or(0);
         let batch_size = self.chunk_size();
         let file = self.current.as_mut().expect("a file is open");
         let mut bytes: Vec<u8> = Vec::with_capacity(batch_size * 64);

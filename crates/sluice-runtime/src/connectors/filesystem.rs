@@ -106,26 +106,44 @@ pub fn list_files(path: &Path) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// Writes CSV part files into a directory (`'path'` of a `filesystem` sink): one file
-/// `part-<job>-0.csv` per job, no header row (as Flink's CSV format), timestamps as
-/// `YYYY-MM-DD HH:MM:SS[.fff]`, NULL as an empty field.
-pub struct CsvDirectorySink {
+/// Writes part files into a directory (`'path'` of a `filesystem` sink): one file
+/// `part-<job id>-0.csv` (or `.json`) per job. CSV: no header row (as Flink's CSV format),
+/// NULL as an empty field. JSON: one object per line, NULL as `null`. Timestamps as
+/// `YYYY-MM-DD HH:MM:SS[.fff]`.
+pub struct DirectorySink {
     dir: PathBuf,
     file_name: String,
+    json: bool,
     writer: Option<std::io::BufWriter<File>>,
 }
 
-impl CsvDirectorySink {
-    /// A sink writing into `dir` (created if missing).
-    pub fn new(dir: &Path, file_name: String) -> Result<Self> {
+impl DirectorySink {
+    /// A sink writing into `dir` (created if missing), CSV or JSON lines.
+    pub fn new(dir: &Path, file_name: String, json: bool) -> Result<Self> {
         std::fs::create_dir_all(dir)
             .map_err(|e| SluiceError::io(format!("creating sink directory '{}'", dir.display()), e))?;
-        Ok(CsvDirectorySink {
+        Ok(DirectorySink {
             dir: dir.to_path_buf(),
             file_name,
+            json,
             writer: None,
         })
     }
+}
+
+/// JSON-lines bytes of a batch, in Sluice's output conventions.
+pub fn json_bytes(batch: &RecordBatch) -> Result<Vec<u8>> {
+    use datafusion_common::arrow::json::writer::{LineDelimited, WriterBuilder as JsonWriterBuilder};
+    let mut out = Vec::new();
+    {
+        let mut w = JsonWriterBuilder::new()
+            .with_explicit_nulls(true)
+            .with_timestamp_format("%Y-%m-%d %H:%M:%S%.3f".to_string())
+            .build::<_, LineDelimited>(&mut out);
+        w.write(batch)?;
+        w.finish()?;
+    }
+    Ok(strip_zero_millis(out))
 }
 
 /// CSV bytes of a batch, in Sluice's output conventions.
@@ -153,7 +171,7 @@ fn strip_zero_millis(bytes: Vec<u8>) -> Vec<u8> {
     re.replace_all(&text, "$1").into_owned().into_bytes()
 }
 
-impl BatchSink for CsvDirectorySink {
+impl BatchSink for DirectorySink {
     fn write(&mut self, batch: &crate::message::StreamBatch) -> Result<()> {
         let batch = &batch.data;
         if self.writer.is_none() {
@@ -162,7 +180,11 @@ impl BatchSink for CsvDirectorySink {
                 .map_err(|e| SluiceError::io(format!("creating '{}'", path.display()), e))?;
             self.writer = Some(std::io::BufWriter::new(f));
         }
-        let bytes = csv_bytes(batch, false)?;
+        let bytes = if self.json {
+            json_bytes(batch)?
+        } else {
+            csv_bytes(batch, false)?
+        };
         let w = self.writer.as_mut().expect("writer exists");
         w.write_all(&bytes)
             .map_err(|e| SluiceError::io(format!("writing into '{}'", self.dir.display()), e))

@@ -2,12 +2,13 @@
 //!
 //! | `'connector'` | source | sink |
 //! |---|---|---|
-//! | `filesystem` (`'format' = 'csv'`) | bounded: a file or a directory of files, `.gz` decompressed | a directory of CSV part files |
+//! | `filesystem` (`'format' = 'csv'` or `'json'`) | bounded: a file or a directory of files, `.gz` decompressed | a directory of CSV or JSON-lines part files |
 //! | `print` | | each row to stdout as `+I[v1, v2]` (the row's kind: `+I`, `-U`, `+U`, `-D`) |
 //! | `blackhole` | | discards rows |
 
 pub mod csv_source;
 pub mod filesystem;
+mod json_format;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -67,14 +68,21 @@ fn resolve(ctx: &ConnectorContext, path: &str) -> PathBuf {
     }
 }
 
-fn check_format(options: &ConnectorOptions, table: &str) -> Result<()> {
-    let format = option(options, "format", table)?;
-    if format != "csv" {
-        return Err(SluiceError::NotSupported(format!(
-            "'format' = '{format}' of table '{table}' (supported: 'csv')"
-        )));
+/// The file format of a filesystem table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FileFormat {
+    Csv,
+    Json,
+}
+
+fn file_format(options: &ConnectorOptions, table: &str) -> Result<FileFormat> {
+    match option(options, "format", table)?.as_str() {
+        "csv" => Ok(FileFormat::Csv),
+        "json" => Ok(FileFormat::Json),
+        other => Err(SluiceError::NotSupported(format!(
+            "'format' = '{other}' of table '{table}' (supported: 'csv', 'json')"
+        ))),
     }
-    Ok(())
 }
 
 /// Creates the source of a table from its `WITH` options.
@@ -92,11 +100,19 @@ pub fn create_source(
     let connector = option(options, "connector", table)?;
     match connector.as_str() {
         "filesystem" => {
-            check_format(options, table)?;
+            let format = file_format(options, table)?;
             let path = resolve(ctx, option(options, "path", table)?);
-            let csv = filesystem::CsvOptions::from_options(options)?;
-            let mut source =
-                csv_source::CsvSource::new(&path, physical_schema, csv, ctx.batch_size, metrics)?;
+            let mut source = match format {
+                FileFormat::Csv => {
+                    let csv = filesystem::CsvOptions::from_options(options)?;
+                    csv_source::CsvSource::new(&path, physical_schema, csv, ctx.batch_size, metrics)?
+                }
+                FileFormat::Json => {
+                    let ignore = filesystem::bool_option(options, "json.ignore-parse-errors", false)?;
+                    let format = Arc::new(json_format::JsonFormat::new(physical_schema, ignore));
+                    csv_source::CsvSource::with_format(&path, format, None, false, ctx.batch_size, metrics)?
+                }
+            };
             if let Some(seed) = ctx.batch_size_seed {
                 source.randomize_batch_sizes(seed);
             }
@@ -120,11 +136,16 @@ pub fn create_sink(
     let connector = option(options, "connector", table)?;
     match connector.as_str() {
         "filesystem" => {
-            check_format(options, table)?;
+            let format = file_format(options, table)?;
             let path = resolve(ctx, option(options, "path", table)?);
-            Ok(Box::new(filesystem::CsvDirectorySink::new(
+            let extension = match format {
+                FileFormat::Csv => "csv",
+                FileFormat::Json => "json",
+            };
+            Ok(Box::new(filesystem::DirectorySink::new(
                 &path,
-                format!("part-{}-0.csv", ctx.job_id),
+                format!("part-{}-0.{extension}", ctx.job_id),
+                format == FileFormat::Json,
             )?))
         }
         "print" => Ok(Box::new(PrintSink {
