@@ -3,10 +3,12 @@
 //! | `'connector'` | source | sink |
 //! |---|---|---|
 //! | `filesystem` (`'format' = 'csv'` or `'json'`) | bounded: a file or a directory of files, `.gz` decompressed | a directory of CSV or JSON-lines part files |
+//! | `datagen` | generated rows (random or sequences; see [`datagen`]) | |
 //! | `print` | | each row to stdout as `+I[v1, v2]` (the row's kind: `+I`, `-U`, `+U`, `-D`) |
 //! | `blackhole` | | discards rows |
 
 pub mod csv_source;
+pub mod datagen;
 pub mod filesystem;
 mod json_format;
 
@@ -118,11 +120,18 @@ pub fn create_source(
             }
             Ok(Box::new(source))
         }
+        "datagen" => Ok(Box::new(datagen::DatagenSource::new(
+            table,
+            physical_schema,
+            options,
+            ctx.batch_size,
+            metrics,
+        )?)),
         "print" | "blackhole" => Err(SluiceError::Plan(format!(
             "table '{table}' uses the '{connector}' connector, which can only be written to"
         ))),
         other => Err(SluiceError::NotSupported(format!(
-            "'connector' = '{other}' of table '{table}' (supported: filesystem, print, blackhole)"
+            "'connector' = '{other}' of table '{table}' (supported: filesystem, datagen, print, blackhole)"
         ))),
     }
 }
