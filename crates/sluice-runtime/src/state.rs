@@ -24,6 +24,17 @@ use hashbrown::{DefaultHashBuilder, HashTable};
 use sluice_common::Result;
 use std::hash::BuildHasher;
 
+/// The row converter for keys of these types (`None` without key columns: one global
+/// group). Every keyed operator converts its key columns with one of these.
+pub fn key_converter(key_types: &[DataType]) -> Result<Option<RowConverter>> {
+    if key_types.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(RowConverter::new(
+        key_types.iter().map(|t| SortField::new(t.clone())).collect(),
+    )?))
+}
+
 /// Maps keys (rows of key columns, in Arrow's row format) to dense group indices
 /// `0..len`. With no key columns, every row is in the one global group 0.
 pub struct KeyIndex {
@@ -160,13 +171,7 @@ pub struct FiredWindow {
 impl WindowAggregateState {
     /// Empty state for keys of `key_types` and the aggregates of `factory`.
     pub fn new(key_types: &[DataType], factory: AccumulatorFactory) -> Result<Self> {
-        let converter = if key_types.is_empty() {
-            None
-        } else {
-            Some(RowConverter::new(
-                key_types.iter().map(|t| SortField::new(t.clone())).collect(),
-            )?)
-        };
+        let converter = key_converter(key_types)?;
         Ok(WindowAggregateState {
             converter,
             factory,

@@ -29,7 +29,7 @@ use crate::message::{RowKind, StreamBatch};
 use crate::operator::{Collector, Operator};
 use crate::operators::stateless::batch_with_schema;
 use crate::operators::window_aggregate::AggregateCall;
-use crate::state::KeyIndex;
+use crate::state::{key_converter, KeyIndex};
 
 /// One group's state: accumulators, net row count, key and last emitted values.
 struct Group {
@@ -64,16 +64,7 @@ impl GroupAggregateOperator {
         retracting: bool,
         schema: SchemaRef,
     ) -> Result<Self> {
-        let converter = if key_types.is_empty() {
-            None
-        } else {
-            Some(datafusion_common::arrow::row::RowConverter::new(
-                key_types
-                    .iter()
-                    .map(|t| datafusion_common::arrow::row::SortField::new(t.clone()))
-                    .collect(),
-            )?)
-        };
+        let converter = key_converter(key_types)?;
         Ok(GroupAggregateOperator {
             index: KeyIndex::new(converter.as_ref()),
             converter,

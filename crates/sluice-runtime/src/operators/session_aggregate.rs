@@ -10,7 +10,7 @@ use datafusion_common::arrow::array::{
 };
 use datafusion_common::arrow::compute::interleave;
 use datafusion_common::arrow::datatypes::{DataType, SchemaRef};
-use datafusion_common::arrow::row::{RowConverter, SortField};
+use datafusion_common::arrow::row::RowConverter;
 use datafusion_expr::EmitTo;
 use datafusion_physical_expr::PhysicalExpr;
 use sluice_common::plan::GroupOutput;
@@ -24,7 +24,7 @@ use crate::operator::{Collector, Operator};
 use crate::operators::stateless::batch_with_schema;
 use crate::operators::window_aggregate::AggregateCall;
 use crate::operators::window_assign::event_times_ms;
-use crate::state::AccumulatorFactory;
+use crate::state::{key_converter, AccumulatorFactory};
 
 /// A session of one key: `[start, end)` with `end` = last row's time + gap, and the
 /// buffered rows it holds (`(batch id, row)`).
@@ -89,13 +89,7 @@ impl SessionAggregateOperator {
         schema: SchemaRef,
         metrics: Arc<JobMetrics>,
     ) -> Result<Self> {
-        let converter = if key_types.is_empty() {
-            None
-        } else {
-            Some(RowConverter::new(
-                key_types.iter().map(|t| SortField::new(t.clone())).collect(),
-            )?)
-        };
+        let converter = key_converter(key_types)?;
         Ok(SessionAggregateOperator {
             gap_ms,
             time_column,
