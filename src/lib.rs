@@ -79,6 +79,25 @@ pub struct Engine {
     planner: Planner,
     settings: BTreeMap<String, String>,
     config: EngineConfig,
+    /// `'table.local-time-zone'`: the system time zone unless set.
+    time_zone: String,
+}
+
+/// The key of the session time zone setting (Flink's name).
+pub const LOCAL_TIME_ZONE: &str = "table.local-time-zone";
+
+/// The system time zone, as Flink defaults to it: `TZ`, else `/etc/timezone`, else UTC.
+fn system_time_zone() -> String {
+    let candidates = [
+        std::env::var("TZ").ok(),
+        std::fs::read_to_string("/etc/timezone").ok(),
+    ];
+    candidates
+        .into_iter()
+        .flatten()
+        .map(|s| s.trim().trim_start_matches(':').to_string())
+        .find(|s| sluice_common::time::parse_time_zone(s).is_ok())
+        .unwrap_or_else(|| "UTC".to_string())
 }
 
 static JOB_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -86,10 +105,16 @@ static JOB_COUNTER: AtomicU64 = AtomicU64::new(0);
 impl Engine {
     /// A new engine with an empty catalog.
     pub fn new(config: EngineConfig) -> Self {
+        let time_zone = system_time_zone();
+        let mut planner = Planner::new();
+        planner
+            .set_time_zone(&time_zone)
+            .expect("system_time_zone returns a valid zone");
         Engine {
-            planner: Planner::new(),
+            planner,
             settings: BTreeMap::new(),
             config,
+            time_zone,
         }
     }
 
@@ -115,6 +140,7 @@ impl Engine {
                 working_dir,
                 batch_size: self.config.batch_size,
                 batch_size_seed: self.config.batch_size_seed,
+                time_zone: self.time_zone.clone(),
                 job_id: format!("{:x}{:04x}-{n}", nanos & 0xffff_ffff_ffff, std::process::id() & 0xffff),
             },
         }
@@ -181,6 +207,10 @@ impl Engine {
                 )))
             }
             Statement::Set { pair: Some((k, v)) } => {
+                if k == LOCAL_TIME_ZONE {
+                    self.planner.set_time_zone(v)?;
+                    self.time_zone = v.clone();
+                }
                 self.settings.insert(k.clone(), v.clone());
                 Ok(StatementResult::Done("Session property has been set.".into()))
             }
@@ -195,6 +225,10 @@ impl Engine {
                         self.settings.remove(k);
                     }
                     None => self.settings.clear(),
+                }
+                if !self.settings.contains_key(LOCAL_TIME_ZONE) {
+                    self.time_zone = system_time_zone();
+                    self.planner.set_time_zone(&self.time_zone)?;
                 }
                 Ok(StatementResult::Done("Session property has been reset.".into()))
             }

@@ -130,12 +130,17 @@ pub struct SinkSpec {
 }
 
 /// A window of a window table function, in milliseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy)]
 pub struct WindowSpec {
     /// Kind and sizes.
     pub kind: WindowKind,
     /// Alignment offset (ms): windows start at `offset + k * size` (`k` any integer).
     pub offset_ms: i64,
+    /// For a `TIMESTAMP_LTZ` time attribute: the session time zone. Windows are then
+    /// aligned to its wall clock (local midnight, local hours, across DST changes), their
+    /// bounds are wall-clock `TIMESTAMP(3)`s, and a window fires when the watermark (an
+    /// instant) reaches the instant of its end - 1 ms (Flink's `TimeWindowUtil`).
+    pub time_zone: Option<crate::time::Tz>,
 }
 
 /// The window table functions of Flink SQL (`TUMBLE`, `HOP`, `CUMULATE`, `SESSION`).
@@ -174,6 +179,7 @@ impl WindowSpec {
     pub fn assign(&self, ts_ms: i64, out: &mut Vec<(i64, i64)>) {
         use crate::time::window_start_ms;
         out.clear();
+        let ts_ms = self.local_ms(ts_ms);
         match self.kind {
             WindowKind::Tumble { size_ms } => {
                 let start = window_start_ms(ts_ms, self.offset_ms, size_ms);
@@ -205,6 +211,35 @@ impl WindowSpec {
             }
             WindowKind::Session { .. } => {}
         }
+    }
+}
+
+impl WindowSpec {
+    /// The wall-clock time windows are computed on: the event time itself, or its local
+    /// time in the session time zone for a `TIMESTAMP_LTZ` attribute.
+    #[inline]
+    pub fn local_ms(&self, ts_ms: i64) -> i64 {
+        match &self.time_zone {
+            Some(tz) => crate::time::utc_to_local_ms(tz, ts_ms),
+            None => ts_ms,
+        }
+    }
+
+    /// The watermark (ms) at which a window ending at `end_ms` (its wall-clock bound) fires:
+    /// `end - 1`, with `end` as an instant for time-zone windows.
+    #[inline]
+    pub fn fire_at_ms(&self, end_ms: i64) -> i64 {
+        let end = match &self.time_zone {
+            Some(tz) => crate::time::local_to_utc_ms(tz, end_ms),
+            None => end_ms,
+        };
+        end.saturating_sub(1)
+    }
+
+    /// Whether the window ending at `end_ms` has fired under `watermark_ms`.
+    #[inline]
+    pub fn fired(&self, end_ms: i64, watermark_ms: i64) -> bool {
+        watermark_ms >= self.fire_at_ms(end_ms)
     }
 }
 

@@ -98,6 +98,55 @@ mod tests {
     }
 }
 
+/// A time zone (IANA name such as `Europe/Berlin`, or a fixed offset such as `+08:00`),
+/// from chrono-tz through arrow.
+pub use datafusion_common::arrow::array::timezone::Tz;
+
+/// Parses a session time zone (`'table.local-time-zone'`).
+///
+/// # Errors
+/// An unknown zone name, with what is accepted.
+pub fn parse_time_zone(name: &str) -> Result<Tz, String> {
+    name.parse::<Tz>().map_err(|_| {
+        format!(
+            "unknown time zone '{name}': use an IANA name such as 'UTC', 'Europe/Berlin', \
+             'America/New_York', or an offset such as '+08:00'"
+        )
+    })
+}
+
+fn offset_ms_at_utc(tz: &Tz, utc_ms: i64) -> i64 {
+    use chrono::{Offset, TimeZone};
+    let Some(dt) = chrono::DateTime::from_timestamp_millis(utc_ms) else {
+        return 0;
+    };
+    tz.offset_from_utc_datetime(&dt.naive_utc()).fix().local_minus_utc() as i64 * 1000
+}
+
+/// The wall-clock time (ms since the epoch, as if UTC) of the instant `utc_ms` in `tz`.
+pub fn utc_to_local_ms(tz: &Tz, utc_ms: i64) -> i64 {
+    utc_ms + offset_ms_at_utc(tz, utc_ms)
+}
+
+/// The instant (UTC ms) of the wall-clock time `local_ms` in `tz`. A time in a DST gap is
+/// moved forward by the gap; a time in a DST overlap takes the earlier instant (as Java's
+/// `ZonedDateTime.of`, which Flink's window code uses).
+pub fn local_to_utc_ms(tz: &Tz, local_ms: i64) -> i64 {
+    use chrono::{LocalResult, Offset, TimeZone};
+    let Some(dt) = chrono::DateTime::from_timestamp_millis(local_ms) else {
+        return local_ms;
+    };
+    match tz.offset_from_local_datetime(&dt.naive_utc()) {
+        LocalResult::Single(o) => local_ms - o.fix().local_minus_utc() as i64 * 1000,
+        LocalResult::Ambiguous(a, b) => {
+            let (a, b) = (a.fix().local_minus_utc(), b.fix().local_minus_utc());
+            local_ms - a.max(b) as i64 * 1000
+        }
+        // In a gap: the offset from before the transition moves it forward.
+        LocalResult::None => local_ms - offset_ms_at_utc(tz, local_ms - 86_400_000),
+    }
+}
+
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
 pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
@@ -172,6 +221,21 @@ pub fn parse_timestamp_ms(s: &[u8]) -> Option<i64> {
 #[cfg(test)]
 mod parse_tests {
     use super::*;
+
+    #[test]
+    fn local_time_across_dst() {
+        let berlin = parse_time_zone("Europe/Berlin").unwrap();
+        let ms = |s: &str| parse_timestamp_ms(s.as_bytes()).unwrap();
+        // Winter (+1) and summer (+2).
+        assert_eq!(utc_to_local_ms(&berlin, ms("2024-01-10 12:00:00")), ms("2024-01-10 13:00:00"));
+        assert_eq!(local_to_utc_ms(&berlin, ms("2024-07-10 14:00:00")), ms("2024-07-10 12:00:00"));
+        // 2024-03-31 02:30 does not exist in Berlin: moved forward to 03:30 CEST = 01:30Z.
+        assert_eq!(local_to_utc_ms(&berlin, ms("2024-03-31 02:30:00")), ms("2024-03-31 01:30:00"));
+        // 2024-10-27 02:30 happens twice: the earlier instant (CEST) = 00:30Z.
+        assert_eq!(local_to_utc_ms(&berlin, ms("2024-10-27 02:30:00")), ms("2024-10-27 00:30:00"));
+        assert!(parse_time_zone("Mars/Olympus").is_err());
+        assert_eq!(utc_to_local_ms(&parse_time_zone("+08:00").unwrap(), 0), 8 * 3_600_000);
+    }
 
     #[test]
     fn parses_the_common_spellings() {

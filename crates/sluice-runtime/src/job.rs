@@ -117,6 +117,7 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
     let driver = SourceDriver::new(source_spec, source_node, config, Arc::clone(&metrics))?;
 
     let updating = plan.is_updating();
+    let time_zone = config.connectors.time_zone.clone();
     let (tx, rx) = sync_channel::<Result<Message>>(8);
     let (out_tx, out_rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(16);
     let mut threads = Vec::new();
@@ -146,7 +147,7 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
             .spawn(move || {
                 let mut chain = Chain::new(operators);
                 let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    run_operators(&mut chain, rx, sink, &out_tx, &op_metrics, updating)
+                    run_operators(&mut chain, rx, sink, &out_tx, &op_metrics, updating, &time_zone)
                 }));
                 let err = match result {
                     Ok(Ok(())) => None,
@@ -159,7 +160,7 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
             })
             .map_err(|e| SluiceError::io("starting the operator task", e))?,
     );
-    let mut schema = plan.schema.as_arrow().clone();
+    let mut schema = localize_schema(plan.schema.as_arrow(), &config.connectors.time_zone);
     if updating {
         schema = op_schema(&schema);
     }
@@ -170,6 +171,48 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
         output: out_rx,
         threads,
     })
+}
+
+/// `TIMESTAMP_LTZ` columns show and write as wall-clock times of the session time zone:
+/// their values (instants) stay, their Arrow time zone becomes the session's.
+fn localize(batch: &RecordBatch, time_zone: &str) -> Result<RecordBatch> {
+    use datafusion_common::arrow::compute::cast;
+    use datafusion_common::arrow::datatypes::DataType;
+    let has_ltz = batch
+        .schema()
+        .fields()
+        .iter()
+        .any(|f| matches!(f.data_type(), DataType::Timestamp(_, Some(tz)) if tz.as_ref() != time_zone));
+    if !has_ltz {
+        return Ok(batch.clone());
+    }
+    let schema = Arc::new(localize_schema(&batch.schema(), time_zone));
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(schema.fields())
+        .map(|(c, f)| cast(c, f.data_type()))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok(RecordBatch::try_new(schema, columns)?)
+}
+
+fn localize_schema(
+    schema: &datafusion_common::arrow::datatypes::Schema,
+    time_zone: &str,
+) -> datafusion_common::arrow::datatypes::Schema {
+    use datafusion_common::arrow::datatypes::{DataType, Field, Schema};
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            DataType::Timestamp(unit, Some(_)) => f
+                .as_ref()
+                .clone()
+                .with_data_type(DataType::Timestamp(*unit, Some(time_zone.into()))),
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    Schema::new(fields)
 }
 
 /// The name of the RowKind column of an updating result.
@@ -207,6 +250,7 @@ fn run_operators(
     out: &tokio::sync::mpsc::Sender<Result<RecordBatch>>,
     metrics: &JobMetrics,
     updating: bool,
+    time_zone: &str,
 ) -> Result<()> {
     let mut ended = false;
     while let Ok(msg) = rx.recv() {
@@ -217,8 +261,9 @@ fn run_operators(
         };
         let mut deliver = |m: Message| -> Result<()> {
             match m {
-                Message::Data(b) => {
+                Message::Data(mut b) => {
                     JobMetrics::add(&metrics.rows_out, b.num_rows() as u64);
+                    b.data = localize(&b.data, time_zone)?;
                     match sink.as_mut() {
                         Some(s) => s.write(&b)?,
                         None => {
@@ -290,6 +335,7 @@ fn build_operator(node: &PlanNode, metrics: &Arc<JobMetrics>) -> Result<Box<dyn 
                     ));
                 };
                 return Ok(Box::new(SessionAggregateOperator::new(
+                    spec.window,
                     gap_ms,
                     time_column,
                     keys,
@@ -303,12 +349,10 @@ fn build_operator(node: &PlanNode, metrics: &Arc<JobMetrics>) -> Result<Box<dyn 
             }
             let windows = match spec.windows {
                 WindowInput::Columns { start, end } => WindowSource::Columns { start, end },
-                WindowInput::Assign { time_column } => WindowSource::Assign {
-                    spec: spec.window,
-                    time_column,
-                },
+                WindowInput::Assign { time_column } => WindowSource::Assign { time_column },
             };
             Box::new(WindowAggregateOperator::new(
+                spec.window,
                 windows,
                 keys,
                 calls,

@@ -224,12 +224,17 @@ impl WindowAggregateState {
         }
     }
 
-    /// Removes and returns every window with `end - 1 <= watermark_ms`, in end order.
-    pub fn fire(&mut self, watermark_ms: i64) -> Result<Vec<FiredWindow>> {
+    /// Removes and returns every window that has fired under `watermark_ms` (by `spec`'s
+    /// rule: `end - 1 <= watermark`), in end order.
+    pub fn fire(
+        &mut self,
+        spec: &sluice_common::plan::WindowSpec,
+        watermark_ms: i64,
+    ) -> Result<Vec<FiredWindow>> {
         let mut fired = Vec::new();
         while let Some(entry) = self.windows.first_entry() {
             let (end_ms, start_ms) = *entry.key();
-            if !sluice_common::time::window_fired(end_ms, watermark_ms) {
+            if !spec.fired(end_ms, watermark_ms) {
                 break;
             }
             let mut groups = entry.remove();

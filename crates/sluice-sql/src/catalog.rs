@@ -121,6 +121,11 @@ impl Catalog {
             .relation_schema(&call.input)
             .ok_or_else(|| self.unknown_relation(&call.input))?;
         let mut fields: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
+        // Over a TIMESTAMP_LTZ attribute, window_time is TIMESTAMP_LTZ(3) too (Flink);
+        // window_start and window_end are wall-clock TIMESTAMP(3)s.
+        let ltz = input
+            .field_with_name(&call.time_column)
+            .is_ok_and(|f| matches!(f.data_type(), DataType::Timestamp(_, Some(_))));
         for name in [WINDOW_START, WINDOW_END, WINDOW_TIME] {
             if input.field_with_name(name).is_ok() {
                 return Err(format!(
@@ -129,9 +134,10 @@ impl Catalog {
                     call.input
                 ));
             }
+            let tz = (ltz && name == WINDOW_TIME).then(|| "UTC".into());
             fields.push(Field::new(
                 name,
-                DataType::Timestamp(TimeUnit::Millisecond, None),
+                DataType::Timestamp(TimeUnit::Millisecond, tz),
                 false,
             ));
         }
@@ -177,6 +183,9 @@ impl FunctionRegistry {
             }
             scalars.insert(f.name().to_string(), f);
         }
+        // Flink's functions that DataFusion lacks.
+        let ltz = crate::functions::ToTimestampLtz::udf();
+        scalars.insert(ltz.name().to_string(), ltz);
         let mut aggregates = HashMap::new();
         for f in datafusion_functions_aggregate::all_default_aggregate_functions() {
             for alias in f.aliases() {

@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 pub mod catalog;
+pub mod functions;
 pub mod parser;
 pub mod planner;
 

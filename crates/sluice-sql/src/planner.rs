@@ -40,6 +40,9 @@ use crate::parser::{CreateTable, QueryStatement, TvfKind, WindowTvfCall};
 pub struct Planner {
     catalog: Catalog,
     functions: FunctionRegistry,
+    /// The session time zone (`'table.local-time-zone'`): windows over `TIMESTAMP_LTZ`
+    /// attributes align to its wall clock.
+    time_zone: sluice_common::time::Tz,
 }
 
 impl Default for Planner {
@@ -70,7 +73,17 @@ impl Planner {
         Planner {
             catalog: Catalog::default(),
             functions: FunctionRegistry::new(),
+            time_zone: sluice_common::time::parse_time_zone("UTC").expect("UTC is a time zone"),
         }
+    }
+
+    /// Sets the session time zone (`SET 'table.local-time-zone' = '...'`).
+    ///
+    /// # Errors
+    /// An unknown zone.
+    pub fn set_time_zone(&mut self, name: &str) -> Result<()> {
+        self.time_zone = sluice_common::time::parse_time_zone(name).map_err(SluiceError::Config)?;
+        Ok(())
     }
 
     /// The session catalog.
@@ -585,7 +598,16 @@ impl Planner {
                 }
             }
         };
-        let spec = WindowSpec { kind, offset_ms };
+        // A TIMESTAMP_LTZ attribute: windows on the session time zone's wall clock.
+        let time_zone = match in_schema.field(time_column).data_type() {
+            DataType::Timestamp(_, Some(_)) => Some(self.time_zone),
+            _ => None,
+        };
+        let spec = WindowSpec {
+            kind,
+            offset_ms,
+            time_zone,
+        };
         let n = in_schema.fields().len();
         Ok(Planned {
             node: PlanNode {

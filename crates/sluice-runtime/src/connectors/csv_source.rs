@@ -64,6 +64,10 @@ pub struct ChunkDecoder {
     parse_schema: SchemaRef,
     /// Columns converted from text to `TIMESTAMP(3)` after parsing.
     timestamp_columns: Vec<usize>,
+    /// Columns converted from text to `TIMESTAMP_LTZ(3)`: wall-clock times in the session
+    /// time zone, stored as instants.
+    ltz_columns: Vec<usize>,
+    time_zone: sluice_common::time::Tz,
     options: CsvOptions,
     null_regex: Option<Regex>,
 }
@@ -75,9 +79,10 @@ struct BadValue {
 }
 
 impl ChunkDecoder {
-    fn new(schema: SchemaRef, options: CsvOptions) -> Result<Self> {
+    fn new(schema: SchemaRef, options: CsvOptions, time_zone: sluice_common::time::Tz) -> Result<Self> {
         let null_regex = options.null_regex()?;
         let mut timestamp_columns = Vec::new();
+        let mut ltz_columns = Vec::new();
         let fields: Vec<Field> = schema
             .fields()
             .iter()
@@ -87,6 +92,11 @@ impl ChunkDecoder {
                     timestamp_columns.push(i);
                     f.as_ref().clone().with_data_type(DataType::Utf8)
                 }
+                DataType::Timestamp(TimeUnit::Millisecond, Some(_)) => {
+                    timestamp_columns.push(i);
+                    ltz_columns.push(i);
+                    f.as_ref().clone().with_data_type(DataType::Utf8)
+                }
                 _ => f.as_ref().clone(),
             })
             .collect();
@@ -94,6 +104,8 @@ impl ChunkDecoder {
             parse_schema: Arc::new(Schema::new(fields)),
             schema,
             timestamp_columns,
+            ltz_columns,
+            time_zone,
             options,
             null_regex,
         })
@@ -129,6 +141,7 @@ impl ChunkDecoder {
         }
         let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
         for &c in &self.timestamp_columns {
+            let ltz = self.ltz_columns.contains(&c);
             let text: &StringArray = columns[c].as_string::<i32>();
             let mut values = Vec::with_capacity(text.len());
             for row in 0..text.len() {
@@ -138,6 +151,9 @@ impl ChunkDecoder {
                 }
                 let s = text.value(row);
                 match parse_timestamp_ms(s.as_bytes()).or_else(|| general_timestamp_ms(s)) {
+                    Some(v) if ltz => {
+                        values.push(Some(sluice_common::time::local_to_utc_ms(&self.time_zone, v)))
+                    }
                     Some(v) => values.push(Some(v)),
                     None => {
                         return Err((
@@ -150,7 +166,11 @@ impl ChunkDecoder {
                     }
                 }
             }
-            columns[c] = Arc::new(TimestampMillisecondArray::from(values));
+            let array = TimestampMillisecondArray::from(values);
+            columns[c] = match self.schema.field(c).data_type() {
+                DataType::Timestamp(_, Some(tz)) => Arc::new(array.with_timezone(tz.clone())),
+                _ => Arc::new(array),
+            };
         }
         let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
         RecordBatch::try_new_with_options(Arc::clone(&self.schema), columns, &options).map_err(|e| {
@@ -396,12 +416,13 @@ impl CsvSource {
         path: &Path,
         schema: SchemaRef,
         options: CsvOptions,
+        time_zone: sluice_common::time::Tz,
         batch_size: usize,
         metrics: Arc<JobMetrics>,
     ) -> Result<Self> {
         let quote = Some(options.quote);
         let header = options.header;
-        let decoder: Arc<dyn ChunkFormat> = Arc::new(ChunkDecoder::new(schema, options)?);
+        let decoder: Arc<dyn ChunkFormat> = Arc::new(ChunkDecoder::new(schema, options, time_zone)?);
         Self::with_format(path, decoder, quote, header, batch_size, metrics)
     }
 

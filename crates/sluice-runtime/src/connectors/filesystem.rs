@@ -139,6 +139,7 @@ pub fn json_bytes(batch: &RecordBatch) -> Result<Vec<u8>> {
         let mut w = JsonWriterBuilder::new()
             .with_explicit_nulls(true)
             .with_timestamp_format("%Y-%m-%d %H:%M:%S%.3f".to_string())
+            .with_timestamp_tz_format("%Y-%m-%d %H:%M:%S%.3f".to_string())
             .build::<_, LineDelimited>(&mut out);
         w.write(batch)?;
         w.finish()?;
@@ -153,6 +154,7 @@ pub fn csv_bytes(batch: &RecordBatch, header: bool) -> Result<Vec<u8>> {
         let mut w = WriterBuilder::new()
             .with_header(header)
             .with_timestamp_format("%Y-%m-%d %H:%M:%S%.3f".to_string())
+            .with_timestamp_tz_format("%Y-%m-%d %H:%M:%S%.3f".to_string())
             .with_null(String::new())
             .build(&mut out);
         w.write(batch)?;

@@ -52,6 +52,9 @@ pub struct ConnectorContext {
     pub batch_size_seed: Option<u64>,
     /// A name unique to the job, used in part-file names.
     pub job_id: String,
+    /// The session time zone (IANA name or offset): `TIMESTAMP_LTZ` values are read from
+    /// and written as wall-clock times in it.
+    pub time_zone: String,
 }
 
 fn option<'a>(options: &'a ConnectorOptions, key: &str, table: &str) -> Result<&'a String> {
@@ -107,7 +110,9 @@ pub fn create_source(
             let mut source = match format {
                 FileFormat::Csv => {
                     let csv = filesystem::CsvOptions::from_options(options)?;
-                    csv_source::CsvSource::new(&path, physical_schema, csv, ctx.batch_size, metrics)?
+                    let tz = sluice_common::time::parse_time_zone(&ctx.time_zone)
+                        .map_err(SluiceError::Config)?;
+                    csv_source::CsvSource::new(&path, physical_schema, csv, tz, ctx.batch_size, metrics)?
                 }
                 FileFormat::Json => {
                     let ignore = filesystem::bool_option(options, "json.ignore-parse-errors", false)?;

@@ -57,6 +57,9 @@ struct BufferedBatch {
 /// all sessions that fire together.
 pub struct SessionAggregateOperator {
     gap_ms: i64,
+    /// For `TIMESTAMP_LTZ` attributes: the session time zone, in which the (instant)
+    /// bounds of a session are shown as wall-clock `TIMESTAMP(3)`s.
+    spec: sluice_common::plan::WindowSpec,
     time_column: usize,
     keys: Vec<Arc<dyn PhysicalExpr>>,
     aggregates: Vec<AggregateCall>,
@@ -79,6 +82,7 @@ impl SessionAggregateOperator {
     /// Sessions of `gap_ms` over the time attribute at `time_column`, per key.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
+        spec: sluice_common::plan::WindowSpec,
         gap_ms: i64,
         time_column: usize,
         keys: Vec<Arc<dyn PhysicalExpr>>,
@@ -92,6 +96,7 @@ impl SessionAggregateOperator {
         let converter = key_converter(key_types)?;
         Ok(SessionAggregateOperator {
             gap_ms,
+            spec,
             time_column,
             keys,
             aggregates,
@@ -125,7 +130,10 @@ impl SessionAggregateOperator {
     /// (O(1) for the usual row that extends its key's current session); any further
     /// session it bridges is merged into that one.
     fn add_row(&mut self, key: u32, ts_ms: i64, watermark_ms: i64, row: (u64, u32)) -> bool {
-        let (start, end) = (ts_ms, ts_ms.saturating_add(self.gap_ms));
+        // Sessions measure inactivity in elapsed time, so they run on instants even for
+        // TIMESTAMP_LTZ attributes; only their bounds are shown as local wall-clock times.
+        let start = ts_ms;
+        let end = start.saturating_add(self.gap_ms);
         let sessions = &mut self.sessions[key as usize];
         let mut into: Option<usize> = None;
         let mut i = 0;
@@ -250,10 +258,10 @@ impl SessionAggregateOperator {
         for g in &self.group_outputs {
             columns.push(match g {
                 GroupOutput::WindowStart => Arc::new(TimestampMillisecondArray::from(
-                    fired.iter().map(|s| s.start_ms).collect::<Vec<_>>(),
+                    fired.iter().map(|s| self.spec.local_ms(s.start_ms)).collect::<Vec<_>>(),
                 )),
                 GroupOutput::WindowEnd => Arc::new(TimestampMillisecondArray::from(
-                    fired.iter().map(|s| s.end_ms).collect::<Vec<_>>(),
+                    fired.iter().map(|s| self.spec.local_ms(s.end_ms)).collect::<Vec<_>>(),
                 )),
                 GroupOutput::Key(k) => match key_columns.get(*k) {
                     Some(a) => Arc::clone(a),

@@ -10,7 +10,7 @@ use datafusion_common::arrow::datatypes::{SchemaRef, TimestampMillisecondType};
 use datafusion_common::arrow::record_batch::RecordBatch;
 use datafusion_physical_expr::PhysicalExpr;
 use sluice_common::plan::{GroupOutput, WindowSpec};
-use sluice_common::time::{window_fired, WATERMARK_MAX, WATERMARK_MIN};
+use sluice_common::time::{WATERMARK_MAX, WATERMARK_MIN};
 use sluice_common::Result;
 
 use crate::expr::evaluate;
@@ -34,8 +34,6 @@ pub enum WindowSource {
     /// no row is copied per window. A (row, window) pair whose window has fired under the
     /// row's watermark is dropped; a row with no window left is late and counted.
     Assign {
-        /// The windows.
-        spec: WindowSpec,
         /// Index of the time attribute.
         time_column: usize,
     },
@@ -61,6 +59,7 @@ pub struct AggregateCall {
 /// already fired is late and dropped (the window assignment upstream already removes
 /// them, judged by each row's own watermark; this operator checks again).
 pub struct WindowAggregateOperator {
+    spec: WindowSpec,
     windows: WindowSource,
     keys: Vec<Arc<dyn PhysicalExpr>>,
     aggregates: Vec<AggregateCall>,
@@ -75,6 +74,7 @@ impl WindowAggregateOperator {
     /// See the type docs; `state` holds the accumulators for `aggregates` in order.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
+        spec: WindowSpec,
         windows: WindowSource,
         keys: Vec<Arc<dyn PhysicalExpr>>,
         aggregates: Vec<AggregateCall>,
@@ -85,6 +85,7 @@ impl WindowAggregateOperator {
         metrics: Arc<JobMetrics>,
     ) -> Result<Self> {
         Ok(WindowAggregateOperator {
+            spec,
             windows,
             keys,
             aggregates,
@@ -97,7 +98,7 @@ impl WindowAggregateOperator {
     }
 
     fn emit_fired(&mut self, watermark_ms: i64, out: &mut Collector) -> Result<()> {
-        let fired = self.state.fire(watermark_ms)?;
+        let fired = self.state.fire(&self.spec, watermark_ms)?;
         if fired.is_empty() {
             return Ok(());
         }
@@ -187,14 +188,15 @@ impl Operator for WindowAggregateOperator {
                 let ends = data.column(*end).as_primitive::<TimestampMillisecondType>();
                 for i in 0..n {
                     let e = ends.value(i);
-                    if window_fired(e, self.watermark_ms) {
+                    if self.spec.fired(e, self.watermark_ms) {
                         late += 1;
                     } else {
                         buckets.add((e, starts.value(i)), i as u32);
                     }
                 }
             }
-            WindowSource::Assign { spec, time_column } => {
+            WindowSource::Assign { time_column } => {
+                let spec = &self.spec;
                 let times = event_times_ms(data.column(*time_column))?;
                 let mut windows = Vec::new();
                 for i in 0..n {
@@ -206,7 +208,7 @@ impl Operator for WindowAggregateOperator {
                     spec.assign(times.value(i), &mut windows);
                     let mut kept = false;
                     for &(s, e) in &windows {
-                        if !window_fired(e, wm) {
+                        if !spec.fired(e, wm) {
                             buckets.add((e, s), i as u32);
                             kept = true;
                         }

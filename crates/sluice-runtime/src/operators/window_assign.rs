@@ -10,7 +10,6 @@ use datafusion_common::arrow::datatypes::{
     DataType, Int64Type, SchemaRef, TimeUnit, TimestampMillisecondType,
 };
 use sluice_common::plan::WindowSpec;
-use sluice_common::time::window_fired;
 use sluice_common::Result;
 
 use crate::message::StreamBatch;
@@ -29,7 +28,7 @@ pub(crate) fn event_times_ms(array: &ArrayRef) -> Result<TimestampMillisecondArr
 }
 
 /// Appends `window_start`, `window_end`, `window_time` (`TIMESTAMP(3)`; `window_time` =
-/// `window_end - 1 ms`) to each row, once per window that holds the row's event time.
+/// `window_end - 1 ms`, a `TIMESTAMP_LTZ(3)` instant for windows in a time zone) to each row, once per window that holds the row's event time.
 ///
 /// Input: any schema with the time attribute at `time_column`. Output: the input columns
 /// plus the three window columns. Late rows (Flink's window TVF rule): a (row, window)
@@ -83,7 +82,7 @@ impl Operator for WindowAssignOperator {
             self.spec.assign(times.value(i), &mut self.windows);
             let mut kept = false;
             for &(s, e) in &self.windows {
-                if !window_fired(e, wm) {
+                if !self.spec.fired(e, wm) {
                     indices.push(i as u32);
                     starts.push(s);
                     ends.push(e);
@@ -112,10 +111,15 @@ impl Operator for WindowAssignOperator {
             };
             (cols, wms)
         };
-        let window_time: Vec<i64> = ends.iter().map(|e| e - 1).collect();
+        // window_time = window_end - 1 ms; for TIMESTAMP_LTZ windows an instant (LTZ).
+        let window_time: Vec<i64> = ends.iter().map(|e| self.spec.fire_at_ms(*e)).collect();
         columns.push(Arc::new(TimestampMillisecondArray::from(starts)));
         columns.push(Arc::new(TimestampMillisecondArray::from(ends)));
-        columns.push(Arc::new(TimestampMillisecondArray::from(window_time)));
+        let window_time = TimestampMillisecondArray::from(window_time);
+        columns.push(Arc::new(match self.spec.time_zone {
+            Some(_) => window_time.with_timezone("UTC"),
+            None => window_time,
+        }));
         let rows = columns[columns.len() - 1].len();
         let data = batch_with_schema(&self.schema, columns, rows)?;
         out.emit(StreamBatch {
