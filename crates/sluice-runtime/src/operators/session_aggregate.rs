@@ -69,7 +69,7 @@ pub struct SessionAggregateOperator {
     schema: SchemaRef,
     batches: HashMap<u64, BufferedBatch>,
     next_batch_id: u64,
-    key_ids: HashMap<Box<[u8]>, u32>,
+    key_ids: hashbrown::HashMap<Box<[u8]>, u32>,
     sessions: Vec<Vec<Session>>,
     /// (end, key id) timers, earliest first. A timer is set when a session opens and
     /// re-armed at the key's earliest open session end when it finds that session grew.
@@ -106,7 +106,7 @@ impl SessionAggregateOperator {
             schema,
             batches: HashMap::new(),
             next_batch_id: 0,
-            key_ids: HashMap::new(),
+            key_ids: hashbrown::HashMap::new(),
             sessions: Vec::new(),
             timers: BinaryHeap::new(),
             watermark_ms: WATERMARK_MIN,
