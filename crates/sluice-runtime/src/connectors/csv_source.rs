@@ -2,9 +2,10 @@
 //!
 //! The source thread cuts the input into chunks of whole records (tracking line numbers
 //! and quotes, so every record knows its first line); a [`ChunkDecoder`] turns a chunk
-//! into a batch with arrow-csv. Two chunks are decoded at once, one on the source thread
-//! and one on a helper thread, and emitted in input order: decoding is most of a CSV
-//! source's work, and the two cores of a small machine share it.
+//! into a batch with arrow-csv. A helper thread decodes chunks (up to two queued) while the
+//! source thread cuts the next ones and decodes those the helper has no room for; batches
+//! leave in input order. Decoding is most of a CSV source's work, and the two cores of a
+//! small machine share it.
 //!
 //! arrow-csv fails a whole batch on one bad value and names neither file nor line: when a
 //! chunk fails, it is decoded again record by record, so that the bad record is reported as
@@ -377,6 +378,13 @@ pub struct CsvSource {
     current: Option<OpenFile>,
     decoder: Arc<dyn ChunkFormat>,
     helper: Option<DecodeHelper>,
+    /// Chunks cut but not yet emitted, in input order.
+    order: VecDeque<Pending>,
+    /// Results received from the helper, not yet emitted.
+    helper_done: VecDeque<Result<(Option<RecordBatch>, u64)>>,
+    /// Chunks sent to the helper whose results have not been received.
+    helper_pending: usize,
+    input_done: bool,
     /// The byte that opens and closes quoted fields (records end only at newlines
     /// outside quotes); `None` for formats without multi-line records (JSON lines).
     quote: Option<u8>,
@@ -442,6 +450,10 @@ impl CsvSource {
             current: None,
             decoder,
             helper: None,
+            order: VecDeque::new(),
+            helper_done: VecDeque::new(),
+            helper_pending: 0,
+            input_done: false,
             quote,
             header,
             ready: VecDeque::new(),
@@ -585,34 +597,94 @@ impl CsvSource {
     }
 }
 
-impl Source for CsvSource {
-    fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+/// Chunks the helper thread may hold at once; past that the source thread decodes the
+/// chunk it cut itself.
+const HELPER_QUEUE: usize = 2;
+/// Decoded or in-flight chunks kept ahead of the consumer.
+const MAX_AHEAD: usize = 6;
+
+/// Where the next batch in input order comes from.
+enum Pending {
+    /// Decoded on the source thread.
+    Local(Result<(Option<RecordBatch>, u64)>),
+    /// Being decoded on the helper thread (its results arrive in send order).
+    Helper,
+}
+
+impl CsvSource {
+    fn take_helper_result(&mut self, wait: bool) -> Result<bool> {
         let stopped = || SluiceError::Internal("the CSV decode thread stopped".into());
+        let helper = self.helper.as_ref().expect("a chunk was sent to the helper");
+        let result = if wait {
+            Some(helper.from_helper.recv().map_err(|_| stopped())?)
+        } else {
+            match helper.from_helper.try_recv() {
+                Ok(r) => Some(r),
+                Err(std::sync::mpsc::TryRecvError::Empty) => None,
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => return Err(stopped()),
+            }
+        };
+        match result {
+            Some(r) => {
+                self.helper_pending -= 1;
+                self.helper_done.push_back(r);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+}
+
+impl Source for CsvSource {
+    /// Keeps the helper thread busy (up to [`HELPER_QUEUE`] chunks) and decodes the rest
+    /// on this thread, which also cuts every chunk; batches leave in input order.
+    fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
         loop {
             if let Some(b) = self.ready.pop_front() {
                 return Ok(Some(b));
             }
-            let Some(first) = self.next_chunk()? else {
-                return Ok(None);
-            };
-            let Some(second) = self.next_chunk()? else {
-                let decoded = self.decoder.decode(&first)?;
-                self.accept(decoded);
-                continue;
-            };
-            // The helper decodes the first chunk while this thread decodes the second;
-            // results are taken in input order. (Measured against deeper pipelines with
-            // two helper threads: on two cores this pairing leaves the most CPU to the
-            // operators downstream.)
-            if self.helper.is_none() {
-                self.helper = Some(DecodeHelper::spawn(Arc::clone(&self.decoder))?);
+            // The oldest pending chunk, if its result is here.
+            match self.order.front() {
+                Some(Pending::Local(_)) => {
+                    if let Some(Pending::Local(r)) = self.order.pop_front() {
+                        self.accept(r?);
+                    }
+                    continue;
+                }
+                Some(Pending::Helper) => {
+                    let must_wait = self.input_done || self.order.len() >= MAX_AHEAD;
+                    if self.helper_done.is_empty() {
+                        self.take_helper_result(must_wait)?;
+                    }
+                    if let Some(r) = self.helper_done.pop_front() {
+                        self.order.pop_front();
+                        self.accept(r?);
+                        continue;
+                    }
+                }
+                None if self.input_done => return Ok(None),
+                None => {}
             }
-            let helper = self.helper.as_ref().expect("helper exists");
-            helper.to_helper.send(first).map_err(|_| stopped())?;
-            let second_decoded = self.decoder.decode(&second);
-            let first_decoded = helper.from_helper.recv().map_err(|_| stopped())?;
-            self.accept(first_decoded?);
-            self.accept(second_decoded?);
+            // Cut the next chunk: to the helper if it has room, else decode it here.
+            match self.next_chunk()? {
+                None => self.input_done = true,
+                Some(chunk) => {
+                    if self.helper_pending < HELPER_QUEUE {
+                        if self.helper.is_none() {
+                            self.helper = Some(DecodeHelper::spawn(Arc::clone(&self.decoder))?);
+                        }
+                        let helper = self.helper.as_ref().expect("helper exists");
+                        helper.to_helper.send(chunk).map_err(|_| {
+                            SluiceError::Internal("the CSV decode thread stopped".into())
+                        })?;
+                        self.helper_pending += 1;
+                        self.order.push_back(Pending::Helper);
+                    } else {
+                        let decoded = self.decoder.decode(&chunk);
+                        self.order.push_back(Pending::Local(decoded));
+                    }
+                }
+            }
         }
     }
 
