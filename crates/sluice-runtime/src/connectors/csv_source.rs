@@ -599,9 +599,9 @@ impl CsvSource {
 
 /// Chunks the helper thread may hold at once; past that the source thread decodes the
 /// chunk it cut itself.
-const HELPER_QUEUE: usize = 2;
+const HELPER_QUEUE: usize = 4;
 /// Decoded or in-flight chunks kept ahead of the consumer.
-const MAX_AHEAD: usize = 6;
+const MAX_AHEAD: usize = 10;
 
 /// Where the next batch in input order comes from.
 enum Pending {
