@@ -208,8 +208,10 @@ impl Engine {
             }
             Statement::Set { pair: Some((k, v)) } => {
                 if k == LOCAL_TIME_ZONE {
-                    self.planner.set_time_zone(v)?;
-                    self.time_zone = v.clone();
+                    let zone = sluice_common::time::normalize_time_zone(v)
+                        .map_err(SluiceError::Config)?;
+                    self.planner.set_time_zone(&zone)?;
+                    self.time_zone = zone;
                 }
                 self.settings.insert(k.clone(), v.clone());
                 Ok(StatementResult::Done("Session property has been set.".into()))

@@ -102,12 +102,31 @@ mod tests {
 /// from chrono-tz through arrow.
 pub use datafusion_common::arrow::array::timezone::Tz;
 
+/// The spelling of a time zone that Arrow accepts: `GMT+08:00` / `UTC-05:00` (Flink's
+/// offset forms) become `+08:00` / `-05:00`; names stay.
+///
+/// # Errors
+/// An unknown zone.
+pub fn normalize_time_zone(name: &str) -> Result<String, String> {
+    parse_time_zone(name)?;
+    let offset = ["GMT", "UTC"]
+        .iter()
+        .find_map(|p| name.strip_prefix(p))
+        .filter(|rest| rest.starts_with(['+', '-']));
+    Ok(offset.unwrap_or(name).to_string())
+}
+
 /// Parses a session time zone (`'table.local-time-zone'`).
 ///
 /// # Errors
 /// An unknown zone name, with what is accepted.
 pub fn parse_time_zone(name: &str) -> Result<Tz, String> {
-    name.parse::<Tz>().map_err(|_| {
+    // Flink also accepts 'GMT+08:00' / 'UTC-05:00'.
+    let offset = ["GMT", "UTC"]
+        .iter()
+        .find_map(|p| name.strip_prefix(p))
+        .filter(|rest| rest.starts_with(['+', '-']));
+    offset.unwrap_or(name).parse::<Tz>().map_err(|_| {
         format!(
             "unknown time zone '{name}': use an IANA name such as 'UTC', 'Europe/Berlin', \
              'America/New_York', or an offset such as '+08:00'"
@@ -244,6 +263,8 @@ mod parse_tests {
         assert_eq!(local_to_utc_ms(&berlin, ms("2024-10-27 02:30:00")), ms("2024-10-27 00:30:00"));
         assert!(parse_time_zone("Mars/Olympus").is_err());
         assert_eq!(utc_to_local_ms(&parse_time_zone("+08:00").unwrap(), 0), 8 * 3_600_000);
+        assert_eq!(utc_to_local_ms(&parse_time_zone("GMT+08:00").unwrap(), 0), 8 * 3_600_000);
+        assert!(parse_time_zone("UTC").is_ok());
     }
 
     #[test]

@@ -16,7 +16,7 @@ use datafusion_expr::{
 /// as `TIMESTAMP_LTZ(3)`. NULL in, NULL out.
 ///
 /// # Errors
-/// A precision other than 0 or 3.
+/// A precision other than 0 or 3; a result outside the years 1 to 9999.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct ToTimestampLtz {
     signature: Signature,
@@ -68,10 +68,24 @@ impl ScalarUDFImpl for ToTimestampLtz {
         let epoch = args.args[0].to_array(args.number_rows)?;
         let epoch = cast(&epoch, &DataType::Int64)?;
         let epoch = epoch.as_primitive::<Int64Type>();
-        let ms: TimestampMillisecondArray = epoch
-            .iter()
-            .map(|v| v.and_then(|v| v.checked_mul(factor)))
-            .collect();
+        // Years 1 to 9999, as SQL timestamps.
+        const MIN_MS: i64 = -62_135_596_800_000;
+        const MAX_MS: i64 = 253_402_300_799_999;
+        let mut values = Vec::with_capacity(epoch.len());
+        for v in epoch.iter() {
+            match v {
+                None => values.push(None),
+                Some(v) => match v.checked_mul(factor).filter(|ms| (MIN_MS..=MAX_MS).contains(ms)) {
+                    Some(ms) => values.push(Some(ms)),
+                    None => {
+                        return exec_err!(
+                            "TO_TIMESTAMP_LTZ({v}, {precision}) is outside the years 1 to 9999"
+                        )
+                    }
+                },
+            }
+        }
+        let ms = TimestampMillisecondArray::from(values);
         let ms = ms.with_timezone("UTC");
         debug_assert_eq!(ms.len(), args.number_rows);
         Ok(ColumnarValue::Array(Arc::new(ms)))

@@ -947,6 +947,37 @@ fn lift_table_functions(tokens: Vec<TokenWithSpan>) -> Result<Lifted> {
                                         ));
                                     }
                                     out.push(placeholder_token(&call.placeholder, t.span));
+                                    // Without an alias, the input's name qualifies the
+                                    // columns (stable output names such as sum(t.v)).
+                                    let next = next_meaningful(&tokens, outer_close + 1);
+                                    let has_alias = next.is_some_and(|n| match &tokens[n].token {
+                                        Token::Word(w) => {
+                                            w.keyword == Keyword::AS
+                                                || w.keyword == Keyword::NoKeyword
+                                                || w.quote_style.is_some()
+                                        }
+                                        _ => false,
+                                    });
+                                    if !has_alias {
+                                        let alias = call.input.rsplit('.').next().unwrap_or(&call.input);
+                                        out.push(TokenWithSpan::new(
+                                            Token::Whitespace(Whitespace::Space),
+                                            t.span,
+                                        ));
+                                        out.push(TokenWithSpan::new(
+                                            Token::Word(Word {
+                                                value: "AS".into(),
+                                                quote_style: None,
+                                                keyword: Keyword::AS,
+                                            }),
+                                            t.span,
+                                        ));
+                                        out.push(TokenWithSpan::new(
+                                            Token::Whitespace(Whitespace::Space),
+                                            t.span,
+                                        ));
+                                        out.push(placeholder_token(alias, t.span));
+                                    }
                                     tvfs.push(call);
                                     i = outer_close + 1;
                                     continue;

@@ -384,6 +384,18 @@ impl Planner {
     }
 
     fn lower(&self, plan: &LogicalPlan) -> Result<Planned> {
+        let has_subquery = plan.expressions().iter().any(|e| {
+            e.exists(|e| {
+                Ok(matches!(
+                    e,
+                    Expr::InSubquery(_) | Expr::Exists(_) | Expr::ScalarSubquery(_)
+                ))
+            })
+            .unwrap_or(false)
+        });
+        if has_subquery {
+            return not_supported!("subqueries in expressions (IN (SELECT ...), EXISTS, scalar subqueries)");
+        }
         match plan {
             LogicalPlan::TableScan(scan) => self.lower_scan(scan),
             LogicalPlan::Projection(p) => self.lower_projection(p),
@@ -907,6 +919,20 @@ pub(crate) fn df_error(e: DataFusionError, catalog: &Catalog) -> SluiceError {
         },
         DataFusionError::NotImplemented(m) => {
             return SluiceError::NotSupported(m.clone());
+        }
+        DataFusionError::Plan(m) if m.starts_with("Invalid function '") => {
+            let name = m.split('\'').nth(1).unwrap_or("");
+            const WINDOW_FUNCTIONS: &[&str] = &[
+                "row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile",
+                "lag", "lead", "first_value", "last_value", "nth_value",
+            ];
+            if WINDOW_FUNCTIONS.contains(&name) {
+                return SluiceError::NotSupported(format!(
+                    "the window function {}() (OVER windows are planned for a later release)",
+                    name.to_uppercase()
+                ));
+            }
+            m.clone()
         }
         DataFusionError::Plan(m) => m.clone(),
         other => other.to_string(),

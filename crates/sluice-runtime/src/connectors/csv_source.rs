@@ -21,18 +21,15 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 
-use datafusion_common::arrow::array::{
-    Array, ArrayRef, AsArray, RecordBatch, StringArray, TimestampMillisecondArray,
-};
-use datafusion_common::arrow::compute::{cast_with_options, concat_batches, CastOptions};
+use datafusion_common::arrow::array::RecordBatch;
+use datafusion_common::arrow::compute::concat_batches;
 use datafusion_common::arrow::csv::ReaderBuilder;
-use datafusion_common::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
-use datafusion_common::arrow::record_batch::RecordBatchOptions;
+use datafusion_common::arrow::datatypes::{DataType, SchemaRef};
 use regex::Regex;
-use sluice_common::time::parse_timestamp_ms;
 use sluice_common::{Result, SluiceError};
 
 use crate::connectors::filesystem::{list_files, CsvOptions};
+use crate::connectors::text_columns::TextColumns;
 use crate::connectors::Source;
 use crate::metrics::JobMetrics;
 
@@ -61,14 +58,8 @@ pub(crate) trait ChunkFormat: Send + Sync {
 pub struct ChunkDecoder {
     /// The table's physical columns.
     schema: SchemaRef,
-    /// The schema arrow-csv parses: millisecond timestamp columns as text.
-    parse_schema: SchemaRef,
-    /// Columns converted from text to `TIMESTAMP(3)` after parsing.
-    timestamp_columns: Vec<usize>,
-    /// Columns converted from text to `TIMESTAMP_LTZ(3)`: wall-clock times in the session
-    /// time zone, stored as instants.
-    ltz_columns: Vec<usize>,
-    time_zone: sluice_common::time::Tz,
+    /// Timestamp and decimal columns: read as text, converted by us.
+    text: TextColumns,
     options: CsvOptions,
     null_regex: Option<Regex>,
 }
@@ -82,31 +73,9 @@ struct BadValue {
 impl ChunkDecoder {
     fn new(schema: SchemaRef, options: CsvOptions, time_zone: sluice_common::time::Tz) -> Result<Self> {
         let null_regex = options.null_regex()?;
-        let mut timestamp_columns = Vec::new();
-        let mut ltz_columns = Vec::new();
-        let fields: Vec<Field> = schema
-            .fields()
-            .iter()
-            .enumerate()
-            .map(|(i, f)| match f.data_type() {
-                DataType::Timestamp(TimeUnit::Millisecond, None) => {
-                    timestamp_columns.push(i);
-                    f.as_ref().clone().with_data_type(DataType::Utf8)
-                }
-                DataType::Timestamp(TimeUnit::Millisecond, Some(_)) => {
-                    timestamp_columns.push(i);
-                    ltz_columns.push(i);
-                    f.as_ref().clone().with_data_type(DataType::Utf8)
-                }
-                _ => f.as_ref().clone(),
-            })
-            .collect();
         Ok(ChunkDecoder {
-            parse_schema: Arc::new(Schema::new(fields)),
+            text: TextColumns::new(Arc::clone(&schema), time_zone),
             schema,
-            timestamp_columns,
-            ltz_columns,
-            time_zone,
             options,
             null_regex,
         })
@@ -114,7 +83,7 @@ impl ChunkDecoder {
 
     /// arrow-csv over `bytes` holding `records` whole records.
     fn parse(&self, bytes: &[u8], records: usize) -> std::result::Result<Option<RecordBatch>, String> {
-        let mut builder = ReaderBuilder::new(Arc::clone(&self.parse_schema))
+        let mut builder = ReaderBuilder::new(Arc::clone(self.text.parse_schema()))
             .with_header(false)
             .with_delimiter(self.options.delimiter)
             .with_quote(self.options.quote)
@@ -135,51 +104,14 @@ impl ChunkDecoder {
         decoder.flush().map_err(|e| e.to_string())
     }
 
-    /// Converts the text timestamp columns; the first bad value fails.
+    /// Converts the text columns; the first bad value fails.
     fn convert(&self, batch: RecordBatch) -> std::result::Result<RecordBatch, (usize, BadValue)> {
-        if self.timestamp_columns.is_empty() {
-            return Ok(batch);
-        }
-        let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
-        for &c in &self.timestamp_columns {
-            let ltz = self.ltz_columns.contains(&c);
-            let text: &StringArray = columns[c].as_string::<i32>();
-            let mut values = Vec::with_capacity(text.len());
-            for row in 0..text.len() {
-                if text.is_null(row) {
-                    values.push(None);
-                    continue;
-                }
-                let s = text.value(row);
-                match parse_timestamp_ms(s.as_bytes()).or_else(|| general_timestamp_ms(s)) {
-                    Some(v) if ltz => {
-                        values.push(Some(sluice_common::time::local_to_utc_ms(&self.time_zone, v)))
-                    }
-                    Some(v) => values.push(Some(v)),
-                    None => {
-                        return Err((
-                            row,
-                            BadValue {
-                                column: c,
-                                value: s.to_string(),
-                            },
-                        ))
-                    }
-                }
-            }
-            let array = TimestampMillisecondArray::from(values);
-            columns[c] = match self.schema.field(c).data_type() {
-                DataType::Timestamp(_, Some(tz)) => Arc::new(array.with_timezone(tz.clone())),
-                _ => Arc::new(array),
-            };
-        }
-        let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-        RecordBatch::try_new_with_options(Arc::clone(&self.schema), columns, &options).map_err(|e| {
+        self.text.convert(batch).map_err(|bad| {
             (
-                0,
+                bad.row,
                 BadValue {
-                    column: 0,
-                    value: e.to_string(),
+                    column: bad.column,
+                    value: bad.value,
                 },
             )
         })
@@ -274,19 +206,6 @@ impl ChunkFormat for ChunkDecoder {
     fn decode(&self, chunk: &Chunk) -> Result<(Option<RecordBatch>, u64)> {
         self.decode_chunk(chunk)
     }
-}
-
-/// Timestamps in spellings other than the fast path's (arrow's parser: time zone
-/// offsets, `Z`, ...), in epoch ms.
-fn general_timestamp_ms(s: &str) -> Option<i64> {
-    let array = StringArray::from(vec![s]);
-    let options = CastOptions {
-        safe: true,
-        ..Default::default()
-    };
-    let ts = cast_with_options(&array, &DataType::Timestamp(TimeUnit::Millisecond, None), &options).ok()?;
-    let ts = ts.as_primitive::<datafusion_common::arrow::datatypes::TimestampMillisecondType>();
-    ts.is_valid(0).then(|| ts.value(0))
 }
 
 /// The Flink name of an Arrow type, for data error messages.

@@ -9,7 +9,7 @@
 //! | `'fields.<f>.min'` / `'max'` | bounds of random numbers (defaults: the type's range; 0..1 for FLOAT/DOUBLE... as Flink: full range) |
 //! | `'fields.<f>.start'` / `'end'` | inclusive bounds of a sequence (integers, or strings of them) |
 //! | `'fields.<f>.length'` | length of random strings (default 100) |
-//! | `'fields.<f>.max-past'` | random `TIMESTAMP`s lie in `[now - max-past, now]` (default 0: now) |
+//! | `'fields.<f>.max-past'` | random `TIMESTAMP`s lie in `[now - max-past, now]`: a duration (`'10 s'`, `'500ms'`, `'PT10S'`; default 0: now) |
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,7 +27,9 @@ use crate::metrics::JobMetrics;
 
 /// How one field is generated.
 enum FieldGen {
-    /// Uniform in `[min, max]` (integers) or `[min, max)` (floats).
+    /// Integers uniform in `[min, max]`.
+    RandomInt { min: i64, max: i64 },
+    /// Floats uniform in `[min, max)`.
     Random { min: f64, max: f64 },
     /// `start, start + 1, ...` (the row count stops at `end`).
     Sequence { next: i64 },
@@ -61,12 +63,72 @@ fn parse_num(options: &ConnectorOptions, key: &str) -> Result<Option<f64>> {
     }
 }
 
+fn parse_int(options: &ConnectorOptions, key: &str) -> Result<Option<i64>> {
+    match options.get(key) {
+        None => Ok(None),
+        Some(v) => v.trim().parse::<i64>().map(Some).map_err(|_| {
+            SluiceError::Config(format!("'{key}' must be an integer, found '{v}'"))
+        }),
+    }
+}
+
+/// A duration option: milliseconds as a plain number, or `<n> ms|s|min|h|d` (with or
+/// without the space), or ISO-8601 `PT<n>H<n>M<n>S`, as Flink's duration options.
+pub fn parse_duration_ms(options: &ConnectorOptions, key: &str) -> Result<Option<i64>> {
+    let Some(v) = options.get(key) else {
+        return Ok(None);
+    };
+    let bad = || {
+        SluiceError::Config(format!(
+            "'{key}' must be a duration such as '10 s', '500ms', '5 min' or 'PT10S', found '{v}'"
+        ))
+    };
+    let t = v.trim().to_ascii_lowercase();
+    if let Some(iso) = t.strip_prefix("pt") {
+        let mut total = 0f64;
+        let mut num = String::new();
+        for ch in iso.chars() {
+            match ch {
+                '0'..='9' | '.' => num.push(ch),
+                'h' | 'm' | 's' => {
+                    let n: f64 = num.parse().map_err(|_| bad())?;
+                    num.clear();
+                    total += n * match ch {
+                        'h' => 3_600_000.0,
+                        'm' => 60_000.0,
+                        _ => 1000.0,
+                    };
+                }
+                _ => return Err(bad()),
+            }
+        }
+        return if num.is_empty() { Ok(Some(total as i64)) } else { Err(bad()) };
+    }
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().map_err(|_| bad())?;
+    let factor = match unit.trim() {
+        "" | "ms" | "milli" | "millis" | "millisecond" | "milliseconds" => 1.0,
+        "s" | "sec" | "secs" | "second" | "seconds" => 1000.0,
+        "min" | "mins" | "minute" | "minutes" => 60_000.0,
+        "h" | "hour" | "hours" => 3_600_000.0,
+        "d" | "day" | "days" => 86_400_000.0,
+        _ => return Err(bad()),
+    };
+    Ok(Some((n * factor) as i64))
+}
+
+fn int_range(dt: &DataType) -> (i64, i64) {
+    match dt {
+        DataType::Int8 => (i8::MIN as i64, i8::MAX as i64),
+        DataType::Int16 => (i16::MIN as i64, i16::MAX as i64),
+        DataType::Int32 => (i32::MIN as i64, i32::MAX as i64),
+        _ => (i64::MIN, i64::MAX),
+    }
+}
+
 fn type_range(dt: &DataType) -> (f64, f64) {
     match dt {
-        DataType::Int8 => (i8::MIN as f64, i8::MAX as f64),
-        DataType::Int16 => (i16::MIN as f64, i16::MAX as f64),
-        DataType::Int32 => (i32::MIN as f64, i32::MAX as f64),
-        DataType::Int64 => (i64::MIN as f64, i64::MAX as f64),
         DataType::Float32 => (f32::MIN as f64, f32::MAX as f64),
         _ => (f64::MIN, f64::MAX),
     }
@@ -86,14 +148,14 @@ impl DatagenSource {
         metrics: Arc<JobMetrics>,
     ) -> Result<Self> {
         let mut fields = Vec::new();
-        let mut remaining = parse_num(options, "number-of-rows")?.map(|n| n.max(0.0) as u64);
+        let mut remaining = parse_int(options, "number-of-rows")?.map(|n| n.max(0) as u64);
         for f in schema.fields() {
             let key = |k: &str| format!("fields.{}.{k}", f.name());
             let kind = options.get(&key("kind")).map(|s| s.as_str()).unwrap_or("random");
             let gen = match (kind, f.data_type()) {
                 ("sequence", DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 | DataType::Utf8) => {
                     let (Some(start), Some(end)) =
-                        (parse_num(options, &key("start"))?, parse_num(options, &key("end"))?)
+                        (parse_int(options, &key("start"))?, parse_int(options, &key("end"))?)
                     else {
                         return Err(SluiceError::Config(format!(
                             "datagen table '{table}': sequence field '{}' needs '{}' and '{}'",
@@ -102,26 +164,51 @@ impl DatagenSource {
                             key("end")
                         )));
                     };
-                    let count = (end - start + 1.0).max(0.0) as u64;
+                    let (lo, hi) = int_range(f.data_type());
+                    for (name, v) in [("start", start), ("end", end)] {
+                        if v < lo || v > hi {
+                            return Err(SluiceError::Config(format!(
+                                "datagen table '{table}': '{}' ({v}) is out of the range of {} \
+                                 ({lo} to {hi})",
+                                key(name),
+                                f.data_type()
+                            )));
+                        }
+                    }
+                    let count = (end as i128 - start as i128 + 1).max(0) as u64;
                     remaining = Some(remaining.map_or(count, |r| r.min(count)));
-                    FieldGen::Sequence { next: start as i64 }
+                    FieldGen::Sequence { next: start }
                 }
                 ("random", DataType::Utf8) => FieldGen::RandomString {
-                    length: parse_num(options, &key("length"))?.unwrap_or(100.0) as usize,
+                    length: parse_int(options, &key("length"))?.unwrap_or(100).max(0) as usize,
                 },
                 ("random", DataType::Boolean) => FieldGen::RandomBool,
                 ("random", DataType::Timestamp(TimeUnit::Millisecond, _)) => FieldGen::RandomTimestamp {
-                    max_past_ms: parse_num(options, &key("max-past"))?.unwrap_or(0.0) as i64,
+                    max_past_ms: parse_duration_ms(options, &key("max-past"))?.unwrap_or(0),
                 },
-                (
-                    "random",
-                    dt @ (DataType::Int8
-                    | DataType::Int16
-                    | DataType::Int32
-                    | DataType::Int64
-                    | DataType::Float32
-                    | DataType::Float64),
-                ) => {
+                ("random", dt @ (DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64)) => {
+                    let (lo, hi) = int_range(dt);
+                    let min = parse_int(options, &key("min"))?.unwrap_or(lo);
+                    let max = parse_int(options, &key("max"))?.unwrap_or(hi);
+                    for (name, v) in [("min", min), ("max", max)] {
+                        if v < lo || v > hi {
+                            return Err(SluiceError::Config(format!(
+                                "datagen table '{table}': '{}' ({v}) is out of the range of {dt} \
+                                 ({lo} to {hi})",
+                                key(name)
+                            )));
+                        }
+                    }
+                    if min > max {
+                        return Err(SluiceError::Config(format!(
+                            "datagen table '{table}': '{}' ({min}) is above '{}' ({max})",
+                            key("min"),
+                            key("max")
+                        )));
+                    }
+                    FieldGen::RandomInt { min, max }
+                }
+                ("random", dt @ (DataType::Float32 | DataType::Float64)) => {
                     let (lo, hi) = type_range(dt);
                     let min = parse_num(options, &key("min"))?.unwrap_or(lo);
                     let max = parse_num(options, &key("max"))?.unwrap_or(hi);
@@ -145,8 +232,8 @@ impl DatagenSource {
             };
             fields.push(gen);
         }
-        let rows_per_second = parse_num(options, "rows-per-second")?.unwrap_or(10_000.0).max(1.0) as u64;
-        let seed = match parse_num(options, "seed")? {
+        let rows_per_second = parse_int(options, "rows-per-second")?.unwrap_or(10_000).max(1) as u64;
+        let seed = match parse_int(options, "seed")? {
             Some(s) => s as u64,
             None => std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -195,7 +282,9 @@ impl DatagenSource {
                     .map(|_| match &mut self.fields[i] {
                         FieldGen::Sequence { next, .. } => {
                             let v = *next;
-                            *next += 1;
+                            // The row count ends the sequence at `end`, so only the step
+                            // after i64::MAX could wrap, and it is never used.
+                            *next = next.wrapping_add(1);
                             v
                         }
                         _ => unreachable!("a sequence field"),
@@ -209,15 +298,21 @@ impl DatagenSource {
                     _ => Arc::new(Int64Array::from(values)),
                 }
             }
-            (FieldGen::Random { min, max }, dt) => {
-                let (min, max) = (*min, *max);
-                let int = |s: &mut Self| (min + (s.next_f64() * (max - min + 1.0)).floor()).min(max);
-                let float = |s: &mut Self| min + s.next_f64() * (max - min);
+            (FieldGen::RandomInt { min, max }, dt) => {
+                let (min, max) = (*min as i128, *max as i128);
+                let span = (max - min + 1) as u128;
+                let int = |s: &mut Self| (min + (s.next_u64() as u128 % span) as i128) as i64;
                 match dt {
                     DataType::Int8 => ints!(Int8Array, i8, int),
                     DataType::Int16 => ints!(Int16Array, i16, int),
                     DataType::Int32 => ints!(Int32Array, i32, int),
-                    DataType::Int64 => ints!(Int64Array, i64, int),
+                    _ => ints!(Int64Array, i64, int),
+                }
+            }
+            (FieldGen::Random { min, max }, dt) => {
+                let (min, max) = (*min, *max);
+                let float = |s: &mut Self| min + s.next_f64() * (max - min);
+                match dt {
                     DataType::Float32 => ints!(Float32Array, f32, float),
                     _ => ints!(Float64Array, f64, float),
                 }

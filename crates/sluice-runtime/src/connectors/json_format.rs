@@ -15,23 +15,47 @@ use datafusion_common::arrow::json::ReaderBuilder;
 use sluice_common::{Result, SluiceError};
 
 use crate::connectors::csv_source::{Chunk, ChunkFormat};
+use crate::connectors::text_columns::TextColumns;
+use sluice_common::time::Tz;
 
 /// Decodes chunks of JSON lines into batches of the table's physical columns.
 pub(crate) struct JsonFormat {
     schema: SchemaRef,
+    /// Timestamp and decimal fields: read as JSON strings, converted by us.
+    text: TextColumns,
     ignore_parse_errors: bool,
 }
 
 impl JsonFormat {
-    pub(crate) fn new(schema: SchemaRef, ignore_parse_errors: bool) -> Self {
+    pub(crate) fn new(schema: SchemaRef, time_zone: Tz, ignore_parse_errors: bool) -> Self {
         JsonFormat {
+            text: TextColumns::new(Arc::clone(&schema), time_zone),
             schema,
             ignore_parse_errors,
         }
     }
 
     fn parse(&self, bytes: &[u8], records: usize) -> std::result::Result<Option<RecordBatch>, String> {
-        let mut decoder = ReaderBuilder::new(Arc::clone(&self.schema))
+        let batch = self.parse_text(bytes, records)?;
+        match batch {
+            None => Ok(None),
+            Some(b) => self
+                .text
+                .convert(b)
+                .map(Some)
+                .map_err(|bad| {
+                    format!(
+                        "cannot parse '{}' as {} for field '{}'",
+                        bad.value,
+                        self.text.schema().field(bad.column).data_type(),
+                        self.text.schema().field(bad.column).name()
+                    )
+                }),
+        }
+    }
+
+    fn parse_text(&self, bytes: &[u8], records: usize) -> std::result::Result<Option<RecordBatch>, String> {
+        let mut decoder = ReaderBuilder::new(Arc::clone(self.text.parse_schema()))
             .with_batch_size(records.max(1))
             .build_decoder()
             .map_err(|e| e.to_string())?;

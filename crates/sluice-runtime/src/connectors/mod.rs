@@ -11,6 +11,7 @@ pub mod csv_source;
 pub mod datagen;
 pub mod filesystem;
 mod json_format;
+mod text_columns;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -107,16 +108,16 @@ pub fn create_source(
         "filesystem" => {
             let format = file_format(options, table)?;
             let path = resolve(ctx, option(options, "path", table)?);
+            let tz =
+                sluice_common::time::parse_time_zone(&ctx.time_zone).map_err(SluiceError::Config)?;
             let mut source = match format {
                 FileFormat::Csv => {
                     let csv = filesystem::CsvOptions::from_options(options)?;
-                    let tz = sluice_common::time::parse_time_zone(&ctx.time_zone)
-                        .map_err(SluiceError::Config)?;
                     csv_source::CsvSource::new(&path, physical_schema, csv, tz, ctx.batch_size, metrics)?
                 }
                 FileFormat::Json => {
                     let ignore = filesystem::bool_option(options, "json.ignore-parse-errors", false)?;
-                    let format = Arc::new(json_format::JsonFormat::new(physical_schema, ignore));
+                    let format = Arc::new(json_format::JsonFormat::new(physical_schema, tz, ignore));
                     csv_source::CsvSource::with_format(&path, format, None, false, ctx.batch_size, metrics)?
                 }
             };
@@ -185,7 +186,8 @@ impl BatchSink for PrintSink {
         let batch = &stream_batch.data;
         let options = FormatOptions::default()
             .with_null("NULL")
-            .with_timestamp_format(Some("%Y-%m-%d %H:%M:%S%.3f"));
+            .with_timestamp_format(Some("%Y-%m-%d %H:%M:%S%.3f"))
+            .with_timestamp_tz_format(Some("%Y-%m-%d %H:%M:%S%.3f"));
         let formatters = batch
             .columns()
             .iter()
