@@ -186,16 +186,17 @@ impl WindowSpec {
                 out.push((start, start + size_ms));
             }
             WindowKind::Hop { slide_ms, size_ms } => {
-                // The last window starting at or before ts; walk back while it still holds ts.
+                // Windows start at offset + k * slide; those holding ts start in
+                // (ts - size, ts]. Walk from the first such start up to the last.
                 let last_start = window_start_ms(ts_ms, self.offset_ms, slide_ms);
                 let mut start = last_start;
-                let mut windows = Vec::new();
-                while start > ts_ms - size_ms {
-                    windows.push((start, start + size_ms));
+                while start - slide_ms > ts_ms - size_ms {
                     start -= slide_ms;
                 }
-                windows.reverse();
-                out.extend(windows);
+                while start <= last_start {
+                    out.push((start, start + size_ms));
+                    start += slide_ms;
+                }
             }
             WindowKind::Cumulate {
                 step_ms,
