@@ -50,11 +50,7 @@ fn generate(path: &Path, rows: u64) -> std::io::Result<()> {
         let ts = base_ms + (i as i64 * span_ms) / rows as i64 - jitter;
         let key = (r >> 16) % 10_000;
         let price = ((r >> 32) % 100_000) as f64 / 100.0;
-        writeln!(
-            out,
-            "{},{key},{price}",
-            sluice_format_ts(ts)
-        )?;
+        writeln!(out, "{},{key},{price}", sluice_format_ts(ts))?;
     }
     out.flush()?;
     drop(out);
@@ -135,7 +131,11 @@ fn main() {
     let data = root().join(format!("target/bench-data/bench_{rows}.csv"));
     let t = Instant::now();
     generate(&data, rows).expect("generate bench data");
-    eprintln!("input: {} ({:.1} s to prepare)", data.display(), t.elapsed().as_secs_f64());
+    eprintln!(
+        "input: {} ({:.1} s to prepare)",
+        data.display(),
+        t.elapsed().as_secs_f64()
+    );
     let ddl = table_ddl(&data);
 
     // (name, query over `bench`, sink table, Flink 2.3's rows/s on this machine)
@@ -168,12 +168,15 @@ fn main() {
         ),
         (
             "(f) CUMULATE 1 s / 10 s COUNT, SUM by key",
-            window("CUMULATE(TABLE bench, DESCRIPTOR(ts), INTERVAL '1' SECOND, INTERVAL '10' SECOND)"),
+            window(
+                "CUMULATE(TABLE bench, DESCRIPTOR(ts), INTERVAL '1' SECOND, INTERVAL '10' SECOND)",
+            ),
             None,
         ),
         (
             "(g) updating GROUP BY key COUNT, SUM",
-            "INSERT INTO sink_upd SELECT `key`, COUNT(*), SUM(price) FROM bench GROUP BY `key`;".into(),
+            "INSERT INTO sink_upd SELECT `key`, COUNT(*), SUM(price) FROM bench GROUP BY `key`;"
+                .into(),
             None,
         ),
     ];

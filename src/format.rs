@@ -134,7 +134,12 @@ impl<W: Write> ResultPrinter<W> {
             return Ok(());
         }
         self.started = true;
-        let names: Vec<String> = self.schema.fields().iter().map(|f| f.name().clone()).collect();
+        let names: Vec<String> = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
         match self.format {
             OutputFormat::Table => {
                 self.border()?;
@@ -175,7 +180,11 @@ impl<W: Write> ResultPrinter<W> {
             match self.format {
                 OutputFormat::Table => self.table_row(&values, &numeric)?,
                 OutputFormat::Csv => {
-                    let line = values.iter().map(|v| csv_field(v)).collect::<Vec<_>>().join(",");
+                    let line = values
+                        .iter()
+                        .map(|v| csv_field(v))
+                        .collect::<Vec<_>>()
+                        .join(",");
                     writeln!(self.out, "{line}").map_err(Self::io)?;
                 }
                 OutputFormat::Json => {
@@ -246,7 +255,9 @@ fn type_width(dt: &DataType) -> usize {
 /// Control characters would break a table row: show them escaped.
 fn escape_for_table(v: &str) -> String {
     if v.contains(['\n', '\r', '\t']) {
-        v.replace('\n', "\\n").replace('\r', "\\r").replace('\t', "\\t")
+        v.replace('\n', "\\n")
+            .replace('\r', "\\r")
+            .replace('\t', "\\t")
     } else {
         v.to_string()
     }
@@ -283,10 +294,14 @@ pub fn fold_changelog(batches: &[RecordBatch]) -> Result<Option<RecordBatch>> {
     };
     let schema = first.schema();
     if schema.fields().first().map(|f| f.name().as_str()) != Some("op") {
-        return Err(SluiceError::Internal("fold_changelog needs an 'op' column".into()));
+        return Err(SluiceError::Internal(
+            "fold_changelog needs an 'op' column".into(),
+        ));
     }
     let value_fields: Vec<_> = schema.fields().iter().skip(1).cloned().collect();
-    let value_schema = std::sync::Arc::new(datafusion_common::arrow::datatypes::Schema::new(value_fields));
+    let value_schema = std::sync::Arc::new(datafusion_common::arrow::datatypes::Schema::new(
+        value_fields,
+    ));
     let converter = RowConverter::new(
         value_schema
             .fields()
@@ -302,7 +317,11 @@ pub fn fold_changelog(batches: &[RecordBatch]) -> Result<Option<RecordBatch>> {
         let ops = b.column(0).as_string::<i32>();
         for r in 0..b.num_rows() {
             let key = rows.row(r).as_ref().to_vec();
-            let delta = if matches!(ops.value(r), "-U" | "-D") { -1 } else { 1 };
+            let delta = if matches!(ops.value(r), "-U" | "-D") {
+                -1
+            } else {
+                1
+            };
             let entry = live.entry(key.clone()).or_insert_with(|| {
                 order.push(key);
                 (0, (bi, r))
@@ -326,7 +345,8 @@ pub fn fold_changelog(batches: &[RecordBatch]) -> Result<Option<RecordBatch>> {
     Ok(Some(RecordBatch::try_new_with_options(
         value_schema,
         columns,
-        &datafusion_common::arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(picks.len())),
+        &datafusion_common::arrow::record_batch::RecordBatchOptions::new()
+            .with_row_count(Some(picks.len())),
     )?))
 }
 

@@ -27,17 +27,17 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+pub use datafusion_common::arrow;
 use datafusion_common::arrow::array::{ArrayRef, RecordBatch, StringArray};
 use datafusion_common::arrow::datatypes::{DataType, Field, Schema};
-pub use datafusion_common::arrow;
 pub use sluice_common::plan::PlanNode;
 pub use sluice_common::time::format_timestamp_ms;
 pub use sluice_common::{Result, SluiceError};
 use sluice_runtime::connectors::ConnectorContext;
 pub use sluice_runtime::{JobMetrics, RunningJob};
 pub use sluice_sql::parser::Statement;
-pub use sluice_sql::{parse_script, ParsedStatement};
 use sluice_sql::{flink_type_name, Planner};
+pub use sluice_sql::{parse_script, ParsedStatement};
 
 /// How an [`Engine`] runs jobs.
 #[derive(Debug, Clone)]
@@ -141,7 +141,11 @@ impl Engine {
                 batch_size: self.config.batch_size,
                 batch_size_seed: self.config.batch_size_seed,
                 time_zone: self.time_zone.clone(),
-                job_id: format!("{:x}{:04x}-{n}", nanos & 0xffff_ffff_ffff, std::process::id() & 0xffff),
+                job_id: format!(
+                    "{:x}{:04x}-{n}",
+                    nanos & 0xffff_ffff_ffff,
+                    std::process::id() & 0xffff
+                ),
             },
         }
     }
@@ -183,7 +187,9 @@ impl Engine {
             } => {
                 self.planner
                     .create_view(name, *if_not_exists, query, &stmt.text)?;
-                Ok(StatementResult::Done(format!("View '{name}' has been created.")))
+                Ok(StatementResult::Done(format!(
+                    "View '{name}' has been created."
+                )))
             }
             Statement::Query(q) => {
                 let plan = self.planner.plan_query(q)?;
@@ -208,18 +214,22 @@ impl Engine {
             }
             Statement::Set { pair: Some((k, v)) } => {
                 if k == LOCAL_TIME_ZONE {
-                    let zone = sluice_common::time::normalize_time_zone(v)
-                        .map_err(SluiceError::Config)?;
+                    let zone =
+                        sluice_common::time::normalize_time_zone(v).map_err(SluiceError::Config)?;
                     self.planner.set_time_zone(&zone)?;
                     self.time_zone = zone;
                 }
                 self.settings.insert(k.clone(), v.clone());
-                Ok(StatementResult::Done("Session property has been set.".into()))
+                Ok(StatementResult::Done(
+                    "Session property has been set.".into(),
+                ))
             }
             Statement::Set { pair: None } => {
                 let keys: Vec<String> = self.settings.keys().cloned().collect();
                 let values: Vec<String> = self.settings.values().cloned().collect();
-                Ok(StatementResult::Info(two_columns("key", keys, "value", values)))
+                Ok(StatementResult::Info(two_columns(
+                    "key", keys, "value", values,
+                )))
             }
             Statement::Reset { key } => {
                 match key {
@@ -232,7 +242,9 @@ impl Engine {
                     self.time_zone = system_time_zone();
                     self.planner.set_time_zone(&self.time_zone)?;
                 }
-                Ok(StatementResult::Done("Session property has been reset.".into()))
+                Ok(StatementResult::Done(
+                    "Session property has been reset.".into(),
+                ))
             }
             Statement::ShowTables => {
                 // Tables and views, by name (as Flink's SHOW TABLES).

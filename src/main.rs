@@ -7,10 +7,16 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use sluice::format::{OutputFormat, ResultPrinter};
-use sluice::{parse_script, Engine, EngineConfig, JobMetrics, RunningJob, SluiceError, StatementResult};
+use sluice::{
+    parse_script, Engine, EngineConfig, JobMetrics, RunningJob, SluiceError, StatementResult,
+};
 
 #[derive(Parser)]
-#[command(name = "sluice", version, about = "Sluice: continuous SQL over streams")]
+#[command(
+    name = "sluice",
+    version,
+    about = "Sluice: continuous SQL over streams"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -84,7 +90,9 @@ fn run_file(file: &PathBuf, format: OutputFormat) -> Result<(), SluiceError> {
         let result = engine.execute(stmt).map_err(|e| in_file(file, e))?;
         match result {
             StatementResult::Done(msg) => eprintln!("[INFO] {msg}"),
-            StatementResult::Info(batch) if matches!(stmt.statement, sluice::Statement::Explain(_)) => {
+            StatementResult::Info(batch)
+                if matches!(stmt.statement, sluice::Statement::Explain(_)) =>
+            {
                 // EXPLAIN prints the plan as plain text (as Flink does).
                 let plan = sluice::format::row_values(&batch, 0)?.join("");
                 print!("{plan}");
@@ -118,7 +126,8 @@ fn run_query(mut job: RunningJob, format: OutputFormat) -> Result<(), SluiceErro
         }
         match sluice::format::fold_changelog(&batches)? {
             Some(table) => {
-                let mut printer = ResultPrinter::new(std::io::stdout().lock(), format, table.schema());
+                let mut printer =
+                    ResultPrinter::new(std::io::stdout().lock(), format, table.schema());
                 printer.batch(&table)?;
                 printer.finish()?;
             }

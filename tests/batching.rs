@@ -28,8 +28,16 @@ fn input_dir() -> PathBuf {
             x ^= x >> 7;
             x ^= x << 17;
             let ts = base_ms + i * 97 - (x % 4000) as i64;
-            let key = if x % 53 == 0 { String::new() } else { format!("k{}", (x >> 8) % 20) };
-            let v = if x % 31 == 0 { String::new() } else { ((x >> 16) % 1000).to_string() };
+            let key = if x.is_multiple_of(53) {
+                String::new()
+            } else {
+                format!("k{}", (x >> 8) % 20)
+            };
+            let v = if x.is_multiple_of(31) {
+                String::new()
+            } else {
+                ((x >> 16) % 1000).to_string()
+            };
             text.push_str(&format!("{key},{v},{}\n", sluice::format_timestamp_ms(ts)));
         }
         let tmp = dir.join("events.csv.tmp");
@@ -63,8 +71,14 @@ fn run(query: &str, batch_size: usize, seed: Option<u64>) -> String {
     let mut batches: Vec<RecordBatch> = engine
         .collect(&format!("{TABLE}\n{query}"))
         .unwrap_or_else(|e| panic!("{query}: {e}"));
-    if batches.first().is_some_and(|b| b.schema().field(0).name() == "op") {
-        batches = sluice::format::fold_changelog(&batches).unwrap().into_iter().collect();
+    if batches
+        .first()
+        .is_some_and(|b| b.schema().field(0).name() == "op")
+    {
+        batches = sluice::format::fold_changelog(&batches)
+            .unwrap()
+            .into_iter()
+            .collect();
     }
     let text = rows_as_csv(&batches);
     let mut lines: Vec<&str> = text.lines().skip(1).collect();

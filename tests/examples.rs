@@ -46,14 +46,25 @@ fn assert_matches(name: &str, expected: &str, actual: &str) {
 fn flights_hourly_matches_an_independent_group_by() {
     let batches = run_example("flights_hourly.sql");
     let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
-    assert_eq!(rows, 19_486, "one row per hour and origin with a scheduled departure");
-    assert_matches("flights_hourly", &expected("flights_hourly"), &rows_as_csv(&batches));
+    assert_eq!(
+        rows, 19_486,
+        "one row per hour and origin with a scheduled departure"
+    );
+    assert_matches(
+        "flights_hourly",
+        &expected("flights_hourly"),
+        &rows_as_csv(&batches),
+    );
 }
 
 #[test]
 fn flights_hop_matches_an_independent_group_by() {
     let batches = run_example("flights_hop.sql");
-    assert_matches("flights_hop", &expected("flights_hop"), &rows_as_csv(&batches));
+    assert_matches(
+        "flights_hop",
+        &expected("flights_hop"),
+        &rows_as_csv(&batches),
+    );
 }
 
 #[test]
@@ -79,7 +90,11 @@ fn flights_daily_sink_writes_what_an_independent_group_by_computes() {
 /// Every example file runs to completion (those above are checked in detail).
 #[test]
 fn every_example_runs() {
-    let checked = ["flights_hourly.sql", "flights_hop.sql", "flights_daily_to_files.sql"];
+    let checked = [
+        "flights_hourly.sql",
+        "flights_hop.sql",
+        "flights_daily_to_files.sql",
+    ];
     let dir = root().join("sql-examples");
     let mut ran = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
@@ -92,5 +107,9 @@ fn every_example_runs() {
             }
         }
     }
-    assert!(ran >= checked.len(), "examples found in {}", Path::new(&dir).display());
+    assert!(
+        ran >= checked.len(),
+        "examples found in {}",
+        Path::new(&dir).display()
+    );
 }

@@ -37,7 +37,9 @@ fn run_slt(path: &Path, slt_root: &Path) -> Result<(), String> {
         let dir = dir.clone();
         async move { Ok::<_, common::DbError>(SluiceDb::new(dir)) }
     });
-    runner.run_file(path).map_err(|e| e.display(true).to_string())
+    runner
+        .run_file(path)
+        .map_err(|e| e.display(true).to_string())
 }
 
 fn run_case(dir: &Path) -> Result<(), String> {
@@ -48,7 +50,10 @@ fn run_case(dir: &Path) -> Result<(), String> {
         ..Default::default()
     });
     let mut batches = engine.collect(&sql).map_err(|e| e.to_string())?;
-    if batches.first().is_some_and(|b| b.schema().field(0).name() == "op") {
+    if batches
+        .first()
+        .is_some_and(|b| b.schema().field(0).name() == "op")
+    {
         // An updating result: compare its final table.
         batches = sluice::format::fold_changelog(&batches)
             .map_err(|e| e.to_string())?
@@ -66,13 +71,21 @@ fn main() {
         .collect();
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests");
     let selected = |p: &Path| {
-        filter.is_empty() || filter.iter().any(|f| p.to_string_lossy().contains(f.as_str()))
+        filter.is_empty()
+            || filter
+                .iter()
+                .any(|f| p.to_string_lossy().contains(f.as_str()))
     };
 
     let mut slt_files = Vec::new();
     files_under(&root.join("slt"), "slt", &mut slt_files);
     let mut case_dirs: Vec<PathBuf> = std::fs::read_dir(root.join("cases"))
-        .map(|rd| rd.flatten().map(|e| e.path()).filter(|p| p.join("query.sql").exists()).collect())
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.join("query.sql").exists())
+                .collect()
+        })
         .unwrap_or_default();
     case_dirs.sort();
 

@@ -87,13 +87,24 @@ impl sqllogictest::DB for SluiceDb {
             output = match self.engine.execute(stmt).map_err(err)? {
                 StatementResult::Done(_) => DBOutput::StatementComplete(0),
                 StatementResult::Info(batch) => DBOutput::Rows {
-                    types: batch.schema().fields().iter().map(|f| column_type(f.data_type())).collect(),
+                    types: batch
+                        .schema()
+                        .fields()
+                        .iter()
+                        .map(|f| column_type(f.data_type()))
+                        .collect(),
                     rows: slt_rows(&[batch]),
                 },
                 StatementResult::Query(job) => {
                     let updating = job.updating;
                     let skip = usize::from(updating);
-                    let types = job.schema.fields().iter().skip(skip).map(|f| column_type(f.data_type())).collect();
+                    let types = job
+                        .schema
+                        .fields()
+                        .iter()
+                        .skip(skip)
+                        .map(|f| column_type(f.data_type()))
+                        .collect();
                     let mut batches = drain(job).map_err(err)?;
                     if updating {
                         // Only the final table counts: fold the changelog.
@@ -125,13 +136,22 @@ impl sqllogictest::DB for SluiceDb {
 pub fn rows_as_csv(batches: &[RecordBatch]) -> String {
     let mut out = String::new();
     if let Some(b) = batches.first() {
-        let names: Vec<String> = b.schema().fields().iter().map(|f| f.name().clone()).collect();
+        let names: Vec<String> = b
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
         out.push_str(&names.join(","));
         out.push('\n');
     }
     for b in batches {
         for r in 0..b.num_rows() {
-            out.push_str(&sluice::format::row_values(b, r).expect("formattable").join(","));
+            out.push_str(
+                &sluice::format::row_values(b, r)
+                    .expect("formattable")
+                    .join(","),
+            );
             out.push('\n');
         }
     }
@@ -176,7 +196,9 @@ pub fn compare_csv_multiset(expected: &str, actual: &str) -> Result<(), String> 
     let (eh, er) = parse_rows(expected);
     let (ah, ar) = parse_rows(actual);
     if !ar.is_empty() && eh != ah {
-        return Err(format!("header differs:\n expected {eh:?}\n actual   {ah:?}"));
+        return Err(format!(
+            "header differs:\n expected {eh:?}\n actual   {ah:?}"
+        ));
     }
     let same = er.len() == ar.len()
         && er
@@ -189,9 +211,15 @@ pub fn compare_csv_multiset(expected: &str, actual: &str) -> Result<(), String> 
         Err(format!(
             "rows differ (sorted):\n--- expected ({} rows)\n{}\n--- actual ({} rows)\n{}",
             er.len(),
-            er.iter().map(|r| r.join(",")).collect::<Vec<_>>().join("\n"),
+            er.iter()
+                .map(|r| r.join(","))
+                .collect::<Vec<_>>()
+                .join("\n"),
             ar.len(),
-            ar.iter().map(|r| r.join(",")).collect::<Vec<_>>().join("\n")
+            ar.iter()
+                .map(|r| r.join(","))
+                .collect::<Vec<_>>()
+                .join("\n")
         ))
     }
 }

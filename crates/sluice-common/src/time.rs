@@ -92,7 +92,10 @@ mod tests {
     fn formats_timestamps() {
         assert_eq!(format_timestamp_ms(0), "1970-01-01 00:00:00");
         assert_eq!(format_timestamp_ms(-1), "1969-12-31 23:59:59.999");
-        assert_eq!(format_timestamp_ms(1_709_287_199_999), "2024-03-01 09:59:59.999");
+        assert_eq!(
+            format_timestamp_ms(1_709_287_199_999),
+            "2024-03-01 09:59:59.999"
+        );
         assert_eq!(format_timestamp_ms(951_782_400_000), "2000-02-29 00:00:00");
         assert_eq!(format_date_days(-1), "1969-12-31");
     }
@@ -139,7 +142,10 @@ fn offset_ms_at_utc(tz: &Tz, utc_ms: i64) -> i64 {
     let Some(dt) = chrono::DateTime::from_timestamp_millis(utc_ms) else {
         return 0;
     };
-    tz.offset_from_utc_datetime(&dt.naive_utc()).fix().local_minus_utc() as i64 * 1000
+    tz.offset_from_utc_datetime(&dt.naive_utc())
+        .fix()
+        .local_minus_utc() as i64
+        * 1000
 }
 
 /// The wall-clock time (ms since the epoch, as if UTC) of the instant `utc_ms` in `tz`.
@@ -255,15 +261,33 @@ mod parse_tests {
         let berlin = parse_time_zone("Europe/Berlin").unwrap();
         let ms = |s: &str| parse_timestamp_ms(s.as_bytes()).unwrap();
         // Winter (+1) and summer (+2).
-        assert_eq!(utc_to_local_ms(&berlin, ms("2024-01-10 12:00:00")), ms("2024-01-10 13:00:00"));
-        assert_eq!(local_to_utc_ms(&berlin, ms("2024-07-10 14:00:00")), ms("2024-07-10 12:00:00"));
+        assert_eq!(
+            utc_to_local_ms(&berlin, ms("2024-01-10 12:00:00")),
+            ms("2024-01-10 13:00:00")
+        );
+        assert_eq!(
+            local_to_utc_ms(&berlin, ms("2024-07-10 14:00:00")),
+            ms("2024-07-10 12:00:00")
+        );
         // 2024-03-31 02:30 does not exist in Berlin: moved forward to 03:30 CEST = 01:30Z.
-        assert_eq!(local_to_utc_ms(&berlin, ms("2024-03-31 02:30:00")), ms("2024-03-31 01:30:00"));
+        assert_eq!(
+            local_to_utc_ms(&berlin, ms("2024-03-31 02:30:00")),
+            ms("2024-03-31 01:30:00")
+        );
         // 2024-10-27 02:30 happens twice: the earlier instant (CEST) = 00:30Z.
-        assert_eq!(local_to_utc_ms(&berlin, ms("2024-10-27 02:30:00")), ms("2024-10-27 00:30:00"));
+        assert_eq!(
+            local_to_utc_ms(&berlin, ms("2024-10-27 02:30:00")),
+            ms("2024-10-27 00:30:00")
+        );
         assert!(parse_time_zone("Mars/Olympus").is_err());
-        assert_eq!(utc_to_local_ms(&parse_time_zone("+08:00").unwrap(), 0), 8 * 3_600_000);
-        assert_eq!(utc_to_local_ms(&parse_time_zone("GMT+08:00").unwrap(), 0), 8 * 3_600_000);
+        assert_eq!(
+            utc_to_local_ms(&parse_time_zone("+08:00").unwrap(), 0),
+            8 * 3_600_000
+        );
+        assert_eq!(
+            utc_to_local_ms(&parse_time_zone("GMT+08:00").unwrap(), 0),
+            8 * 3_600_000
+        );
         assert!(parse_time_zone("UTC").is_ok());
     }
 
@@ -271,11 +295,20 @@ mod parse_tests {
     fn parses_the_common_spellings() {
         assert_eq!(parse_timestamp_ms(b"1970-01-01 00:00:00"), Some(0));
         assert_eq!(parse_timestamp_ms(b"1969-12-31 23:59:59.999"), Some(-1));
-        assert_eq!(parse_timestamp_ms(b"2024-02-29T12:00:00.5"), Some(1_709_208_000_500));
-        assert_eq!(parse_timestamp_ms(b"2024-03-01 09:59:59.999999"), Some(1_709_287_199_999));
+        assert_eq!(
+            parse_timestamp_ms(b"2024-02-29T12:00:00.5"),
+            Some(1_709_208_000_500)
+        );
+        assert_eq!(
+            parse_timestamp_ms(b"2024-03-01 09:59:59.999999"),
+            Some(1_709_287_199_999)
+        );
         assert_eq!(parse_timestamp_ms(b"2013-01-01"), Some(1_356_998_400_000));
         for ms in [-86_400_001i64, 0, 951_782_400_123, 4_102_444_799_999] {
-            assert_eq!(parse_timestamp_ms(format_timestamp_ms(ms).as_bytes()), Some(ms));
+            assert_eq!(
+                parse_timestamp_ms(format_timestamp_ms(ms).as_bytes()),
+                Some(ms)
+            );
         }
     }
 

@@ -28,9 +28,9 @@ use crate::expr::{evaluate, physical, physical_all};
 use crate::message::{Message, StreamBatch};
 use crate::metrics::JobMetrics;
 use crate::operator::{Chain, Operator};
-use crate::operators::stateless::{batch_with_schema, FilterOperator, ProjectOperator};
 use crate::operators::group_aggregate::GroupAggregateOperator;
 use crate::operators::session_aggregate::SessionAggregateOperator;
+use crate::operators::stateless::{batch_with_schema, FilterOperator, ProjectOperator};
 use crate::operators::window_aggregate::{AggregateCall, WindowAggregateOperator, WindowSource};
 use crate::operators::window_assign::{event_times_ms, WindowAssignOperator};
 use crate::state::AccumulatorFactory;
@@ -147,7 +147,15 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
             .spawn(move || {
                 let mut chain = Chain::new(operators);
                 let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    run_operators(&mut chain, rx, sink, &out_tx, &op_metrics, updating, &time_zone)
+                    run_operators(
+                        &mut chain,
+                        rx,
+                        sink,
+                        &out_tx,
+                        &op_metrics,
+                        updating,
+                        &time_zone,
+                    )
                 }));
                 let err = match result {
                     Ok(Ok(())) => None,
@@ -178,11 +186,9 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
 fn localize(batch: &RecordBatch, time_zone: &str) -> Result<RecordBatch> {
     use datafusion_common::arrow::compute::cast;
     use datafusion_common::arrow::datatypes::DataType;
-    let has_ltz = batch
-        .schema()
-        .fields()
-        .iter()
-        .any(|f| matches!(f.data_type(), DataType::Timestamp(_, Some(tz)) if tz.as_ref() != time_zone));
+    let has_ltz = batch.schema().fields().iter().any(
+        |f| matches!(f.data_type(), DataType::Timestamp(_, Some(tz)) if tz.as_ref() != time_zone),
+    );
     if !has_ltz {
         return Ok(batch.clone());
     }
@@ -218,7 +224,9 @@ fn localize_schema(
 /// The name of the RowKind column of an updating result.
 pub const OP_COLUMN: &str = "op";
 
-fn op_schema(schema: &datafusion_common::arrow::datatypes::Schema) -> datafusion_common::arrow::datatypes::Schema {
+fn op_schema(
+    schema: &datafusion_common::arrow::datatypes::Schema,
+) -> datafusion_common::arrow::datatypes::Schema {
     use datafusion_common::arrow::datatypes::{DataType, Field, Schema};
     let mut fields = vec![Arc::new(Field::new(OP_COLUMN, DataType::Utf8, false))];
     fields.extend(schema.fields().iter().cloned());
@@ -231,7 +239,10 @@ fn with_op_column(b: &StreamBatch) -> Result<RecordBatch> {
     let ops: Vec<&str> = (0..b.num_rows()).map(|i| b.row_kind(i).short()).collect();
     let mut columns: Vec<ArrayRef> = vec![Arc::new(StringArray::from(ops))];
     columns.extend(b.data.columns().iter().cloned());
-    Ok(RecordBatch::try_new(Arc::new(op_schema(&b.data.schema())), columns)?)
+    Ok(RecordBatch::try_new(
+        Arc::new(op_schema(&b.data.schema())),
+        columns,
+    )?)
 }
 
 fn panic_error(task: &str, payload: Box<dyn std::any::Any + Send>) -> SluiceError {
@@ -267,9 +278,15 @@ fn run_operators(
                     match sink.as_mut() {
                         Some(s) => s.write(&b)?,
                         None => {
-                            let data = if updating { with_op_column(&b)? } else { b.data };
+                            let data = if updating {
+                                with_op_column(&b)?
+                            } else {
+                                b.data
+                            };
                             if out.blocking_send(Ok(data)).is_err() {
-                                return Err(SluiceError::Execution("result receiver closed".into()));
+                                return Err(SluiceError::Execution(
+                                    "result receiver closed".into(),
+                                ));
                             }
                         }
                     }

@@ -31,7 +31,10 @@ pub fn key_converter(key_types: &[DataType]) -> Result<Option<RowConverter>> {
         return Ok(None);
     }
     Ok(Some(RowConverter::new(
-        key_types.iter().map(|t| SortField::new(t.clone())).collect(),
+        key_types
+            .iter()
+            .map(|t| SortField::new(t.clone()))
+            .collect(),
     )?))
 }
 

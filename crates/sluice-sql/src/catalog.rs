@@ -99,9 +99,9 @@ impl Catalog {
         let candidates = self.tables.keys().chain(self.views.keys());
         match closest(name, candidates.map(|s| s.as_str())) {
             Some(c) => format!("Table or view '{name}' not found. Did you mean '{c}'?"),
-            None if self.tables.is_empty() && self.views.is_empty() => format!(
-                "Table or view '{name}' not found: no table is declared yet (CREATE TABLE)"
-            ),
+            None if self.tables.is_empty() && self.views.is_empty() => {
+                format!("Table or view '{name}' not found: no table is declared yet (CREATE TABLE)")
+            }
             None => format!(
                 "Table or view '{name}' not found. Known: {}",
                 self.tables

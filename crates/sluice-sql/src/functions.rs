@@ -47,7 +47,10 @@ impl ScalarUDFImpl for ToTimestampLtz {
     }
 
     fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())))
+        Ok(DataType::Timestamp(
+            TimeUnit::Millisecond,
+            Some("UTC".into()),
+        ))
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
@@ -75,7 +78,10 @@ impl ScalarUDFImpl for ToTimestampLtz {
         for v in epoch.iter() {
             match v {
                 None => values.push(None),
-                Some(v) => match v.checked_mul(factor).filter(|ms| (MIN_MS..=MAX_MS).contains(ms)) {
+                Some(v) => match v
+                    .checked_mul(factor)
+                    .filter(|ms| (MIN_MS..=MAX_MS).contains(ms))
+                {
                     Some(ms) => values.push(Some(ms)),
                     None => {
                         return exec_err!(

@@ -271,10 +271,7 @@ pub fn parse_script(sql: &str) -> Result<Vec<ParsedStatement>> {
     ))) {
         if tok.token == Token::SemiColon {
             if current.iter().any(|t| !is_trivia(&t.token)) {
-                statements.push(parse_statement_tokens(
-                    sql,
-                    std::mem::take(&mut current),
-                )?);
+                statements.push(parse_statement_tokens(sql, std::mem::take(&mut current))?);
             }
             current.clear();
         } else {
@@ -316,7 +313,10 @@ fn text_between(sql: &str, start: Location, end: Location) -> String {
 
 fn parse_statement_tokens(sql: &str, tokens: Vec<TokenWithSpan>) -> Result<ParsedStatement> {
     // Trim leading and trailing trivia (whitespace and comments) for the statement text.
-    let first = tokens.iter().position(|t| !is_trivia(&t.token)).unwrap_or(0);
+    let first = tokens
+        .iter()
+        .position(|t| !is_trivia(&t.token))
+        .unwrap_or(0);
     let last = tokens
         .iter()
         .rposition(|t| !is_trivia(&t.token))
@@ -688,9 +688,10 @@ pub fn parse_flink_type(p: &mut Parser) -> Result<(DataType, String)> {
         loop {
             let t = p.next_token();
             match &t.token {
-                Token::Number(n, _) => v.push(n.parse::<u64>().map_err(|_| {
-                    err_at(t.span.start, format!("invalid type parameter {n}"))
-                })?),
+                Token::Number(n, _) => v
+                    .push(n.parse::<u64>().map_err(|_| {
+                        err_at(t.span.start, format!("invalid type parameter {n}"))
+                    })?),
                 _ => {
                     return Err(err_at(
                         t.span.start,
@@ -768,10 +769,8 @@ pub fn parse_flink_type(p: &mut Parser) -> Result<(DataType, String)> {
                     format!("TIMESTAMP_LTZ({precision})"),
                 )
             } else {
-                if parse_word(p, "WITHOUT") {
-                    if !(parse_word(p, "TIME") && parse_word(p, "ZONE")) {
-                        return Err(unexpected(p, "TIME ZONE after WITHOUT"));
-                    }
+                if parse_word(p, "WITHOUT") && !(parse_word(p, "TIME") && parse_word(p, "ZONE")) {
+                    return Err(unexpected(p, "TIME ZONE after WITHOUT"));
                 }
                 (
                     DataType::Timestamp(ts_unit(precision), None),
@@ -959,7 +958,8 @@ fn lift_table_functions(tokens: Vec<TokenWithSpan>) -> Result<Lifted> {
                                         _ => false,
                                     });
                                     if !has_alias {
-                                        let alias = call.input.rsplit('.').next().unwrap_or(&call.input);
+                                        let alias =
+                                            call.input.rsplit('.').next().unwrap_or(&call.input);
                                         out.push(TokenWithSpan::new(
                                             Token::Whitespace(Whitespace::Space),
                                             t.span,
@@ -1074,7 +1074,10 @@ fn parse_tvf_call(
         if first.token == Token::EOF {
             return Err(err_at(
                 end,
-                format!("Expected: an argument of {}, found: ',' or ')'", kind.name()),
+                format!(
+                    "Expected: an argument of {}, found: ',' or ')'",
+                    kind.name()
+                ),
             ));
         }
         let head = p.peek_token();
@@ -1096,7 +1099,10 @@ fn parse_tvf_call(
                 if kind != TvfKind::Session {
                     return Err(err_at(
                         head.span.start,
-                        format!("PARTITION BY is only allowed in SESSION, not in {}", kind.name()),
+                        format!(
+                            "PARTITION BY is only allowed in SESSION, not in {}",
+                            kind.name()
+                        ),
                     ));
                 }
             }
@@ -1273,7 +1279,7 @@ pub fn interval_ms(expr: &ast::Expr) -> std::result::Result<i64, String> {
         Some(last) => {
             // 'a:b:c' with fields from leading to last, e.g. '1:30' HOUR TO MINUTE,
             // '1 02:00:00' DAY TO SECOND.
-            let parts: Vec<&str> = body.split(|c| c == ':' || c == ' ').collect();
+            let parts: Vec<&str> = body.split([':', ' ']).collect();
             use ast::DateTimeField as F;
             let order = [F::Day, F::Hour, F::Minute, F::Second];
             let pos = |f: &F| order.iter().position(|o| o == f);
@@ -1281,7 +1287,9 @@ pub fn interval_ms(expr: &ast::Expr) -> std::result::Result<i64, String> {
                 return Err(format!("unsupported interval {leading} TO {last}"));
             };
             if b < a || parts.len() != b - a + 1 {
-                return Err(format!("invalid interval value '{text}' for {leading} TO {last}"));
+                return Err(format!(
+                    "invalid interval value '{text}' for {leading} TO {last}"
+                ));
             }
             let mut total = 0.0;
             for (k, part) in parts.iter().enumerate() {
@@ -1295,15 +1303,6 @@ pub fn interval_ms(expr: &ast::Expr) -> std::result::Result<i64, String> {
     };
     let ms = total.round() as i64;
     Ok(if negative { -ms } else { ms })
-}
-
-/// Whether a token is trivia (whitespace or comment); for callers that scan tokens.
-pub fn is_comment(t: &Token) -> bool {
-    matches!(
-        t,
-        Token::Whitespace(Whitespace::SingleLineComment { .. })
-            | Token::Whitespace(Whitespace::MultiLineComment(_))
-    )
 }
 
 #[cfg(test)]
@@ -1332,7 +1331,10 @@ mod tests {
             Some(DataType::Timestamp(TimeUnit::Millisecond, None))
         );
         assert!(ct.columns[0].not_null);
-        assert_eq!(ct.columns[2].computed.as_ref().unwrap().to_string(), "a + 1");
+        assert_eq!(
+            ct.columns[2].computed.as_ref().unwrap().to_string(),
+            "a + 1"
+        );
         let wm = ct.watermark.unwrap();
         assert_eq!(wm.column, "ts");
         assert_eq!(wm.expr.to_string(), "ts - INTERVAL '1' MONTH");
@@ -1346,7 +1348,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(v.len(), 2);
-        assert!(matches!(&v[0].statement, Statement::Set { pair: Some((k, v)) } if k == "a" && v == "b"));
+        assert!(
+            matches!(&v[0].statement, Statement::Set { pair: Some((k, v)) } if k == "a" && v == "b")
+        );
         assert!(matches!(v[1].statement, Statement::ShowTables));
         assert_eq!(v[1].location.line, 3);
     }

@@ -25,14 +25,14 @@ use datafusion_optimizer::analyzer::Analyzer;
 use datafusion_sql::planner::{ParserOptions, PlannerContext, SqlToRel};
 use datafusion_sql::sqlparser::ast;
 use sluice_common::plan::{
-    GroupOutput, OperatorSpec, PlanNode, SinkSpec, SourceSpec, WatermarkSpec,
-    WindowAggregateSpec, WindowInput, WindowKind, WindowSpec,
+    GroupOutput, OperatorSpec, PlanNode, SinkSpec, SourceSpec, WatermarkSpec, WindowAggregateSpec,
+    WindowInput, WindowKind, WindowSpec,
 };
 use sluice_common::{not_supported, plan_err, Result, SluiceError};
 
 use crate::catalog::{
-    closest, Catalog, ColumnInfo, FunctionRegistry, SqlContext, TableDef, ViewDef,
-    WINDOW_END, WINDOW_START,
+    closest, Catalog, ColumnInfo, FunctionRegistry, SqlContext, TableDef, ViewDef, WINDOW_END,
+    WINDOW_START,
 };
 use crate::parser::{CreateTable, QueryStatement, TvfKind, WindowTvfCall};
 
@@ -142,7 +142,11 @@ impl Planner {
         let mut physical = Vec::new();
         for c in &ct.columns {
             if ct.columns.iter().filter(|o| o.name == c.name).count() > 1 {
-                return plan_err!("Column '{}' is declared twice in table '{}'", c.name, ct.name);
+                return plan_err!(
+                    "Column '{}' is declared twice in table '{}'",
+                    c.name,
+                    ct.name
+                );
             }
             if let Some(dt) = &c.data_type {
                 physical.push(Field::new(&c.name, dt.clone(), !c.not_null));
@@ -187,8 +191,7 @@ impl Planner {
         let watermark = match &ct.watermark {
             None => None,
             Some(wm) => {
-                let Some(idx) = schema.fields().iter().position(|f| f.name() == &wm.column)
-                else {
+                let Some(idx) = schema.fields().iter().position(|f| f.name() == &wm.column) else {
                     let names = schema.fields().iter().map(|f| f.name().as_str());
                     let hint = closest(&wm.column, names)
                         .map(|c| format!(" Did you mean '{c}'?"))
@@ -320,7 +323,11 @@ impl Planner {
             return Err(SluiceError::Plan(self.catalog.unknown_relation(table)));
         };
         let node = self.plan_query(query)?;
-        let connector = def.options.get("connector").map(|s| s.as_str()).unwrap_or("");
+        let connector = def
+            .options
+            .get("connector")
+            .map(|s| s.as_str())
+            .unwrap_or("");
         if node.is_updating() && connector == "filesystem" {
             return plan_err!(
                 "INSERT INTO '{table}': the query's result is updating (a changelog of +I, -U, \
@@ -394,7 +401,9 @@ impl Planner {
             .unwrap_or(false)
         });
         if has_subquery {
-            return not_supported!("subqueries in expressions (IN (SELECT ...), EXISTS, scalar subqueries)");
+            return not_supported!(
+                "subqueries in expressions (IN (SELECT ...), EXISTS, scalar subqueries)"
+            );
         }
         match plan {
             LogicalPlan::TableScan(scan) => self.lower_scan(scan),
@@ -766,9 +775,9 @@ impl Planner {
             };
             if let WindowKind::Session { .. } = window.spec.kind {
                 for p in &window.partition_by {
-                    let grouped = keys.iter().any(|k| {
-                        matches!(unalias(k), Expr::Column(c) if &c.name == p)
-                    });
+                    let grouped = keys
+                        .iter()
+                        .any(|k| matches!(unalias(k), Expr::Column(c) if &c.name == p));
                     if !grouped {
                         return plan_err!(
                             "SESSION is partitioned by '{p}': GROUP BY must include it"
@@ -818,18 +827,20 @@ fn fixed_delay_ms(expr: &Expr, rowtime: &str) -> Option<i64> {
     let is_rowtime = |e: &Expr| matches!(unalias(e), Expr::Column(c) if c.name == rowtime);
     match unalias(expr) {
         e if is_rowtime(e) => Some(0),
-        Expr::BinaryExpr(BinaryExpr { left, op: Operator::Minus, right }) if is_rowtime(left) => {
-            match unalias(right) {
-                Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _) if v.months == 0 => {
-                    Some(v.days as i64 * 86_400_000 + v.nanoseconds / 1_000_000)
-                        .filter(|_| v.nanoseconds % 1_000_000 == 0)
-                }
-                Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _) => {
-                    Some(v.days as i64 * 86_400_000 + v.milliseconds as i64)
-                }
-                _ => None,
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::Minus,
+            right,
+        }) if is_rowtime(left) => match unalias(right) {
+            Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _) if v.months == 0 => {
+                Some(v.days as i64 * 86_400_000 + v.nanoseconds / 1_000_000)
+                    .filter(|_| v.nanoseconds % 1_000_000 == 0)
             }
-        }
+            Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _) => {
+                Some(v.days as i64 * 86_400_000 + v.milliseconds as i64)
+            }
+            _ => None,
+        },
         _ => None,
     }
 }
@@ -923,8 +934,17 @@ pub(crate) fn df_error(e: DataFusionError, catalog: &Catalog) -> SluiceError {
         DataFusionError::Plan(m) if m.starts_with("Invalid function '") => {
             let name = m.split('\'').nth(1).unwrap_or("");
             const WINDOW_FUNCTIONS: &[&str] = &[
-                "row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile",
-                "lag", "lead", "first_value", "last_value", "nth_value",
+                "row_number",
+                "rank",
+                "dense_rank",
+                "percent_rank",
+                "cume_dist",
+                "ntile",
+                "lag",
+                "lead",
+                "first_value",
+                "last_value",
+                "nth_value",
             ];
             if WINDOW_FUNCTIONS.contains(&name) {
                 return SluiceError::NotSupported(format!(
@@ -940,10 +960,7 @@ pub(crate) fn df_error(e: DataFusionError, catalog: &Catalog) -> SluiceError {
     // Placeholders of lifted window calls are ours, not the user's.
     msg = msg.replace("While expanding wildcard, column", "Column");
     while let Some(p) = msg.find("__sluice_tvf_") {
-        let end = msg[p..]
-            .find('.')
-            .map(|d| p + d + 1)
-            .unwrap_or(msg.len());
+        let end = msg[p..].find('.').map(|d| p + d + 1).unwrap_or(msg.len());
         msg.replace_range(p..end, "");
     }
     if let Some(loc) = location {
@@ -1002,7 +1019,10 @@ mod tests {
         };
         let node = planner.plan_query(q).unwrap();
         assert!(matches!(node.spec, OperatorSpec::Project { .. }));
-        assert!(matches!(node.input().spec, OperatorSpec::WindowAssign { .. }));
+        assert!(matches!(
+            node.input().spec,
+            OperatorSpec::WindowAssign { .. }
+        ));
         let Statement::Query(q) = &statements[4].statement else {
             panic!()
         };

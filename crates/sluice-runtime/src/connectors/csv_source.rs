@@ -71,7 +71,11 @@ struct BadValue {
 }
 
 impl ChunkDecoder {
-    fn new(schema: SchemaRef, options: CsvOptions, time_zone: sluice_common::time::Tz) -> Result<Self> {
+    fn new(
+        schema: SchemaRef,
+        options: CsvOptions,
+        time_zone: sluice_common::time::Tz,
+    ) -> Result<Self> {
         let null_regex = options.null_regex()?;
         Ok(ChunkDecoder {
             text: TextColumns::new(Arc::clone(&schema), time_zone),
@@ -82,7 +86,11 @@ impl ChunkDecoder {
     }
 
     /// arrow-csv over `bytes` holding `records` whole records.
-    fn parse(&self, bytes: &[u8], records: usize) -> std::result::Result<Option<RecordBatch>, String> {
+    fn parse(
+        &self,
+        bytes: &[u8],
+        records: usize,
+    ) -> std::result::Result<Option<RecordBatch>, String> {
         let mut builder = ReaderBuilder::new(Arc::clone(self.text.parse_schema()))
             .with_header(false)
             .with_delimiter(self.options.delimiter)
@@ -94,7 +102,9 @@ impl ChunkDecoder {
         let mut decoder = builder.build_decoder();
         let mut offset = 0;
         while offset < bytes.len() {
-            let n = decoder.decode(&bytes[offset..]).map_err(|e| e.to_string())?;
+            let n = decoder
+                .decode(&bytes[offset..])
+                .map_err(|e| e.to_string())?;
             if n == 0 {
                 break;
             }
@@ -128,15 +138,15 @@ impl ChunkDecoder {
         let mut good = Vec::new();
         let mut skipped = 0u64;
         for span in &chunk.records {
-            let result = self
-                .parse(&chunk.bytes[span.start..span.end], 1)
-                .map_err(|e| self.describe_parse_error(&chunk.file, span.line, &e))
-                .and_then(|b| match b {
-                    Some(b) => self.convert(b).map(Some).map_err(|(_, bad)| {
-                        self.describe_bad_value(&chunk.file, span.line, &bad)
-                    }),
-                    None => Ok(None),
-                });
+            let result =
+                self.parse(&chunk.bytes[span.start..span.end], 1)
+                    .map_err(|e| self.describe_parse_error(&chunk.file, span.line, &e))
+                    .and_then(|b| match b {
+                        Some(b) => self.convert(b).map(Some).map_err(|(_, bad)| {
+                            self.describe_bad_value(&chunk.file, span.line, &bad)
+                        }),
+                        None => Ok(None),
+                    });
             match result {
                 Ok(Some(b)) => good.push(b),
                 Ok(None) => {}
@@ -349,7 +359,8 @@ impl CsvSource {
     ) -> Result<Self> {
         let quote = Some(options.quote);
         let header = options.header;
-        let decoder: Arc<dyn ChunkFormat> = Arc::new(ChunkDecoder::new(schema, options, time_zone)?);
+        let decoder: Arc<dyn ChunkFormat> =
+            Arc::new(ChunkDecoder::new(schema, options, time_zone)?);
         Self::with_format(path, decoder, quote, header, batch_size, metrics)
     }
 
@@ -447,7 +458,13 @@ impl CsvSource {
                     // A last record without a newline.
                     bytes.push(b'\n');
                     file.line += 1 + quoted_lines;
-                    end_record(&mut bytes, &mut records, start, first_line, &mut file.header_pending);
+                    end_record(
+                        &mut bytes,
+                        &mut records,
+                        start,
+                        first_line,
+                        &mut file.header_pending,
+                    );
                 }
                 break;
             }
@@ -457,15 +474,22 @@ impl CsvSource {
             // common case) the newlines are found with SIMD search; with quotes, byte by
             // byte, tracking whether we are inside a quoted field.
             // `quoted_lines`: newlines inside quotes since the last record ended.
-            let mut on_newline = |i: usize, bytes: &mut Vec<u8>, copied: &mut usize, quoted_lines: u64| -> bool {
-                file.line += 1 + quoted_lines;
-                bytes.extend_from_slice(&buf[*copied..=i]);
-                *copied = i + 1;
-                end_record(bytes, &mut records, start, first_line, &mut file.header_pending);
-                start = bytes.len();
-                first_line = file.line;
-                records.len() == batch_size
-            };
+            let mut on_newline =
+                |i: usize, bytes: &mut Vec<u8>, copied: &mut usize, quoted_lines: u64| -> bool {
+                    file.line += 1 + quoted_lines;
+                    bytes.extend_from_slice(&buf[*copied..=i]);
+                    *copied = i + 1;
+                    end_record(
+                        bytes,
+                        &mut records,
+                        start,
+                        first_line,
+                        &mut file.header_pending,
+                    );
+                    start = bytes.len();
+                    first_line = file.line;
+                    records.len() == batch_size
+                };
             if !in_quotes && memchr::memchr(quote, buf).is_none() {
                 for i in memchr::memchr_iter(b'\n', buf) {
                     let done = on_newline(i, &mut bytes, &mut copied, quoted_lines);
@@ -533,7 +557,10 @@ enum Pending {
 impl CsvSource {
     fn take_helper_result(&mut self, wait: bool) -> Result<bool> {
         let stopped = || SluiceError::Internal("the CSV decode thread stopped".into());
-        let helper = self.helper.as_ref().expect("a chunk was sent to the helper");
+        let helper = self
+            .helper
+            .as_ref()
+            .expect("a chunk was sent to the helper");
         let result = if wait {
             Some(helper.from_helper.recv().map_err(|_| stopped())?)
         } else {
@@ -611,4 +638,3 @@ impl Source for CsvSource {
         format!("filesystem csv ({} files)", self.files.len())
     }
 }
-

@@ -57,18 +57,22 @@ pub struct DatagenSource {
 fn parse_num(options: &ConnectorOptions, key: &str) -> Result<Option<f64>> {
     match options.get(key) {
         None => Ok(None),
-        Some(v) => v.trim().parse::<f64>().map(Some).map_err(|_| {
-            SluiceError::Config(format!("'{key}' must be a number, found '{v}'"))
-        }),
+        Some(v) => v
+            .trim()
+            .parse::<f64>()
+            .map(Some)
+            .map_err(|_| SluiceError::Config(format!("'{key}' must be a number, found '{v}'"))),
     }
 }
 
 fn parse_int(options: &ConnectorOptions, key: &str) -> Result<Option<i64>> {
     match options.get(key) {
         None => Ok(None),
-        Some(v) => v.trim().parse::<i64>().map(Some).map_err(|_| {
-            SluiceError::Config(format!("'{key}' must be an integer, found '{v}'"))
-        }),
+        Some(v) => {
+            v.trim().parse::<i64>().map(Some).map_err(|_| {
+                SluiceError::Config(format!("'{key}' must be an integer, found '{v}'"))
+            })
+        }
     }
 }
 
@@ -102,9 +106,15 @@ pub fn parse_duration_ms(options: &ConnectorOptions, key: &str) -> Result<Option
                 _ => return Err(bad()),
             }
         }
-        return if num.is_empty() { Ok(Some(total as i64)) } else { Err(bad()) };
+        return if num.is_empty() {
+            Ok(Some(total as i64))
+        } else {
+            Err(bad())
+        };
     }
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let n: f64 = num.parse().map_err(|_| bad())?;
     let factor = match unit.trim() {
@@ -151,12 +161,23 @@ impl DatagenSource {
         let mut remaining = parse_int(options, "number-of-rows")?.map(|n| n.max(0) as u64);
         for f in schema.fields() {
             let key = |k: &str| format!("fields.{}.{k}", f.name());
-            let kind = options.get(&key("kind")).map(|s| s.as_str()).unwrap_or("random");
+            let kind = options
+                .get(&key("kind"))
+                .map(|s| s.as_str())
+                .unwrap_or("random");
             let gen = match (kind, f.data_type()) {
-                ("sequence", DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 | DataType::Utf8) => {
-                    let (Some(start), Some(end)) =
-                        (parse_int(options, &key("start"))?, parse_int(options, &key("end"))?)
-                    else {
+                (
+                    "sequence",
+                    DataType::Int8
+                    | DataType::Int16
+                    | DataType::Int32
+                    | DataType::Int64
+                    | DataType::Utf8,
+                ) => {
+                    let (Some(start), Some(end)) = (
+                        parse_int(options, &key("start"))?,
+                        parse_int(options, &key("end"))?,
+                    ) else {
                         return Err(SluiceError::Config(format!(
                             "datagen table '{table}': sequence field '{}' needs '{}' and '{}'",
                             f.name(),
@@ -183,10 +204,15 @@ impl DatagenSource {
                     length: parse_int(options, &key("length"))?.unwrap_or(100).max(0) as usize,
                 },
                 ("random", DataType::Boolean) => FieldGen::RandomBool,
-                ("random", DataType::Timestamp(TimeUnit::Millisecond, _)) => FieldGen::RandomTimestamp {
-                    max_past_ms: parse_duration_ms(options, &key("max-past"))?.unwrap_or(0),
-                },
-                ("random", dt @ (DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64)) => {
+                ("random", DataType::Timestamp(TimeUnit::Millisecond, _)) => {
+                    FieldGen::RandomTimestamp {
+                        max_past_ms: parse_duration_ms(options, &key("max-past"))?.unwrap_or(0),
+                    }
+                }
+                (
+                    "random",
+                    dt @ (DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64),
+                ) => {
                     let (lo, hi) = int_range(dt);
                     let min = parse_int(options, &key("min"))?.unwrap_or(lo);
                     let max = parse_int(options, &key("max"))?.unwrap_or(hi);
@@ -232,7 +258,9 @@ impl DatagenSource {
             };
             fields.push(gen);
         }
-        let rows_per_second = parse_int(options, "rows-per-second")?.unwrap_or(10_000).max(1) as u64;
+        let rows_per_second = parse_int(options, "rows-per-second")?
+            .unwrap_or(10_000)
+            .max(1) as u64;
         let seed = match parse_int(options, "seed")? {
             Some(s) => s as u64,
             None => std::time::SystemTime::now()
@@ -273,7 +301,9 @@ impl DatagenSource {
             .unwrap_or(0);
         macro_rules! ints {
             ($arr:ty, $t:ty, $f:expr) => {
-                Arc::new(<$arr>::from((0..n).map(|_| $f(self) as $t).collect::<Vec<$t>>())) as ArrayRef
+                Arc::new(<$arr>::from(
+                    (0..n).map(|_| $f(self) as $t).collect::<Vec<$t>>(),
+                )) as ArrayRef
             };
         }
         match (&self.fields[i], &dt) {
@@ -291,10 +321,18 @@ impl DatagenSource {
                     })
                     .collect();
                 match dt {
-                    DataType::Int8 => Arc::new(Int8Array::from(values.iter().map(|v| *v as i8).collect::<Vec<_>>())),
-                    DataType::Int16 => Arc::new(Int16Array::from(values.iter().map(|v| *v as i16).collect::<Vec<_>>())),
-                    DataType::Int32 => Arc::new(Int32Array::from(values.iter().map(|v| *v as i32).collect::<Vec<_>>())),
-                    DataType::Utf8 => Arc::new(StringArray::from(values.iter().map(|v| v.to_string()).collect::<Vec<_>>())),
+                    DataType::Int8 => Arc::new(Int8Array::from(
+                        values.iter().map(|v| *v as i8).collect::<Vec<_>>(),
+                    )),
+                    DataType::Int16 => Arc::new(Int16Array::from(
+                        values.iter().map(|v| *v as i16).collect::<Vec<_>>(),
+                    )),
+                    DataType::Int32 => Arc::new(Int32Array::from(
+                        values.iter().map(|v| *v as i32).collect::<Vec<_>>(),
+                    )),
+                    DataType::Utf8 => Arc::new(StringArray::from(
+                        values.iter().map(|v| v.to_string()).collect::<Vec<_>>(),
+                    )),
                     _ => Arc::new(Int64Array::from(values)),
                 }
             }
@@ -323,7 +361,9 @@ impl DatagenSource {
                 let values: Vec<String> = (0..n)
                     .map(|_| {
                         (0..length)
-                            .map(|_| ALPHABET[(self.next_u64() % ALPHABET.len() as u64) as usize] as char)
+                            .map(|_| {
+                                ALPHABET[(self.next_u64() % ALPHABET.len() as u64) as usize] as char
+                            })
                             .collect()
                     })
                     .collect();
@@ -332,7 +372,14 @@ impl DatagenSource {
             (FieldGen::RandomTimestamp { max_past_ms }, dt) => {
                 let past = *max_past_ms;
                 let values: Vec<i64> = (0..n)
-                    .map(|_| now_ms - if past > 0 { (self.next_u64() % (past as u64 + 1)) as i64 } else { 0 })
+                    .map(|_| {
+                        now_ms
+                            - if past > 0 {
+                                (self.next_u64() % (past as u64 + 1)) as i64
+                            } else {
+                                0
+                            }
+                    })
                     .collect();
                 let tz = match dt {
                     DataType::Timestamp(_, tz) => tz.clone(),
@@ -340,9 +387,9 @@ impl DatagenSource {
                 };
                 Arc::new(TimestampMillisecondArray::from(values).with_timezone_opt(tz))
             }
-            (FieldGen::RandomBool, _) => {
-                Arc::new(BooleanArray::from((0..n).map(|_| self.next_u64() & 1 == 1).collect::<Vec<_>>()))
-            }
+            (FieldGen::RandomBool, _) => Arc::new(BooleanArray::from(
+                (0..n).map(|_| self.next_u64() & 1 == 1).collect::<Vec<_>>(),
+            )),
         }
     }
 }
@@ -365,11 +412,13 @@ impl Source for DatagenSource {
         let columns = (0..self.fields.len()).map(|i| self.column(i, n)).collect();
         self.produced += n as u64;
         JobMetrics::add(&self.metrics.rows_in, n as u64);
-        Ok(Some(RecordBatch::try_new(Arc::clone(&self.schema), columns)?))
+        Ok(Some(RecordBatch::try_new(
+            Arc::clone(&self.schema),
+            columns,
+        )?))
     }
 
     fn describe(&self) -> String {
         format!("datagen ({} rows/s)", self.rows_per_second)
     }
 }
-

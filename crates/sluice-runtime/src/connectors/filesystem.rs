@@ -93,7 +93,8 @@ pub fn list_files(path: &Path) -> Result<Vec<PathBuf>> {
     let entries = std::fs::read_dir(path)
         .map_err(|e| SluiceError::io(format!("listing '{}'", path.display()), e))?;
     for entry in entries {
-        let entry = entry.map_err(|e| SluiceError::io(format!("listing '{}'", path.display()), e))?;
+        let entry =
+            entry.map_err(|e| SluiceError::io(format!("listing '{}'", path.display()), e))?;
         let name = entry.file_name().to_string_lossy().to_string();
         if name.starts_with('.') || name.starts_with('_') {
             continue;
@@ -120,8 +121,9 @@ pub struct DirectorySink {
 impl DirectorySink {
     /// A sink writing into `dir` (created if missing), CSV or JSON lines.
     pub fn new(dir: &Path, file_name: String, json: bool) -> Result<Self> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| SluiceError::io(format!("creating sink directory '{}'", dir.display()), e))?;
+        std::fs::create_dir_all(dir).map_err(|e| {
+            SluiceError::io(format!("creating sink directory '{}'", dir.display()), e)
+        })?;
         Ok(DirectorySink {
             dir: dir.to_path_buf(),
             file_name,
@@ -133,7 +135,9 @@ impl DirectorySink {
 
 /// JSON-lines bytes of a batch, in Sluice's output conventions.
 pub fn json_bytes(batch: &RecordBatch) -> Result<Vec<u8>> {
-    use datafusion_common::arrow::json::writer::{LineDelimited, WriterBuilder as JsonWriterBuilder};
+    use datafusion_common::arrow::json::writer::{
+        LineDelimited, WriterBuilder as JsonWriterBuilder,
+    };
     let mut out = Vec::new();
     {
         let mut w = JsonWriterBuilder::new()
@@ -194,10 +198,10 @@ impl BatchSink for DirectorySink {
 
     fn finish(&mut self) -> Result<()> {
         if let Some(w) = self.writer.as_mut() {
-            w.flush()
-                .map_err(|e| SluiceError::io(format!("writing into '{}'", self.dir.display()), e))?;
+            w.flush().map_err(|e| {
+                SluiceError::io(format!("writing into '{}'", self.dir.display()), e)
+            })?;
         }
         Ok(())
     }
 }
-

@@ -35,33 +35,39 @@ impl JsonFormat {
         }
     }
 
-    fn parse(&self, bytes: &[u8], records: usize) -> std::result::Result<Option<RecordBatch>, String> {
+    fn parse(
+        &self,
+        bytes: &[u8],
+        records: usize,
+    ) -> std::result::Result<Option<RecordBatch>, String> {
         let batch = self.parse_text(bytes, records)?;
         match batch {
             None => Ok(None),
-            Some(b) => self
-                .text
-                .convert(b)
-                .map(Some)
-                .map_err(|bad| {
-                    format!(
-                        "cannot parse '{}' as {} for field '{}'",
-                        bad.value,
-                        self.text.schema().field(bad.column).data_type(),
-                        self.text.schema().field(bad.column).name()
-                    )
-                }),
+            Some(b) => self.text.convert(b).map(Some).map_err(|bad| {
+                format!(
+                    "cannot parse '{}' as {} for field '{}'",
+                    bad.value,
+                    self.text.schema().field(bad.column).data_type(),
+                    self.text.schema().field(bad.column).name()
+                )
+            }),
         }
     }
 
-    fn parse_text(&self, bytes: &[u8], records: usize) -> std::result::Result<Option<RecordBatch>, String> {
+    fn parse_text(
+        &self,
+        bytes: &[u8],
+        records: usize,
+    ) -> std::result::Result<Option<RecordBatch>, String> {
         let mut decoder = ReaderBuilder::new(Arc::clone(self.text.parse_schema()))
             .with_batch_size(records.max(1))
             .build_decoder()
             .map_err(|e| e.to_string())?;
         let mut offset = 0;
         while offset < bytes.len() {
-            let n = decoder.decode(&bytes[offset..]).map_err(|e| e.to_string())?;
+            let n = decoder
+                .decode(&bytes[offset..])
+                .map_err(|e| e.to_string())?;
             if n == 0 {
                 break;
             }

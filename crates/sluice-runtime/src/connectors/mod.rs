@@ -59,9 +59,9 @@ pub struct ConnectorContext {
 }
 
 fn option<'a>(options: &'a ConnectorOptions, key: &str, table: &str) -> Result<&'a String> {
-    options.get(key).ok_or_else(|| {
-        SluiceError::Config(format!("table '{table}' needs the option '{key}'"))
-    })
+    options
+        .get(key)
+        .ok_or_else(|| SluiceError::Config(format!("table '{table}' needs the option '{key}'")))
 }
 
 fn resolve(ctx: &ConnectorContext, path: &str) -> PathBuf {
@@ -196,7 +196,10 @@ impl BatchSink for PrintSink {
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
         for row in 0..batch.num_rows() {
-            let values: Vec<String> = formatters.iter().map(|f| f.value(row).to_string()).collect();
+            let values: Vec<String> = formatters
+                .iter()
+                .map(|f| f.value(row).to_string())
+                .collect();
             let op = stream_batch.row_kind(row).short();
             writeln!(out, "{}{op}[{}]", self.prefix, values.join(", "))
                 .map_err(|e| SluiceError::io("printing rows", e))?;

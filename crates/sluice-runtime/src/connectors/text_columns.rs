@@ -50,7 +50,9 @@ impl TextColumns {
             .map(|(i, f)| {
                 let kind = match f.data_type() {
                     DataType::Timestamp(TimeUnit::Millisecond, None) => Some(TextKind::Timestamp),
-                    DataType::Timestamp(TimeUnit::Millisecond, Some(_)) => Some(TextKind::LocalZoned),
+                    DataType::Timestamp(TimeUnit::Millisecond, Some(_)) => {
+                        Some(TextKind::LocalZoned)
+                    }
                     DataType::Decimal128(_, _) => Some(TextKind::Decimal),
                     _ => None,
                 };
@@ -95,16 +97,21 @@ impl TextColumns {
             };
         }
         let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-        RecordBatch::try_new_with_options(Arc::clone(&self.schema), columns, &options).map_err(|e| {
-            BadText {
+        RecordBatch::try_new_with_options(Arc::clone(&self.schema), columns, &options).map_err(
+            |e| BadText {
                 row: 0,
                 column: 0,
                 value: e.to_string(),
-            }
-        })
+            },
+        )
     }
 
-    fn timestamp(&self, text: &StringArray, c: usize, local_zoned: bool) -> Result<ArrayRef, BadText> {
+    fn timestamp(
+        &self,
+        text: &StringArray,
+        c: usize,
+        local_zoned: bool,
+    ) -> Result<ArrayRef, BadText> {
         let mut values = Vec::with_capacity(text.len());
         for row in 0..text.len() {
             if text.is_null(row) {

@@ -15,7 +15,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use datafusion_common::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int8Array, UInt32Array};
+use datafusion_common::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, Int8Array, UInt32Array,
+};
 use datafusion_common::arrow::compute::take;
 use datafusion_common::arrow::datatypes::{DataType, SchemaRef};
 use datafusion_common::{DataFusionError, ScalarValue};
@@ -196,7 +198,8 @@ impl Operator for GroupAggregateOperator {
         };
         let all: Vec<u32> = (0..n as u32).collect();
         let mut group_of = std::mem::take(&mut self.scratch);
-        self.index.group_indices(key_rows.as_ref(), &all, &mut group_of);
+        self.index
+            .group_indices(key_rows.as_ref(), &all, &mut group_of);
         // Rows of each group, split into added and retracted.
         let mut per_group: BTreeMap<usize, (Vec<u32>, Vec<u32>)> = BTreeMap::new();
         for (row, &g) in group_of.iter().enumerate() {
@@ -230,7 +233,11 @@ impl Operator for GroupAggregateOperator {
             let idx = match &filters[a] {
                 // FILTER (WHERE ...): only rows where it is true.
                 Some(f) => {
-                    let kept: Vec<u32> = rows.iter().copied().filter(|r| f.is_valid(*r as usize) && f.value(*r as usize)).collect();
+                    let kept: Vec<u32> = rows
+                        .iter()
+                        .copied()
+                        .filter(|r| f.is_valid(*r as usize) && f.value(*r as usize))
+                        .collect();
                     UInt32Array::from(kept)
                 }
                 None => idx,

@@ -258,10 +258,16 @@ impl SessionAggregateOperator {
         for g in &self.group_outputs {
             columns.push(match g {
                 GroupOutput::WindowStart => Arc::new(TimestampMillisecondArray::from(
-                    fired.iter().map(|s| self.spec.local_ms(s.start_ms)).collect::<Vec<_>>(),
+                    fired
+                        .iter()
+                        .map(|s| self.spec.local_ms(s.start_ms))
+                        .collect::<Vec<_>>(),
                 )),
                 GroupOutput::WindowEnd => Arc::new(TimestampMillisecondArray::from(
-                    fired.iter().map(|s| self.spec.local_ms(s.end_ms)).collect::<Vec<_>>(),
+                    fired
+                        .iter()
+                        .map(|s| self.spec.local_ms(s.end_ms))
+                        .collect::<Vec<_>>(),
                 )),
                 GroupOutput::Key(k) => match key_columns.get(*k) {
                     Some(a) => Arc::clone(a),
@@ -270,7 +276,11 @@ impl SessionAggregateOperator {
             });
         }
         columns.extend(values);
-        out.emit(StreamBatch::new(batch_with_schema(&self.schema, columns, rows)?));
+        out.emit(StreamBatch::new(batch_with_schema(
+            &self.schema,
+            columns,
+            rows,
+        )?));
         // Release buffered batches whose rows have all been emitted.
         for s in &fired {
             for &(batch, _) in &s.rows {

@@ -88,7 +88,9 @@ pub(crate) fn batch_with_schema(
                 })
                 .collect();
             let relaxed = Arc::new(datafusion_common::arrow::datatypes::Schema::new(fields));
-            Ok(RecordBatch::try_new_with_options(relaxed, columns, &options)?)
+            Ok(RecordBatch::try_new_with_options(
+                relaxed, columns, &options,
+            )?)
         }
     }
 }

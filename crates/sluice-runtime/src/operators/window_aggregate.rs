@@ -104,9 +104,11 @@ impl WindowAggregateOperator {
         }
         let mut batches = Vec::with_capacity(fired.len());
         for w in fired {
-            let rows = w.values.first().map(|v| v.len()).unwrap_or_else(|| {
-                w.keys.first().map(|k| k.len()).unwrap_or(1)
-            });
+            let rows = w
+                .values
+                .first()
+                .map(|v| v.len())
+                .unwrap_or_else(|| w.keys.first().map(|k| k.len()).unwrap_or(1));
             let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.schema.fields().len());
             for g in &self.group_outputs {
                 columns.push(match g {
@@ -184,7 +186,9 @@ impl Operator for WindowAggregateOperator {
         let mut late = 0u64;
         match &self.windows {
             WindowSource::Columns { start, end } => {
-                let starts = data.column(*start).as_primitive::<TimestampMillisecondType>();
+                let starts = data
+                    .column(*start)
+                    .as_primitive::<TimestampMillisecondType>();
                 let ends = data.column(*end).as_primitive::<TimestampMillisecondType>();
                 for i in 0..n {
                     let e = ends.value(i);

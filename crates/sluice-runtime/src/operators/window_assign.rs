@@ -130,4 +130,3 @@ impl Operator for WindowAssignOperator {
         Ok(())
     }
 }
-
