@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use datafusion_common::arrow::array::{ArrayRef, BooleanArray};
+use datafusion_common::arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch};
 use datafusion_common::arrow::datatypes::DataType;
 use datafusion_common::arrow::row::{RowConverter, Rows, SortField};
 use datafusion_expr::{EmitTo, GroupsAccumulator};
@@ -121,6 +121,14 @@ impl AccumulatorFactory {
     /// A factory for these aggregate functions.
     pub fn new(aggregates: Vec<Arc<AggregateFunctionExpr>>) -> Self {
         AccumulatorFactory { aggregates }
+    }
+
+    /// The accumulator state fields of aggregate `a` (what `state()` emits).
+    pub fn state_fields(
+        &self,
+        a: usize,
+    ) -> Result<Vec<datafusion_common::arrow::datatypes::FieldRef>> {
+        Ok(self.aggregates[a].state_fields()?)
     }
 
     /// One new accumulator per aggregate: DataFusion's vectorized `GroupsAccumulator`
@@ -255,5 +263,353 @@ impl WindowAggregateState {
             });
         }
         Ok(fired)
+    }
+}
+
+/// Number of key groups when `'pipeline.max-parallelism'` is not set (Flink's default).
+pub const DEFAULT_MAX_PARALLELISM: u32 = 128;
+
+/// The key group (0..`max_parallelism`) of each row of `key_columns`: a fixed hash of the
+/// key (DataFusion's `create_hashes` with its fixed-seed state, so the same key maps to
+/// the same group in every run of the same build) modulo the number of key groups. Key
+/// groups are the unit in which keyed state is split across subtasks (Flink's
+/// `KeyGroupRangeAssignment`). No key columns: group 0.
+pub fn key_groups(key_columns: &[ArrayRef], rows: usize, max_parallelism: u32) -> Result<Vec<u32>> {
+    if key_columns.is_empty() {
+        return Ok(vec![0; rows]);
+    }
+    let mut hashes = vec![0u64; rows];
+    datafusion_common::hash_utils::create_hashes(
+        key_columns,
+        &datafusion_common::hash_utils::RandomState::default(),
+        &mut hashes,
+    )?;
+    Ok(hashes
+        .iter()
+        .map(|h| (h % max_parallelism as u64) as u32)
+        .collect())
+}
+
+impl WindowAggregateState {
+    /// A columnar snapshot of the state: one row per (window, key), with columns
+    /// `window_start`, `window_end` (ms), `key_group`, the key columns (`key_0`, ...), and
+    /// each aggregate's accumulator state columns (`agg_<n>_<state field>`). `None` when
+    /// no window is open. This is what a checkpoint writes (as Arrow IPC); [`Self::restore`]
+    /// reads it back, at any parallelism (rows can be split by `key_group`).
+    ///
+    /// Taking the snapshot leaves the state as it was: DataFusion's `state()` consumes an
+    /// accumulator, so each is rebuilt from the emitted state with `merge_batch`.
+    pub fn snapshot(&mut self, max_parallelism: u32) -> Result<Option<RecordBatch>> {
+        use datafusion_common::arrow::array::{Int64Array, UInt32Array};
+        use datafusion_common::arrow::datatypes::{Field, Schema};
+        let mut batches = Vec::new();
+        let factory = self.factory.clone();
+        for ((end_ms, start_ms), window) in self.windows.iter_mut() {
+            let n = window.keys.len();
+            if n == 0 {
+                continue;
+            }
+            let keys = window.keys.key_columns(self.converter.as_ref())?;
+            let groups = key_groups(&keys, n, max_parallelism)?;
+            let mut columns: Vec<ArrayRef> = vec![
+                Arc::new(Int64Array::from(vec![*start_ms; n])),
+                Arc::new(Int64Array::from(vec![*end_ms; n])),
+                Arc::new(UInt32Array::from(groups)),
+            ];
+            let mut fields = vec![
+                Field::new("window_start", DataType::Int64, false),
+                Field::new("window_end", DataType::Int64, false),
+                Field::new("key_group", DataType::UInt32, false),
+            ];
+            for (i, k) in keys.iter().enumerate() {
+                fields.push(Field::new(format!("key_{i}"), k.data_type().clone(), true));
+                columns.push(Arc::clone(k));
+            }
+            let mut rebuilt = factory.create()?;
+            let all_groups: Vec<usize> = (0..n).collect();
+            for (a, (acc, fresh)) in window
+                .accumulators
+                .iter_mut()
+                .zip(rebuilt.iter_mut())
+                .enumerate()
+            {
+                let state = acc.state(EmitTo::All)?;
+                fresh.merge_batch(&state, &all_groups, n)?;
+                let names = factory.state_fields(a)?;
+                for (s, f) in state.into_iter().zip(names) {
+                    fields.push(Field::new(
+                        format!("agg_{a}_{}", f.name()),
+                        s.data_type().clone(),
+                        true,
+                    ));
+                    columns.push(s);
+                }
+            }
+            window.accumulators = rebuilt;
+            batches.push(RecordBatch::try_new(
+                Arc::new(Schema::new(fields)),
+                columns,
+            )?);
+        }
+        if batches.is_empty() {
+            return Ok(None);
+        }
+        let schema = batches[0].schema();
+        Ok(Some(datafusion_common::arrow::compute::concat_batches(
+            &schema, &batches,
+        )?))
+    }
+
+    /// Adds the windows and keys of a snapshot (from [`Self::snapshot`]) to this state,
+    /// merging into windows and keys already present. Rows may be a subset (the key groups
+    /// a subtask owns).
+    ///
+    /// # Errors
+    /// A snapshot whose columns do not match this operator's keys and aggregates.
+    pub fn restore(&mut self, snapshot: &RecordBatch) -> Result<()> {
+        use datafusion_common::arrow::array::AsArray;
+        use datafusion_common::arrow::datatypes::Int64Type;
+        let key_count = self
+            .converter
+            .as_ref()
+            .map(|_| {
+                snapshot
+                    .schema()
+                    .fields()
+                    .iter()
+                    .filter(|f| f.name().starts_with("key_") && f.name() != "key_group")
+                    .count()
+            })
+            .unwrap_or(0);
+        let starts = snapshot.column(0).as_primitive::<Int64Type>();
+        let ends = snapshot.column(1).as_primitive::<Int64Type>();
+        // Rows of each window.
+        let mut per_window: BTreeMap<(i64, i64), Vec<u32>> = BTreeMap::new();
+        for r in 0..snapshot.num_rows() {
+            per_window
+                .entry((ends.value(r), starts.value(r)))
+                .or_default()
+                .push(r as u32);
+        }
+        let first_state = 3 + key_count;
+        for ((end_ms, start_ms), rows) in per_window {
+            let idx = datafusion_common::arrow::array::UInt32Array::from(rows.clone());
+            let take =
+                |c: usize| datafusion_common::arrow::compute::take(snapshot.column(c), &idx, None);
+            let keys = (3..first_state)
+                .map(take)
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            let window = match self.windows.entry((end_ms, start_ms)) {
+                std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::btree_map::Entry::Vacant(v) => v.insert(WindowGroups {
+                    keys: KeyIndex::new(self.converter.as_ref()),
+                    accumulators: self.factory.create()?,
+                }),
+            };
+            let key_rows = match &self.converter {
+                Some(c) => Some(c.convert_columns(&keys)?),
+                None => None,
+            };
+            let selection: Vec<u32> = (0..rows.len() as u32).collect();
+            window
+                .keys
+                .group_indices(key_rows.as_ref(), &selection, &mut self.scratch);
+            let total = window.keys.len();
+            let mut column = first_state;
+            for (a, acc) in window.accumulators.iter_mut().enumerate() {
+                let width = self.factory.state_fields(a)?.len();
+                if column + width > snapshot.num_columns() {
+                    return Err(sluice_common::SluiceError::Execution(
+                        "a window state snapshot does not match the operator's aggregates".into(),
+                    ));
+                }
+                let states = (column..column + width)
+                    .map(take)
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                acc.merge_batch(&states, &self.scratch, total)?;
+                column += width;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Arrow IPC (stream format) bytes of a batch: how snapshots are written.
+pub fn to_ipc(batch: &RecordBatch) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    {
+        let mut w = datafusion_common::arrow::ipc::writer::StreamWriter::try_new(
+            &mut out,
+            &batch.schema(),
+        )?;
+        w.write(batch)?;
+        w.finish()?;
+    }
+    Ok(out)
+}
+
+/// The batches of Arrow IPC stream bytes.
+pub fn from_ipc(bytes: &[u8]) -> Result<Vec<RecordBatch>> {
+    let reader = datafusion_common::arrow::ipc::reader::StreamReader::try_new(bytes, None)?;
+    Ok(reader.collect::<std::result::Result<Vec<_>, _>>()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion_common::arrow::array::{Float64Array, StringArray};
+    use datafusion_common::arrow::datatypes::{Field, Schema};
+    use datafusion_common::ScalarValue;
+    use datafusion_physical_expr::aggregate::AggregateExprBuilder;
+    use datafusion_physical_expr::expressions::col;
+    use sluice_common::plan::{WindowKind, WindowSpec};
+
+    fn factory() -> AccumulatorFactory {
+        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Float64, true)]));
+        let v = col("v", &schema).unwrap();
+        let build = |udf, name: &str| {
+            Arc::new(
+                AggregateExprBuilder::new(udf, vec![Arc::clone(&v)])
+                    .schema(Arc::clone(&schema))
+                    .alias(name)
+                    .build()
+                    .unwrap(),
+            )
+        };
+        AccumulatorFactory::new(vec![
+            build(datafusion_functions_aggregate::sum::sum_udaf(), "s"),
+            build(datafusion_functions_aggregate::count::count_udaf(), "c"),
+            build(datafusion_functions_aggregate::min_max::max_udaf(), "m"),
+            build(datafusion_functions_aggregate::average::avg_udaf(), "a"),
+            build(datafusion_functions_aggregate::count::count_udaf(), "d"),
+        ])
+    }
+
+    /// Rows (window start ms, key, value) into 10 ms windows.
+    fn feed(state: &mut WindowAggregateState, rows: &[(i64, &str, Option<f64>)]) {
+        for &(start, key, v) in rows {
+            let keys: Vec<ArrayRef> = vec![Arc::new(StringArray::from(vec![key]))];
+            let key_rows = state.key_rows(&keys).unwrap();
+            let arg: ArrayRef = Arc::new(Float64Array::from(vec![v]));
+            let args = vec![vec![Arc::clone(&arg)]; 5];
+            state
+                .update(
+                    start,
+                    start + 10,
+                    key_rows.as_ref(),
+                    &[0],
+                    &args,
+                    &[None, None, None, None, None],
+                )
+                .unwrap();
+        }
+    }
+
+    fn fire_all(state: &mut WindowAggregateState) -> Vec<String> {
+        let spec = WindowSpec {
+            kind: WindowKind::Tumble { size_ms: 10 },
+            offset_ms: 0,
+            time_zone: None,
+        };
+        let mut rows = Vec::new();
+        for w in state.fire(&spec, i64::MAX).unwrap() {
+            for r in 0..w.keys[0].len() {
+                let mut row = format!(
+                    "{} {}",
+                    w.start_ms,
+                    ScalarValue::try_from_array(&w.keys[0], r).unwrap()
+                );
+                for v in &w.values {
+                    row.push_str(&format!(" {}", ScalarValue::try_from_array(v, r).unwrap()));
+                }
+                rows.push(row);
+            }
+        }
+        rows.sort();
+        rows
+    }
+
+    const PART1: &[(i64, &str, Option<f64>)] = &[
+        (0, "a", Some(1.0)),
+        (0, "b", Some(5.0)),
+        (0, "a", None),
+        (10, "a", Some(7.0)),
+        (20, "c", Some(2.0)),
+    ];
+    const PART2: &[(i64, &str, Option<f64>)] = &[
+        (0, "a", Some(4.0)),
+        (10, "b", Some(3.0)),
+        (10, "a", Some(-1.0)),
+        (20, "c", Some(9.0)),
+        (30, "d", Some(6.0)),
+    ];
+
+    fn uninterrupted() -> Vec<String> {
+        let mut state = WindowAggregateState::new(&[DataType::Utf8], factory()).unwrap();
+        feed(&mut state, PART1);
+        feed(&mut state, PART2);
+        fire_all(&mut state)
+    }
+
+    /// Snapshot (through Arrow IPC), restore into a new state, continue: the results are
+    /// those of a run without the snapshot, and taking the snapshot does not disturb the
+    /// original state either.
+    #[test]
+    fn snapshot_and_restore_continue_identically() {
+        let expected = uninterrupted();
+        assert_eq!(expected.len(), 6);
+        let mut original = WindowAggregateState::new(&[DataType::Utf8], factory()).unwrap();
+        feed(&mut original, PART1);
+        let snapshot = original.snapshot(DEFAULT_MAX_PARALLELISM).unwrap().unwrap();
+        assert_eq!(snapshot.num_rows(), 4, "windows x keys after part 1");
+        let bytes = to_ipc(&snapshot).unwrap();
+        let mut restored = WindowAggregateState::new(&[DataType::Utf8], factory()).unwrap();
+        for batch in from_ipc(&bytes).unwrap() {
+            restored.restore(&batch).unwrap();
+        }
+        feed(&mut original, PART2);
+        feed(&mut restored, PART2);
+        assert_eq!(fire_all(&mut original), expected);
+        assert_eq!(fire_all(&mut restored), expected);
+    }
+
+    /// Restored in two halves by key group (two subtasks), the union is the whole.
+    #[test]
+    fn a_snapshot_splits_by_key_group() {
+        let mut original = WindowAggregateState::new(&[DataType::Utf8], factory()).unwrap();
+        feed(&mut original, PART1);
+        let snapshot = original.snapshot(4).unwrap().unwrap();
+        let groups = snapshot
+            .column(2)
+            .as_any()
+            .downcast_ref::<datafusion_common::arrow::array::UInt32Array>()
+            .unwrap()
+            .clone();
+        assert!(groups.values().iter().all(|g| *g < 4));
+        let mut union = Vec::new();
+        for subtask in 0..2u32 {
+            let mask: BooleanArray = groups
+                .values()
+                .iter()
+                .map(|g| Some(g % 2 == subtask))
+                .collect();
+            let part =
+                datafusion_common::arrow::compute::filter_record_batch(&snapshot, &mask).unwrap();
+            let mut state = WindowAggregateState::new(&[DataType::Utf8], factory()).unwrap();
+            state.restore(&part).unwrap();
+            // Each subtask continues with the rows of its own key groups.
+            let mine: Vec<_> = PART2
+                .iter()
+                .copied()
+                .filter(|(_, k, _)| {
+                    let keys: Vec<ArrayRef> = vec![Arc::new(StringArray::from(vec![*k]))];
+                    key_groups(&keys, 1, 4).unwrap()[0] % 2 == subtask
+                })
+                .collect();
+            feed(&mut state, &mine);
+            union.extend(fire_all(&mut state));
+        }
+        union.sort();
+        assert_eq!(union, uninterrupted());
     }
 }
