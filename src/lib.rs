@@ -135,7 +135,16 @@ impl Engine {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or_default();
+        let setting = |key: &str, default: u64| -> u64 {
+            self.settings
+                .get(key)
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .filter(|v| *v > 0)
+                .unwrap_or(default)
+        };
         sluice_runtime::JobConfig {
+            parallelism: setting("parallelism.default", 1) as usize,
+            max_parallelism: setting("pipeline.max-parallelism", 128) as u32,
             connectors: ConnectorContext {
                 working_dir,
                 batch_size: self.config.batch_size,
@@ -213,6 +222,16 @@ impl Engine {
                 )))
             }
             Statement::Set { pair: Some((k, v)) } => {
+                if k == "parallelism.default" || k == "pipeline.max-parallelism" {
+                    match v.trim().parse::<u64>() {
+                        Ok(n) if n > 0 && n <= 32_768 => {}
+                        _ => {
+                            return Err(SluiceError::Config(format!(
+                                "'{k}' must be a whole number from 1 to 32768, found '{v}'"
+                            )))
+                        }
+                    }
+                }
                 if k == LOCAL_TIME_ZONE {
                     let zone =
                         sluice_common::time::normalize_time_zone(v).map_err(SluiceError::Config)?;

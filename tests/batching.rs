@@ -63,13 +63,17 @@ const QUERIES: &[&str] = &[
 ];
 
 fn run(query: &str, batch_size: usize, seed: Option<u64>) -> String {
+    run_with(query, batch_size, seed, "")
+}
+
+fn run_with(query: &str, batch_size: usize, seed: Option<u64>, settings: &str) -> String {
     let mut engine = Engine::new(EngineConfig {
         working_dir: Some(input_dir()),
         batch_size,
         batch_size_seed: seed,
     });
     let mut batches: Vec<RecordBatch> = engine
-        .collect(&format!("{TABLE}\n{query}"))
+        .collect(&format!("{settings}{TABLE}\n{query}"))
         .unwrap_or_else(|e| panic!("{query}: {e}"));
     if batches
         .first()
@@ -123,4 +127,23 @@ fn datagen_with_a_seed_is_reproducible() {
     assert_eq!(a.lines().count(), 501, "header and 500 rows");
     assert_eq!(a, run_seed(7));
     assert_ne!(a, run_seed(8));
+}
+
+/// Keyed operators run as parallel subtasks (rows routed by key group): every query gives
+/// the same result at parallelism 1, 2 and 3, and with few key groups.
+#[test]
+fn results_do_not_depend_on_parallelism() {
+    for query in QUERIES {
+        let reference = run(query, 100_000, None);
+        for (parallelism, max) in [(2, 128), (3, 128), (3, 4)] {
+            let settings = format!(
+                "SET 'parallelism.default' = '{parallelism}'; SET 'pipeline.max-parallelism' = '{max}';\n"
+            );
+            let got = run_with(query, 64, Some(parallelism as u64), &settings);
+            assert_eq!(
+                got, reference,
+                "{query}: parallelism {parallelism}, {max} key groups"
+            );
+        }
+    }
 }

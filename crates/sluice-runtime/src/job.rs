@@ -40,6 +40,10 @@ use crate::state::AccumulatorFactory;
 pub struct JobConfig {
     /// Where connectors resolve relative paths, rows per batch, job id.
     pub connectors: ConnectorContext,
+    /// Subtasks of the keyed operator and what follows it (`'parallelism.default'`).
+    pub parallelism: usize,
+    /// Number of key groups (`'pipeline.max-parallelism'`, default 128).
+    pub max_parallelism: u32,
 }
 
 /// A started job: its output rows, metrics, and the tasks running it.
@@ -105,19 +109,8 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
         unreachable!("loop stops at a source")
     };
 
-    let mut sink: Option<Box<dyn BatchSink>> = None;
-    let mut operators: Vec<Box<dyn Operator>> = Vec::new();
-    for node in &nodes {
-        if let OperatorSpec::Sink(spec) = &node.spec {
-            sink = Some(create_sink(&spec.table, &spec.options, &config.connectors)?);
-            continue;
-        }
-        operators.push(build_operator(node, &metrics)?);
-    }
     let driver = SourceDriver::new(source_spec, source_node, config, Arc::clone(&metrics))?;
-
     let updating = plan.is_updating();
-    let time_zone = config.connectors.time_zone.clone();
     let (tx, rx) = sync_channel::<Result<Message>>(8);
     let (out_tx, out_rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(16);
     let mut threads = Vec::new();
@@ -140,34 +133,90 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
             })
             .map_err(|e| SluiceError::io("starting the source task", e))?,
     );
-    let op_metrics = Arc::clone(&metrics);
-    threads.push(
-        std::thread::Builder::new()
-            .name("sluice-operators".into())
-            .spawn(move || {
-                let mut chain = Chain::new(operators);
-                let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    run_operators(
-                        &mut chain,
-                        rx,
-                        sink,
-                        &out_tx,
-                        &op_metrics,
-                        updating,
-                        &time_zone,
-                    )
-                }));
-                let err = match result {
-                    Ok(Ok(())) => None,
-                    Ok(Err(e)) => Some(e),
-                    Err(p) => Some(panic_error("operator", p)),
-                };
-                if let Some(e) = err {
-                    let _ = out_tx.blocking_send(Err(e));
-                }
-            })
-            .map_err(|e| SluiceError::io("starting the operator task", e))?,
-    );
+
+    // The keyed operator (if any) and everything after it run as `parallelism` subtasks,
+    // fed by a router that sends each row to the subtask owning its key group.
+    // Not yet: a second keyed operator would need its own exchange (and watermark
+    // combining over the subtasks before it); such plans run at parallelism 1.
+    let keyed = nodes.iter().position(|n| routing_keys(n).is_some());
+    let keyed_count = nodes.iter().filter(|n| routing_keys(n).is_some()).count();
+    // Without keys there is nothing to partition (and a global aggregate has exactly one
+    // row, which one subtask must produce).
+    let has_keys = |k: usize| routing_keys(nodes[k]).is_some_and(|(keys, _)| !keys.is_empty());
+    let parallel = match keyed {
+        Some(k) if config.parallelism > 1 && keyed_count == 1 && has_keys(k) => Some(k),
+        _ => None,
+    };
+    match parallel {
+        None => {
+            let (operators, sink) = build_tail(&nodes[..], &config.connectors, &metrics, None)?;
+            spawn_chain(
+                "sluice-operators".into(),
+                operators,
+                sink,
+                rx,
+                &out_tx,
+                &metrics,
+                updating,
+                &config.connectors.time_zone,
+                &mut threads,
+            )?;
+        }
+        Some(k) => {
+            // Stateless operators before the keyed one run in the router.
+            let pre: Vec<Box<dyn Operator>> = nodes[..k]
+                .iter()
+                .map(|n| build_operator(n, &metrics))
+                .collect::<Result<_>>()?;
+            let node = nodes[k];
+            let (key_exprs, key_schema) = routing_keys(node).expect("a keyed node");
+            let keys = physical_all(&key_exprs, &key_schema)?;
+            let mut subtask_txs = Vec::new();
+            for subtask in 0..config.parallelism {
+                let (stx, srx) = sync_channel::<Result<Message>>(8);
+                subtask_txs.push(stx);
+                let (operators, sink) =
+                    build_tail(&nodes[k..], &config.connectors, &metrics, Some(subtask))?;
+                spawn_chain(
+                    format!("sluice-subtask-{subtask}"),
+                    operators,
+                    sink,
+                    srx,
+                    &out_tx,
+                    &metrics,
+                    updating,
+                    &config.connectors.time_zone,
+                    &mut threads,
+                )?;
+            }
+            let router = Router {
+                keys,
+                subtasks: subtask_txs,
+                max_parallelism: config.max_parallelism,
+            };
+            let router_out = out_tx.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name("sluice-router".into())
+                    .spawn(move || {
+                        let mut chain = Chain::new(pre);
+                        let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                            router.run(&mut chain, rx)
+                        }));
+                        let err = match result {
+                            Ok(Ok(())) => None,
+                            Ok(Err(e)) => Some(e),
+                            Err(p) => Some(panic_error("router", p)),
+                        };
+                        if let Some(e) = err {
+                            let _ = router_out.blocking_send(Err(e));
+                        }
+                    })
+                    .map_err(|e| SluiceError::io("starting the router task", e))?,
+            );
+        }
+    }
+    drop(out_tx);
     let mut schema = localize_schema(plan.schema.as_arrow(), &config.connectors.time_zone);
     if updating {
         schema = op_schema(&schema);
@@ -179,6 +228,181 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
         output: out_rx,
         threads,
     })
+}
+
+/// The key expressions (and the schema they are typed against) by which a keyed operator's
+/// input is partitioned across subtasks; `None` for operators that are not keyed.
+fn routing_keys(node: &PlanNode) -> Option<(Vec<datafusion_expr::Expr>, DFSchema)> {
+    match &node.spec {
+        OperatorSpec::WindowAggregate(spec) => {
+            Some((spec.keys.clone(), spec.expr_schema.as_ref().clone()))
+        }
+        OperatorSpec::GroupAggregate { keys, .. } => {
+            Some((keys.clone(), node.input().schema.as_ref().clone()))
+        }
+        _ => None,
+    }
+}
+
+/// Builds the operators of `nodes` and their sink (`subtask`: which one, for part-file
+/// names).
+fn build_tail(
+    nodes: &[&PlanNode],
+    connectors: &ConnectorContext,
+    metrics: &Arc<JobMetrics>,
+    subtask: Option<usize>,
+) -> Result<(Vec<Box<dyn Operator>>, Option<Box<dyn BatchSink>>)> {
+    let mut sink = None;
+    let mut operators = Vec::new();
+    for node in nodes {
+        match &node.spec {
+            OperatorSpec::Sink(spec) => {
+                let mut ctx = connectors.clone();
+                if let Some(i) = subtask {
+                    ctx.job_id = format!("{}-{i}", ctx.job_id);
+                }
+                sink = Some(create_sink(&spec.table, &spec.options, &ctx)?);
+            }
+            _ => operators.push(build_operator(node, metrics)?),
+        }
+    }
+    Ok((operators, sink))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn spawn_chain(
+    name: String,
+    operators: Vec<Box<dyn Operator>>,
+    sink: Option<Box<dyn BatchSink>>,
+    rx: Receiver<Result<Message>>,
+    out_tx: &tokio::sync::mpsc::Sender<Result<RecordBatch>>,
+    metrics: &Arc<JobMetrics>,
+    updating: bool,
+    time_zone: &str,
+    threads: &mut Vec<JoinHandle<()>>,
+) -> Result<()> {
+    let out_tx = out_tx.clone();
+    let metrics = Arc::clone(metrics);
+    let time_zone = time_zone.to_string();
+    threads.push(
+        std::thread::Builder::new()
+            .name(name)
+            .spawn(move || {
+                let mut chain = Chain::new(operators);
+                let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    run_operators(
+                        &mut chain, rx, sink, &out_tx, &metrics, updating, &time_zone,
+                    )
+                }));
+                let err = match result {
+                    Ok(Ok(())) => None,
+                    Ok(Err(e)) => Some(e),
+                    Err(p) => Some(panic_error("operator", p)),
+                };
+                if let Some(e) = err {
+                    let _ = out_tx.blocking_send(Err(e));
+                }
+            })
+            .map_err(|e| SluiceError::io("starting an operator task", e))?,
+    );
+    Ok(())
+}
+
+/// Sends each row to the subtask that owns its key group (contiguous key-group ranges per
+/// subtask, as Flink's `KeyGroupRangeAssignment`); watermarks and the end go to all.
+struct Router {
+    keys: Vec<Arc<dyn PhysicalExpr>>,
+    subtasks: Vec<SyncSender<Result<Message>>>,
+    max_parallelism: u32,
+}
+
+impl Router {
+    fn run(&self, chain: &mut Chain, rx: Receiver<Result<Message>>) -> Result<()> {
+        while let Ok(msg) = rx.recv() {
+            let Ok(msg) = msg else {
+                return Ok(()); // the source reports its own error
+            };
+            let mut ended = false;
+            chain.push(msg, &mut |m: Message| {
+                match m {
+                    Message::Data(b) => self.route(b)?,
+                    Message::Watermark(w) => self.broadcast(Message::Watermark(w)),
+                    Message::End => {
+                        ended = true;
+                        self.broadcast(Message::End)
+                    }
+                }
+                Ok(())
+            })?;
+            if ended {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn broadcast(&self, m: Message) {
+        for s in &self.subtasks {
+            let _ = s.send(Ok(m.clone()));
+        }
+    }
+
+    fn route(&self, b: StreamBatch) -> Result<()> {
+        use datafusion_common::arrow::array::UInt32Array;
+        use datafusion_common::arrow::compute::take;
+        let n = self.subtasks.len();
+        let rows = b.num_rows();
+        let key_columns = self
+            .keys
+            .iter()
+            .map(|k| evaluate(k, &b.data))
+            .collect::<Result<Vec<_>>>()?;
+        let groups = crate::state::key_groups(&key_columns, rows, self.max_parallelism)?;
+        let mut per: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for (row, g) in groups.iter().enumerate() {
+            let subtask = (*g as usize * n) / self.max_parallelism as usize;
+            per[subtask].push(row as u32);
+        }
+        for (subtask, rows_of) in per.into_iter().enumerate() {
+            if rows_of.is_empty() {
+                continue;
+            }
+            let part = if rows_of.len() == rows {
+                b.clone()
+            } else {
+                let idx = UInt32Array::from(rows_of);
+                let columns = b
+                    .data
+                    .columns()
+                    .iter()
+                    .map(|c| take(c.as_ref(), &idx, None))
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                let take_i64 = |a: &Int64Array| -> Result<Int64Array> {
+                    Ok(take(a, &idx, None)?
+                        .as_any()
+                        .downcast_ref::<Int64Array>()
+                        .cloned()
+                        .expect("i64"))
+                };
+                StreamBatch {
+                    data: RecordBatch::try_new(b.data.schema(), columns)?,
+                    row_watermarks: b.row_watermarks.as_ref().map(take_i64).transpose()?,
+                    ops: match &b.ops {
+                        Some(o) => Some(
+                            take(o, &idx, None)?
+                                .as_any()
+                                .downcast_ref::<datafusion_common::arrow::array::Int8Array>()
+                                .cloned()
+                                .expect("i8"),
+                        ),
+                        None => None,
+                    },
+                }
+            };
+            let _ = self.subtasks[subtask].send(Ok(Message::Data(part)));
+        }
+        Ok(())
+    }
 }
 
 /// `TIMESTAMP_LTZ` columns show and write as wall-clock times of the session time zone:
