@@ -61,6 +61,8 @@ pub struct ResultPrinter<W: Write> {
     format: OutputFormat,
     schema: SchemaRef,
     widths: Vec<usize>,
+    /// Per column: numbers align right in the table format (headers too).
+    numeric: Vec<bool>,
     rows: u64,
     started: bool,
 }
@@ -74,7 +76,13 @@ impl<W: Write> ResultPrinter<W> {
             .iter()
             .map(|f| f.name().chars().count().max(type_width(f.data_type())))
             .collect();
+        let numeric = schema
+            .fields()
+            .iter()
+            .map(|f| f.data_type().is_numeric())
+            .collect();
         ResultPrinter {
+            numeric,
             out,
             format,
             schema,
@@ -113,12 +121,12 @@ impl<W: Write> ResultPrinter<W> {
         writeln!(self.out, "{line}").map_err(Self::io)
     }
 
-    fn table_row(&mut self, values: &[String], numeric: &[bool]) -> Result<()> {
+    fn table_row(&mut self, values: &[String]) -> Result<()> {
         let mut line = String::new();
         for (i, v) in values.iter().enumerate() {
             let w = self.widths[i];
             let v = truncate(&escape_for_table(v), w);
-            if numeric[i] {
+            if self.numeric[i] {
                 line.push_str(&format!("| {v:>w$} "));
             } else {
                 line.push_str(&format!("| {v:<w$} "));
@@ -144,13 +152,7 @@ impl<W: Write> ResultPrinter<W> {
             OutputFormat::Table => {
                 self.border()?;
                 // Headers align like their values (numbers to the right).
-                let numeric: Vec<bool> = self
-                    .schema
-                    .fields()
-                    .iter()
-                    .map(|f| f.data_type().is_numeric())
-                    .collect();
-                self.table_row(&names, &numeric)?;
+                self.table_row(&names)?;
                 self.border()?;
             }
             OutputFormat::Csv => {
@@ -169,16 +171,10 @@ impl<W: Write> ResultPrinter<W> {
     /// Prints the rows of a batch.
     pub fn batch(&mut self, batch: &RecordBatch) -> Result<()> {
         self.start()?;
-        let numeric: Vec<bool> = self
-            .schema
-            .fields()
-            .iter()
-            .map(|f| f.data_type().is_numeric())
-            .collect();
         for row in 0..batch.num_rows() {
             let values = row_values(batch, row)?;
             match self.format {
-                OutputFormat::Table => self.table_row(&values, &numeric)?,
+                OutputFormat::Table => self.table_row(&values)?,
                 OutputFormat::Csv => {
                     let line = values
                         .iter()

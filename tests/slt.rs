@@ -90,9 +90,13 @@ fn main() {
     case_dirs.sort();
 
     let (mut passed, mut failed) = (0usize, 0usize);
-    for f in slt_files.iter().filter(|p| selected(p)) {
-        let name = f.strip_prefix(&root).unwrap_or(f).display().to_string();
-        match run_slt(f, &root.join("slt")) {
+    let mut report = |path: &Path, result: Result<(), String>| {
+        let name = path
+            .strip_prefix(&root)
+            .unwrap_or(path)
+            .display()
+            .to_string();
+        match result {
             Ok(()) => {
                 println!("test {name} ... ok");
                 passed += 1;
@@ -102,19 +106,12 @@ fn main() {
                 failed += 1;
             }
         }
+    };
+    for f in slt_files.iter().filter(|p| selected(p)) {
+        report(f, run_slt(f, &root.join("slt")));
     }
     for d in case_dirs.iter().filter(|p| selected(p)) {
-        let name = d.strip_prefix(&root).unwrap_or(d).display().to_string();
-        match run_case(d) {
-            Ok(()) => {
-                println!("test {name} ... ok");
-                passed += 1;
-            }
-            Err(e) => {
-                println!("test {name} ... FAILED\n{e}\n");
-                failed += 1;
-            }
-        }
+        report(d, run_case(d));
     }
     println!(
         "\ntest result: {}. {passed} passed; {failed} failed",

@@ -8,5 +8,6 @@
 pub mod error;
 pub mod plan;
 pub mod time;
+pub mod types;
 
 pub use error::{Result, SluiceError};

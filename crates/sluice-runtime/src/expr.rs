@@ -31,3 +31,8 @@ pub fn physical_all(exprs: &[Expr], schema: &DFSchema) -> Result<Vec<Arc<dyn Phy
 pub fn evaluate(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> Result<ArrayRef> {
     Ok(expr.evaluate(batch)?.into_array(batch.num_rows())?)
 }
+
+/// Evaluates each expression over `batch`; see [`evaluate`].
+pub fn evaluate_all(exprs: &[Arc<dyn PhysicalExpr>], batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
+    exprs.iter().map(|e| evaluate(e, batch)).collect()
+}

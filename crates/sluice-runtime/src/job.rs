@@ -24,7 +24,7 @@ use sluice_common::plan::{OperatorSpec, PlanNode, SourceSpec, WindowInput};
 use sluice_common::{not_supported, Result, SluiceError};
 
 use crate::connectors::{create_sink, create_source, BatchSink, ConnectorContext, Source};
-use crate::expr::{evaluate, physical, physical_all};
+use crate::expr::{evaluate, evaluate_all, physical, physical_all};
 use crate::message::{Message, StreamBatch};
 use crate::metrics::JobMetrics;
 use crate::operator::{Chain, Operator};
@@ -114,25 +114,19 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
     let (tx, rx) = sync_channel::<Result<Message>>(8);
     let (out_tx, out_rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(16);
     let mut threads = Vec::new();
-    let src_out = out_tx.clone();
-    threads.push(
-        std::thread::Builder::new()
-            .name("sluice-source".into())
-            .spawn(move || {
-                let result = std::panic::catch_unwind(AssertUnwindSafe(|| driver.run(&tx)));
-                let err = match result {
-                    Ok(Ok(())) => None,
-                    Ok(Err(e)) => Some(e),
-                    Err(p) => Some(panic_error("source", p)),
-                };
-                if let Some(e) = err {
-                    // Tell the operator task to stop, then report.
-                    let _ = tx.send(Err(SluiceError::Execution("source failed".into())));
-                    let _ = src_out.blocking_send(Err(e));
-                }
-            })
-            .map_err(|e| SluiceError::io("starting the source task", e))?,
-    );
+    threads.push(spawn_task(
+        "sluice-source",
+        "source",
+        out_tx.clone(),
+        move || {
+            let result = driver.run(&tx);
+            if result.is_err() {
+                // Tell the operators to stop; the error itself is reported by spawn_task.
+                let _ = tx.send(Err(SluiceError::Execution("source failed".into())));
+            }
+            result
+        },
+    )?);
 
     // The keyed operator (if any) and everything after it run as `parallelism` subtasks,
     // fed by a router that sends each row to the subtask owning its key group.
@@ -151,7 +145,7 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
         None => {
             let (operators, sink) = build_tail(&nodes[..], &config.connectors, &metrics, None)?;
             spawn_chain(
-                "sluice-operators".into(),
+                "sluice-operators",
                 operators,
                 sink,
                 rx,
@@ -178,7 +172,7 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
                 let (operators, sink) =
                     build_tail(&nodes[k..], &config.connectors, &metrics, Some(subtask))?;
                 spawn_chain(
-                    format!("sluice-subtask-{subtask}"),
+                    &format!("sluice-subtask-{subtask}"),
                     operators,
                     sink,
                     srx,
@@ -194,26 +188,12 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
                 subtasks: subtask_txs,
                 max_parallelism: config.max_parallelism,
             };
-            let router_out = out_tx.clone();
-            threads.push(
-                std::thread::Builder::new()
-                    .name("sluice-router".into())
-                    .spawn(move || {
-                        let mut chain = Chain::new(pre);
-                        let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                            router.run(&mut chain, rx)
-                        }));
-                        let err = match result {
-                            Ok(Ok(())) => None,
-                            Ok(Err(e)) => Some(e),
-                            Err(p) => Some(panic_error("router", p)),
-                        };
-                        if let Some(e) = err {
-                            let _ = router_out.blocking_send(Err(e));
-                        }
-                    })
-                    .map_err(|e| SluiceError::io("starting the router task", e))?,
-            );
+            threads.push(spawn_task(
+                "sluice-router",
+                "router",
+                out_tx.clone(),
+                move || router.run(&mut Chain::new(pre), rx),
+            )?);
         }
     }
     drop(out_tx);
@@ -271,7 +251,7 @@ fn build_tail(
 
 #[allow(clippy::too_many_arguments)]
 fn spawn_chain(
-    name: String,
+    name: &str,
     operators: Vec<Box<dyn Operator>>,
     sink: Option<Box<dyn BatchSink>>,
     rx: Receiver<Result<Message>>,
@@ -281,31 +261,40 @@ fn spawn_chain(
     time_zone: &str,
     threads: &mut Vec<JoinHandle<()>>,
 ) -> Result<()> {
+    let report = out_tx.clone();
     let out_tx = out_tx.clone();
     let metrics = Arc::clone(metrics);
     let time_zone = time_zone.to_string();
-    threads.push(
-        std::thread::Builder::new()
-            .name(name)
-            .spawn(move || {
-                let mut chain = Chain::new(operators);
-                let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    run_operators(
-                        &mut chain, rx, sink, &out_tx, &metrics, updating, &time_zone,
-                    )
-                }));
-                let err = match result {
-                    Ok(Ok(())) => None,
-                    Ok(Err(e)) => Some(e),
-                    Err(p) => Some(panic_error("operator", p)),
-                };
-                if let Some(e) = err {
-                    let _ = out_tx.blocking_send(Err(e));
-                }
-            })
-            .map_err(|e| SluiceError::io("starting an operator task", e))?,
-    );
+    threads.push(spawn_task(&name, "operator", report, move || {
+        let mut chain = Chain::new(operators);
+        run_operators(
+            &mut chain, rx, sink, &out_tx, &metrics, updating, &time_zone,
+        )
+    })?);
     Ok(())
+}
+
+/// Starts a task on its own thread. Its error, or its panic (as an internal error), is
+/// reported through `report` (the job's output), which ends the job for the reader.
+fn spawn_task(
+    name: &str,
+    kind: &'static str,
+    report: tokio::sync::mpsc::Sender<Result<RecordBatch>>,
+    body: impl FnOnce() -> Result<()> + Send + 'static,
+) -> Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(move || {
+            let err = match std::panic::catch_unwind(AssertUnwindSafe(body)) {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e),
+                Err(p) => Some(panic_error(kind, p)),
+            };
+            if let Some(e) = err {
+                let _ = report.blocking_send(Err(e));
+            }
+        })
+        .map_err(|e| SluiceError::io(format!("starting the {kind} task"), e))
 }
 
 /// Sends each row to the subtask that owns its key group (contiguous key-group ranges per
@@ -352,11 +341,7 @@ impl Router {
         use datafusion_common::arrow::compute::take;
         let n = self.subtasks.len();
         let rows = b.num_rows();
-        let key_columns = self
-            .keys
-            .iter()
-            .map(|k| evaluate(k, &b.data))
-            .collect::<Result<Vec<_>>>()?;
+        let key_columns = evaluate_all(&self.keys, &b.data)?;
         let groups = crate::state::key_groups(&key_columns, rows, self.max_parallelism)?;
         let mut per: Vec<Vec<u32>> = vec![Vec::new(); n];
         for (row, g) in groups.iter().enumerate() {
@@ -700,11 +685,7 @@ impl SourceDriver {
 
     fn run(mut self, tx: &SyncSender<Result<Message>>) -> Result<()> {
         while let Some(raw) = self.source.next_batch()? {
-            let cols = self
-                .columns
-                .iter()
-                .map(|c| evaluate(c, &raw))
-                .collect::<Result<Vec<_>>>()?;
+            let cols = evaluate_all(&self.columns, &raw)?;
             let data = batch_with_schema(&self.schema, cols, raw.num_rows())?;
             let before = self.watermark_ms;
             let row_watermarks = match &self.watermark {

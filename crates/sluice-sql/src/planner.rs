@@ -28,6 +28,7 @@ use sluice_common::plan::{
     GroupOutput, OperatorSpec, PlanNode, SinkSpec, SourceSpec, WatermarkSpec, WindowAggregateSpec,
     WindowInput, WindowKind, WindowSpec,
 };
+pub use sluice_common::types::flink_type_name;
 use sluice_common::{not_supported, plan_err, Result, SluiceError};
 
 use crate::catalog::{
@@ -868,38 +869,6 @@ fn unalias(e: &Expr) -> &Expr {
 fn reschema(mut planned: Planned, schema: DFSchemaRef) -> Planned {
     planned.node.schema = schema;
     planned
-}
-
-/// The Flink spelling of an Arrow type, for messages and DESCRIBE.
-pub fn flink_type_name(dt: &DataType) -> String {
-    match dt {
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "STRING".into(),
-        DataType::Boolean => "BOOLEAN".into(),
-        DataType::Int8 => "TINYINT".into(),
-        DataType::Int16 => "SMALLINT".into(),
-        DataType::Int32 => "INT".into(),
-        DataType::Int64 => "BIGINT".into(),
-        DataType::Float32 => "FLOAT".into(),
-        DataType::Float64 => "DOUBLE".into(),
-        DataType::Decimal128(p, s) => format!("DECIMAL({p}, {s})"),
-        DataType::Date32 => "DATE".into(),
-        DataType::Timestamp(unit, tz) => {
-            let p = match unit {
-                TimeUnit::Second => 0,
-                TimeUnit::Millisecond => 3,
-                TimeUnit::Microsecond => 6,
-                TimeUnit::Nanosecond => 9,
-            };
-            if tz.is_some() {
-                format!("TIMESTAMP_LTZ({p})")
-            } else {
-                format!("TIMESTAMP({p})")
-            }
-        }
-        DataType::Binary | DataType::LargeBinary => "BYTES".into(),
-        DataType::Null => "NULL".into(),
-        other => other.to_string(),
-    }
 }
 
 /// Turns a DataFusion planning error into a Sluice error: keeps the line and column of a

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use datafusion_common::arrow::array::RecordBatch;
 use datafusion_common::arrow::compute::concat_batches;
 use datafusion_common::arrow::csv::ReaderBuilder;
-use datafusion_common::arrow::datatypes::{DataType, SchemaRef};
+use datafusion_common::arrow::datatypes::SchemaRef;
 use regex::Regex;
 use sluice_common::{Result, SluiceError};
 
@@ -32,6 +32,7 @@ use crate::connectors::filesystem::{list_files, CsvOptions};
 use crate::connectors::text_columns::TextColumns;
 use crate::connectors::Source;
 use crate::metrics::JobMetrics;
+use sluice_common::types::flink_type_name;
 
 /// Whole records cut from one file, with where each starts.
 pub(crate) struct Chunk {
@@ -100,16 +101,7 @@ impl ChunkDecoder {
             builder = builder.with_null_regex(re.clone());
         }
         let mut decoder = builder.build_decoder();
-        let mut offset = 0;
-        while offset < bytes.len() {
-            let n = decoder
-                .decode(&bytes[offset..])
-                .map_err(|e| e.to_string())?;
-            if n == 0 {
-                break;
-            }
-            offset += n;
-        }
+        feed_all(bytes, |b| decoder.decode(b))?;
         decoder.decode(&[]).map_err(|e| e.to_string())?;
         decoder.flush().map_err(|e| e.to_string())
     }
@@ -130,38 +122,24 @@ impl ChunkDecoder {
     /// Decodes a chunk: fast on good input; record by record to report or skip bad rows.
     /// Returns the batch (if any row is left) and the number of rows skipped.
     fn decode_chunk(&self, chunk: &Chunk) -> Result<(Option<RecordBatch>, u64)> {
-        if let Ok(Some(batch)) = self.parse(&chunk.bytes, chunk.records.len()) {
-            if let Ok(b) = self.convert(batch) {
-                return Ok((Some(b), 0));
-            }
-        }
-        let mut good = Vec::new();
-        let mut skipped = 0u64;
-        for span in &chunk.records {
-            let result =
-                self.parse(&chunk.bytes[span.start..span.end], 1)
-                    .map_err(|e| self.describe_parse_error(&chunk.file, span.line, &e))
-                    .and_then(|b| match b {
-                        Some(b) => self.convert(b).map(Some).map_err(|(_, bad)| {
-                            self.describe_bad_value(&chunk.file, span.line, &bad)
-                        }),
-                        None => Ok(None),
-                    });
-            match result {
-                Ok(Some(b)) => good.push(b),
-                Ok(None) => {}
-                Err(_) if self.options.ignore_parse_errors => skipped += 1,
-                Err(msg) => {
-                    return Err(SluiceError::Data(format!(
-                        "{msg} (set 'csv.ignore-parse-errors' = 'true' to skip bad rows)"
-                    )))
-                }
-            }
-        }
-        if good.is_empty() {
-            return Ok((None, skipped));
-        }
-        Ok((Some(concat_batches(&self.schema, &good)?), skipped))
+        let parse_and_convert = |bytes: &[u8], records: usize, line: u64| {
+            self.parse(bytes, records)
+                .map_err(|e| self.describe_parse_error(&chunk.file, line, &e))
+                .and_then(|b| match b {
+                    Some(b) => self
+                        .convert(b)
+                        .map(Some)
+                        .map_err(|(_, bad)| self.describe_bad_value(&chunk.file, line, &bad)),
+                    None => Ok(None),
+                })
+        };
+        decode_records(
+            chunk,
+            &self.schema,
+            self.options.ignore_parse_errors,
+            "csv.ignore-parse-errors",
+            parse_and_convert,
+        )
     }
 
     fn describe_bad_value(&self, file: &str, line: u64, bad: &BadValue) -> String {
@@ -170,7 +148,7 @@ impl ChunkDecoder {
             "{file}:{line}:{}: cannot parse '{}' as {} for column '{}'",
             bad.column + 1,
             bad.value,
-            flink_type(field.data_type()),
+            flink_type_name(field.data_type()),
             field.name()
         );
         let looks_like_header = self.schema.fields().iter().any(|f| f.name() == &bad.value);
@@ -218,25 +196,6 @@ impl ChunkFormat for ChunkDecoder {
     }
 }
 
-/// The Flink name of an Arrow type, for data error messages.
-fn flink_type(dt: &DataType) -> String {
-    match dt {
-        DataType::Int8 => "TINYINT".into(),
-        DataType::Int16 => "SMALLINT".into(),
-        DataType::Int32 => "INT".into(),
-        DataType::Int64 => "BIGINT".into(),
-        DataType::Float32 => "FLOAT".into(),
-        DataType::Float64 => "DOUBLE".into(),
-        DataType::Boolean => "BOOLEAN".into(),
-        DataType::Utf8 => "STRING".into(),
-        DataType::Date32 => "DATE".into(),
-        DataType::Timestamp(_, None) => "TIMESTAMP".into(),
-        DataType::Timestamp(_, Some(_)) => "TIMESTAMP_LTZ".into(),
-        DataType::Decimal128(p, s) => format!("DECIMAL({p}, {s})"),
-        other => other.to_string(),
-    }
-}
-
 struct OpenFile {
     display: Arc<str>,
     reader: Box<dyn BufRead + Send>,
@@ -244,6 +203,60 @@ struct OpenFile {
     line: u64,
     header_pending: bool,
     eof: bool,
+}
+
+/// Feeds all of `bytes` to a push decoder (arrow-csv's or arrow-json's `decode`).
+pub(crate) fn feed_all(
+    bytes: &[u8],
+    mut decode: impl FnMut(
+        &[u8],
+    )
+        -> std::result::Result<usize, datafusion_common::arrow::error::ArrowError>,
+) -> std::result::Result<(), String> {
+    let mut offset = 0;
+    while offset < bytes.len() {
+        let n = decode(&bytes[offset..]).map_err(|e| e.to_string())?;
+        if n == 0 {
+            break;
+        }
+        offset += n;
+    }
+    Ok(())
+}
+
+/// Decodes a chunk with `parse(bytes, records, first line)`: whole first; when that fails,
+/// record by record, so a bad record is reported (the message `parse` gives, plus a hint
+/// naming the `ignore_option`) or, when `ignore`, skipped and counted. Returns the batch
+/// (if any row is left) and the number of rows skipped.
+pub(crate) fn decode_records(
+    chunk: &Chunk,
+    schema: &SchemaRef,
+    ignore: bool,
+    ignore_option: &str,
+    parse: impl Fn(&[u8], usize, u64) -> std::result::Result<Option<RecordBatch>, String>,
+) -> Result<(Option<RecordBatch>, u64)> {
+    let first_line = chunk.records.first().map(|r| r.line).unwrap_or(1);
+    if let Ok(batch) = parse(&chunk.bytes, chunk.records.len(), first_line) {
+        return Ok((batch, 0));
+    }
+    let mut good = Vec::new();
+    let mut skipped = 0u64;
+    for span in &chunk.records {
+        match parse(&chunk.bytes[span.start..span.end], 1, span.line) {
+            Ok(Some(b)) => good.push(b),
+            Ok(None) => {}
+            Err(_) if ignore => skipped += 1,
+            Err(msg) => {
+                return Err(SluiceError::Data(format!(
+                    "{msg} (set '{ignore_option}' = 'true' to skip bad rows)"
+                )))
+            }
+        }
+    }
+    if good.is_empty() {
+        return Ok((None, skipped));
+    }
+    Ok((Some(concat_batches(schema, &good)?), skipped))
 }
 
 /// Ends the record `bytes[start..]` (which ends with a newline): keeps it as a record,

@@ -9,12 +9,11 @@
 use std::sync::Arc;
 
 use datafusion_common::arrow::array::RecordBatch;
-use datafusion_common::arrow::compute::concat_batches;
 use datafusion_common::arrow::datatypes::SchemaRef;
 use datafusion_common::arrow::json::ReaderBuilder;
-use sluice_common::{Result, SluiceError};
+use sluice_common::Result;
 
-use crate::connectors::csv_source::{Chunk, ChunkFormat};
+use crate::connectors::csv_source::{decode_records, feed_all, Chunk, ChunkFormat};
 use crate::connectors::text_columns::TextColumns;
 use sluice_common::time::Tz;
 
@@ -63,44 +62,27 @@ impl JsonFormat {
             .with_batch_size(records.max(1))
             .build_decoder()
             .map_err(|e| e.to_string())?;
-        let mut offset = 0;
-        while offset < bytes.len() {
-            let n = decoder
-                .decode(&bytes[offset..])
-                .map_err(|e| e.to_string())?;
-            if n == 0 {
-                break;
-            }
-            offset += n;
-        }
+        feed_all(bytes, |b| decoder.decode(b))?;
         decoder.flush().map_err(|e| e.to_string())
     }
 }
 
 impl ChunkFormat for JsonFormat {
     fn decode(&self, chunk: &Chunk) -> Result<(Option<RecordBatch>, u64)> {
-        if let Ok(batch) = self.parse(&chunk.bytes, chunk.records.len()) {
-            return Ok((batch, 0));
-        }
-        let mut good = Vec::new();
-        let mut skipped = 0u64;
-        for span in &chunk.records {
-            match self.parse(&chunk.bytes[span.start..span.end], 1) {
-                Ok(Some(b)) => good.push(b),
-                Ok(None) => {}
-                Err(_) if self.ignore_parse_errors => skipped += 1,
-                Err(e) => {
-                    let e = e.trim_start_matches("Json error: ");
-                    return Err(SluiceError::Data(format!(
-                        "{}:{}:1: {e} (set 'json.ignore-parse-errors' = 'true' to skip bad rows)",
-                        chunk.file, span.line
-                    )));
-                }
-            }
-        }
-        if good.is_empty() {
-            return Ok((None, skipped));
-        }
-        Ok((Some(concat_batches(&self.schema, &good)?), skipped))
+        decode_records(
+            chunk,
+            &self.schema,
+            self.ignore_parse_errors,
+            "json.ignore-parse-errors",
+            |bytes, records, line| {
+                self.parse(bytes, records).map_err(|e| {
+                    format!(
+                        "{}:{line}:1: {}",
+                        chunk.file,
+                        e.trim_start_matches("Json error: ")
+                    )
+                })
+            },
+        )
     }
 }

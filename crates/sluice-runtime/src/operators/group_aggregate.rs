@@ -15,9 +15,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use datafusion_common::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, Int8Array, UInt32Array,
-};
+use datafusion_common::arrow::array::{Array, ArrayRef, Int8Array, UInt32Array};
 use datafusion_common::arrow::compute::take;
 use datafusion_common::arrow::datatypes::{DataType, SchemaRef};
 use datafusion_common::{DataFusionError, ScalarValue};
@@ -26,7 +24,7 @@ use datafusion_physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion_physical_expr::PhysicalExpr;
 use sluice_common::Result;
 
-use crate::expr::evaluate;
+use crate::expr::evaluate_all;
 use crate::message::{RowKind, StreamBatch};
 use crate::operator::{Collector, Operator};
 use crate::operators::stateless::batch_with_schema;
@@ -187,11 +185,7 @@ impl Operator for GroupAggregateOperator {
     fn process_batch(&mut self, batch: StreamBatch, out: &mut Collector) -> Result<()> {
         let data = &batch.data;
         let n = data.num_rows();
-        let key_columns = self
-            .keys
-            .iter()
-            .map(|k| evaluate(k, data))
-            .collect::<Result<Vec<_>>>()?;
+        let key_columns = evaluate_all(&self.keys, data)?;
         let key_rows = match &self.converter {
             Some(c) => Some(c.convert_columns(&key_columns)?),
             None => None,
@@ -215,19 +209,7 @@ impl Operator for GroupAggregateOperator {
             }
         }
         self.scratch = group_of;
-        let args: Vec<Vec<ArrayRef>> = self
-            .calls
-            .iter()
-            .map(|a| a.args.iter().map(|e| evaluate(e, data)).collect())
-            .collect::<Result<_>>()?;
-        let filters: Vec<Option<BooleanArray>> = self
-            .calls
-            .iter()
-            .map(|a| match &a.filter {
-                Some(f) => Ok(Some(evaluate(f, data)?.as_boolean().clone())),
-                None => Ok(None),
-            })
-            .collect::<Result<_>>()?;
+        let (args, filters) = AggregateCall::evaluate_all(&self.calls, data)?;
         let select = |rows: &[u32], a: usize| -> Result<Vec<ArrayRef>> {
             let idx = UInt32Array::from(rows.to_vec());
             let idx = match &filters[a] {

@@ -17,7 +17,7 @@ use sluice_common::plan::GroupOutput;
 use sluice_common::time::{window_fired, WATERMARK_MAX, WATERMARK_MIN};
 use sluice_common::Result;
 
-use crate::expr::evaluate;
+use crate::expr::evaluate_all;
 use crate::message::StreamBatch;
 use crate::metrics::JobMetrics;
 use crate::operator::{Collector, Operator};
@@ -308,11 +308,7 @@ impl Operator for SessionAggregateOperator {
     fn process_batch(&mut self, batch: StreamBatch, _out: &mut Collector) -> Result<()> {
         let data = &batch.data;
         let times = event_times_ms(data.column(self.time_column))?;
-        let keys = self
-            .keys
-            .iter()
-            .map(|k| evaluate(k, data))
-            .collect::<Result<Vec<_>>>()?;
+        let keys = evaluate_all(&self.keys, data)?;
         let key_rows = match &self.converter {
             Some(c) => Some(c.convert_columns(&keys)?),
             None => None,
@@ -339,19 +335,7 @@ impl Operator for SessionAggregateOperator {
         }
         JobMetrics::add(&self.metrics.late_rows_dropped, late);
         if live > 0 {
-            let args = self
-                .aggregates
-                .iter()
-                .map(|a| a.args.iter().map(|e| evaluate(e, data)).collect())
-                .collect::<Result<Vec<Vec<ArrayRef>>>>()?;
-            let filters = self
-                .aggregates
-                .iter()
-                .map(|a| match &a.filter {
-                    Some(f) => Ok(Some(evaluate(f, data)?.as_boolean().clone())),
-                    None => Ok(None),
-                })
-                .collect::<Result<Vec<_>>>()?;
+            let (args, filters) = AggregateCall::evaluate_all(&self.aggregates, data)?;
             self.batches.insert(
                 batch_id,
                 BufferedBatch {

@@ -9,7 +9,7 @@ use datafusion_common::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion_physical_expr::PhysicalExpr;
 use sluice_common::{exec_err, Result};
 
-use crate::expr::evaluate;
+use crate::expr::{evaluate, evaluate_all};
 use crate::message::StreamBatch;
 use crate::operator::{Collector, Operator};
 
@@ -101,11 +101,7 @@ impl Operator for ProjectOperator {
     }
 
     fn process_batch(&mut self, batch: StreamBatch, out: &mut Collector) -> Result<()> {
-        let columns = self
-            .exprs
-            .iter()
-            .map(|e| evaluate(e, &batch.data))
-            .collect::<Result<Vec<_>>>()?;
+        let columns = evaluate_all(&self.exprs, &batch.data)?;
         let data = batch_with_schema(&self.schema, columns, batch.num_rows())?;
         out.emit(StreamBatch {
             data,

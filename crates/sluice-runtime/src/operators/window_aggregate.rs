@@ -13,13 +13,35 @@ use sluice_common::plan::{GroupOutput, WindowSpec};
 use sluice_common::time::{WATERMARK_MAX, WATERMARK_MIN};
 use sluice_common::Result;
 
-use crate::expr::evaluate;
+use crate::expr::{evaluate, evaluate_all};
 use crate::message::StreamBatch;
 use crate::metrics::JobMetrics;
 use crate::operator::{Collector, Operator};
 use crate::operators::stateless::batch_with_schema;
 use crate::operators::window_assign::event_times_ms;
 use crate::state::{AccumulatorFactory, WindowAggregateState};
+
+/// The arguments (one array per argument, per call) and `FILTER` masks of aggregate calls
+/// over a batch.
+pub type CallInputs = (Vec<Vec<ArrayRef>>, Vec<Option<BooleanArray>>);
+
+impl AggregateCall {
+    /// Evaluates the arguments and filters of `calls` over `data`.
+    pub fn evaluate_all(calls: &[AggregateCall], data: &RecordBatch) -> Result<CallInputs> {
+        let args = calls
+            .iter()
+            .map(|a| evaluate_all(&a.args, data))
+            .collect::<Result<Vec<_>>>()?;
+        let filters = calls
+            .iter()
+            .map(|a| match &a.filter {
+                Some(f) => Ok(Some(evaluate(f, data)?.as_boolean().clone())),
+                None => Ok(None),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok((args, filters))
+    }
+}
 
 /// Where a window aggregate finds each row's windows.
 pub enum WindowSource {
@@ -225,25 +247,9 @@ impl Operator for WindowAggregateOperator {
         }
         JobMetrics::add(&self.metrics.late_rows_dropped, late);
 
-        let key_columns = self
-            .keys
-            .iter()
-            .map(|k| evaluate(k, data))
-            .collect::<Result<Vec<_>>>()?;
+        let key_columns = evaluate_all(&self.keys, data)?;
         let key_rows = self.state.key_rows(&key_columns)?;
-        let args: Vec<Vec<ArrayRef>> = self
-            .aggregates
-            .iter()
-            .map(|a| a.args.iter().map(|e| evaluate(e, data)).collect())
-            .collect::<Result<_>>()?;
-        let filters: Vec<Option<BooleanArray>> = self
-            .aggregates
-            .iter()
-            .map(|a| match &a.filter {
-                Some(f) => Ok(Some(evaluate(f, data)?.as_boolean().clone())),
-                None => Ok(None),
-            })
-            .collect::<Result<_>>()?;
+        let (args, filters) = AggregateCall::evaluate_all(&self.aggregates, data)?;
 
         for ((end_ms, start_ms), selection) in buckets.buckets {
             // All rows in input order: no copy needed.
