@@ -123,7 +123,79 @@ impl Engine {
         self.settings.get(key).map(|s| s.as_str())
     }
 
-    fn job_config(&self) -> sluice_runtime::JobConfig {
+    /// Checkpointing, result guarantee and restarts from the session's settings (Flink's
+    /// option names; see README "Checkpoints and recovery").
+    ///
+    /// # Errors
+    /// A setting with a value of the wrong form.
+    fn checkpoint_config(&self) -> Result<sluice_runtime::CheckpointConfig> {
+        use sluice_runtime::connectors::datagen::parse_duration_ms;
+        use sluice_runtime::{CheckpointConfig, CheckpointingMode, FailPoints, RestartStrategy};
+        let s = &self.settings;
+        let get = |keys: &[&str]| keys.iter().find_map(|k| s.get(*k).map(|v| v.trim().to_string()));
+        let count = |key: &str, default: u64| -> Result<u64> {
+            match s.get(key) {
+                None => Ok(default),
+                Some(v) => v.trim().parse::<u64>().map_err(|_| {
+                    SluiceError::Config(format!("'{key}' must be a whole number, found '{v}'"))
+                }),
+            }
+        };
+        let duration = |key: &str| -> Result<Option<std::time::Duration>> {
+            Ok(parse_duration_ms(s, key)?.map(|ms| std::time::Duration::from_millis(ms.max(0) as u64)))
+        };
+        let mut config = CheckpointConfig {
+            interval: duration("execution.checkpointing.interval")?.filter(|d| !d.is_zero()),
+            ..CheckpointConfig::default()
+        };
+        if let Some(mode) = get(&["execution.checkpointing.mode"]) {
+            config.mode = CheckpointingMode::parse(&mode)?;
+        }
+        if let Some(dir) = get(&["execution.checkpointing.dir", "state.checkpoints.dir"]) {
+            config.dir = dir;
+        }
+        config.num_retained = count("execution.checkpointing.num-retained", 3)?.max(1) as usize;
+        if let Some(rows) = s.get("sluice.test.checkpoint-after-rows") {
+            config.checkpoint_after_rows = rows
+                .split(',')
+                .map(str::trim)
+                .filter(|r| !r.is_empty())
+                .map(|r| {
+                    r.parse::<u64>().map_err(|_| {
+                        SluiceError::Config(format!(
+                            "'sluice.test.checkpoint-after-rows' must list row numbers, found '{r}'"
+                        ))
+                    })
+                })
+                .collect::<Result<_>>()?;
+        }
+        if let Some(spec) = s.get("sluice.test.failpoints") {
+            config.failpoints = FailPoints::parse(spec)?;
+        }
+        let restart_type = get(&["restart-strategy.type", "restart-strategy"])
+            .map(|t| t.to_ascii_lowercase().replace('_', "-"));
+        let restarts_by_default =
+            config.enabled() || config.mode == CheckpointingMode::AtMostOnce;
+        config.restart = match restart_type.as_deref() {
+            None if !restarts_by_default => None,
+            None | Some("fixed-delay") | Some("fixeddelay") => Some(RestartStrategy {
+                attempts: count("restart-strategy.fixed-delay.attempts", 3)? as u32,
+                delay: duration("restart-strategy.fixed-delay.delay")?
+                    .unwrap_or(std::time::Duration::from_secs(1)),
+            }),
+            Some("none") | Some("off") | Some("disable") => None,
+            Some(other) => {
+                return Err(SluiceError::Config(format!(
+                    "'restart-strategy.type' must be 'fixed-delay' or 'none', found '{other}'"
+                )))
+            }
+        };
+        config.restore = get(&["execution.state-recovery.path", "execution.savepoint.path"])
+            .filter(|p| !p.is_empty());
+        Ok(config)
+    }
+
+    fn job_config(&self) -> Result<sluice_runtime::JobConfig> {
         let working_dir = self
             .config
             .working_dir
@@ -142,7 +214,9 @@ impl Engine {
                 .filter(|v| *v > 0)
                 .unwrap_or(default)
         };
-        sluice_runtime::JobConfig {
+        Ok(sluice_runtime::JobConfig {
+            checkpoint: self.checkpoint_config()?,
+            name: self.settings.get("pipeline.name").cloned(),
             parallelism: setting("parallelism.default", 1) as usize,
             max_parallelism: setting("pipeline.max-parallelism", 128) as u32,
             connectors: ConnectorContext {
@@ -155,8 +229,11 @@ impl Engine {
                     nanos & 0xffff_ffff_ffff,
                     std::process::id() & 0xffff
                 ),
+                subtask: 0,
+                attempt: 0,
+                two_phase_sinks: false,
             },
-        }
+        })
     }
 
     /// Plans a query into its physical operator graph without running it.
@@ -204,14 +281,14 @@ impl Engine {
                 let plan = self.planner.plan_query(q)?;
                 Ok(StatementResult::Query(sluice_runtime::start(
                     &plan,
-                    &self.job_config(),
+                    &self.job_config()?,
                 )?))
             }
             Statement::Insert { table, query } => {
                 let plan = self.planner.plan_insert(table, query)?;
                 Ok(StatementResult::Insert(sluice_runtime::start(
                     &plan,
-                    &self.job_config(),
+                    &self.job_config()?,
                 )?))
             }
             Statement::Explain(q) => {
@@ -238,7 +315,15 @@ impl Engine {
                     self.planner.set_time_zone(&zone)?;
                     self.time_zone = zone;
                 }
-                self.settings.insert(k.clone(), v.clone());
+                let previous = self.settings.insert(k.clone(), v.clone());
+                // A checkpointing setting of the wrong form fails here, not at the next job.
+                if let Err(e) = self.checkpoint_config() {
+                    match previous {
+                        Some(p) => self.settings.insert(k.clone(), p),
+                        None => self.settings.remove(k),
+                    };
+                    return Err(e);
+                }
                 Ok(StatementResult::Done(
                     "Session property has been set.".into(),
                 ))

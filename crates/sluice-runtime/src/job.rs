@@ -1,39 +1,56 @@
-//! Builds live operators from the plan IR and runs them.
+//! Runs a plan as a job: starts its tasks, coordinates checkpoints, and restarts it after
+//! failures.
 //!
-//! A plan is run as a pipeline of tasks connected by bounded channels: the source task
-//! (reading, parsing, computed columns, watermark assignment) and one task for the
-//! chained operators that follow it (stateless operators, window assignment, window
-//! aggregation, and the sink). Each task is a thread; the two run in parallel on two
-//! cores. The job's output (the rows of a `SELECT`, or nothing for an `INSERT`) arrives
-//! through [`RunningJob`], which also carries the first error.
+//! A job runs as attempts. An attempt is the plan's tasks (`crate::tasks`): the source
+//! task, the router (when keyed operators run as parallel subtasks) and one operator task
+//! per subtask. The coordinator (this module, one thread per job) receives the tasks'
+//! [`Event`]s:
+//!
+//! - a checkpoint `id` is complete when the source reported its barrier (with the source
+//!   offset) and every operator subtask acknowledged it (state snapshot and pre-committed
+//!   sink output). The coordinator writes the state files, then the manifest, then commits
+//!   what the sinks pre-committed up to `id` (two-phase commit), then prunes old
+//!   checkpoints. Writing happens on the coordinator's thread while the tasks go on
+//!   processing.
+//! - a failure (error, panic, injected fault) in any task cancels the attempt. Under the
+//!   restart strategy the coordinator starts a new attempt: sink files written after the
+//!   restored checkpoint are discarded, what that checkpoint pre-committed is committed,
+//!   operator state is restored (split by key group over the subtasks) and the source
+//!   resumes at the checkpoint's offset (exactly-once / at-least-once), or, at most once,
+//!   with empty state where the source had got to.
+//! - the job ends when every operator subtask has finished its input; then all remaining
+//!   pre-committed output is committed.
 
-use std::panic::AssertUnwindSafe;
-use std::sync::atomic::Ordering;
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Instant;
 
-use datafusion_common::arrow::array::{Array, Int64Array, RecordBatch};
-use datafusion_common::arrow::datatypes::SchemaRef;
-use datafusion_common::DFSchema;
-use datafusion_expr::execution_props::ExecutionProps;
-use datafusion_expr::physical_planning_context::PhysicalPlanningContext;
-use datafusion_physical_expr::aggregate::{AggregateFunctionExpr, LoweredAggregateBuilder};
-use datafusion_physical_expr::PhysicalExpr;
-use sluice_common::plan::{OperatorSpec, PlanNode, SourceSpec, WindowInput};
+use datafusion_common::arrow::array::{AsArray, RecordBatch};
+use datafusion_common::arrow::compute::filter_record_batch;
+use datafusion_common::arrow::datatypes::{SchemaRef, UInt32Type};
+use sluice_common::plan::{OperatorSpec, PlanNode};
 use sluice_common::{not_supported, Result, SluiceError};
 
-use crate::connectors::{create_sink, create_source, BatchSink, ConnectorContext, Source};
-use crate::expr::{evaluate, evaluate_all, physical, physical_all};
-use crate::message::{Message, StreamBatch};
+use crate::build::{build_operator, build_tail, routing_keys};
+use crate::checkpoint::{
+    plan_fingerprint, CheckpointConfig, CheckpointStorage, CheckpointingMode, Manifest,
+    RestoredCheckpoint, SourceOffset,
+};
+use crate::connectors::{resolve_sink_directory, Committable, ConnectorContext};
+use crate::expr::physical_all;
+use crate::message::Message;
 use crate::metrics::JobMetrics;
 use crate::operator::{Chain, Operator};
-use crate::operators::group_aggregate::GroupAggregateOperator;
-use crate::operators::session_aggregate::SessionAggregateOperator;
-use crate::operators::stateless::{batch_with_schema, FilterOperator, ProjectOperator};
-use crate::operators::window_aggregate::{AggregateCall, WindowAggregateOperator, WindowSource};
-use crate::operators::window_assign::{event_times_ms, WindowAssignOperator};
-use crate::state::AccumulatorFactory;
+use crate::tasks::{
+    localize_schema, op_schema, spawn_task, subtask_of_key_group, BarrierSchedule, Coordination,
+    Event, OperatorTask, ResultOutput, Router, SourceDriver, TaskContext, RECEIVER_CLOSED,
+};
+
+pub use crate::tasks::OP_COLUMN;
 
 /// How a job runs.
 #[derive(Debug, Clone)]
@@ -44,9 +61,14 @@ pub struct JobConfig {
     pub parallelism: usize,
     /// Number of key groups (`'pipeline.max-parallelism'`, default 128).
     pub max_parallelism: u32,
+    /// Checkpoints, result guarantee, restarts.
+    pub checkpoint: CheckpointConfig,
+    /// `'pipeline.name'`: names the job's checkpoint directory (default:
+    /// `job-<plan fingerprint>`).
+    pub name: Option<String>,
 }
 
-/// A started job: its output rows, metrics, and the tasks running it.
+/// A started job: its output rows, metrics, and the thread coordinating it.
 pub struct RunningJob {
     /// Counters, updated while the job runs.
     pub metrics: Arc<JobMetrics>,
@@ -56,7 +78,7 @@ pub struct RunningJob {
     /// The result is a changelog (its batches start with the `op` column).
     pub updating: bool,
     output: tokio::sync::mpsc::Receiver<Result<RecordBatch>>,
-    threads: Vec<JoinHandle<()>>,
+    coordinator: Option<JoinHandle<()>>,
 }
 
 impl RunningJob {
@@ -73,9 +95,9 @@ impl RunningJob {
         self.output.recv().await
     }
 
-    /// Waits for the tasks to stop (after the output is drained).
+    /// Waits for the job to stop (after the output is drained).
     pub fn join(mut self) {
-        for t in self.threads.drain(..) {
+        if let Some(t) = self.coordinator.take() {
             let _ = t.join();
         }
     }
@@ -84,119 +106,77 @@ impl RunningJob {
 /// Starts running `plan`.
 ///
 /// # Errors
-/// Connector errors (missing options, a path that does not exist) and expressions that
-/// cannot be lowered are reported here, before any row is read; data errors arrive
-/// through [`RunningJob`].
+/// Connector errors (missing options, a path that does not exist), expressions that
+/// cannot be lowered, checkpoint storage that cannot be opened, and a checkpoint to
+/// restore from that is missing, corrupt or of another query are reported here, before
+/// any row is read; data errors arrive through [`RunningJob`].
 pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
     let metrics = Arc::new(JobMetrics::default());
-    // The chain from the source up to the root.
-    let mut nodes: Vec<&PlanNode> = Vec::new();
-    let mut cur = plan;
-    let source_node = loop {
-        match &cur.spec {
-            OperatorSpec::Source(_) => break cur,
-            _ => {
-                if cur.inputs.len() != 1 {
-                    return not_supported!("operators with {} inputs", cur.inputs.len());
-                }
-                nodes.push(cur);
-                cur = &cur.inputs[0];
-            }
-        }
-    };
-    nodes.reverse();
-    let OperatorSpec::Source(source_spec) = &source_node.spec else {
-        unreachable!("loop stops at a source")
-    };
-
-    let driver = SourceDriver::new(source_spec, source_node, config, Arc::clone(&metrics))?;
     let updating = plan.is_updating();
-    let (tx, rx) = sync_channel::<Result<Message>>(8);
     let (out_tx, out_rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(16);
-    let mut threads = Vec::new();
-    threads.push(spawn_task(
-        "sluice-source",
-        "source",
-        out_tx.clone(),
-        move || {
-            let result = driver.run(&tx);
-            if result.is_err() {
-                // Tell the operators to stop; the error itself is reported by spawn_task.
-                let _ = tx.send(Err(SluiceError::Execution("source failed".into())));
-            }
-            result
-        },
-    )?);
-
-    // The keyed operator (if any) and everything after it run as `parallelism` subtasks,
-    // fed by a router that sends each row to the subtask owning its key group.
-    // Not yet: a second keyed operator would need its own exchange (and watermark
-    // combining over the subtasks before it); such plans run at parallelism 1.
-    let keyed = nodes.iter().position(|n| routing_keys(n).is_some());
-    let keyed_count = nodes.iter().filter(|n| routing_keys(n).is_some()).count();
-    // Without keys there is nothing to partition (and a global aggregate has exactly one
-    // row, which one subtask must produce).
-    let has_keys = |k: usize| routing_keys(nodes[k]).is_some_and(|(keys, _)| !keys.is_empty());
-    let parallel = match keyed {
-        Some(k) if config.parallelism > 1 && keyed_count == 1 && has_keys(k) => Some(k),
-        _ => None,
+    let fingerprint = plan_fingerprint(plan);
+    let job_name = config
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("job-{fingerprint}"));
+    let cp = &config.checkpoint;
+    let working_dir = &config.connectors.working_dir;
+    let storage = if cp.enabled() || cp.restore.is_some() {
+        Some(CheckpointStorage::open(&cp.dir, working_dir, &job_name)?)
+    } else {
+        None
     };
-    match parallel {
-        None => {
-            let (operators, sink) = build_tail(&nodes[..], &config.connectors, &metrics, None)?;
-            spawn_chain(
-                "sluice-operators",
-                operators,
-                sink,
-                rx,
-                &out_tx,
-                &metrics,
-                updating,
-                &config.connectors.time_zone,
-                &mut threads,
-            )?;
+    let restored = match (cp.restore.as_deref(), &storage) {
+        (None, _) | (_, None) => None,
+        (Some("latest"), Some(storage)) => {
+            let found = storage.latest(&mut |w| eprintln!("sluice: {w}"))?;
+            Some(found.ok_or_else(|| {
+                SluiceError::Config(format!(
+                    "no complete checkpoint of this query in '{}' to start from",
+                    storage.display()
+                ))
+            })?)
         }
-        Some(k) => {
-            // Stateless operators before the keyed one run in the router.
-            let pre: Vec<Box<dyn Operator>> = nodes[..k]
-                .iter()
-                .map(|n| build_operator(n, &metrics))
-                .collect::<Result<_>>()?;
-            let node = nodes[k];
-            let (key_exprs, key_schema) = routing_keys(node).expect("a keyed node");
-            let keys = physical_all(&key_exprs, &key_schema)?;
-            let mut subtask_txs = Vec::new();
-            for subtask in 0..config.parallelism {
-                let (stx, srx) = sync_channel::<Result<Message>>(8);
-                subtask_txs.push(stx);
-                let (operators, sink) =
-                    build_tail(&nodes[k..], &config.connectors, &metrics, Some(subtask))?;
-                spawn_chain(
-                    &format!("sluice-subtask-{subtask}"),
-                    operators,
-                    sink,
-                    srx,
-                    &out_tx,
-                    &metrics,
-                    updating,
-                    &config.connectors.time_zone,
-                    &mut threads,
-                )?;
-            }
-            let router = Router {
-                keys,
-                subtasks: subtask_txs,
-                max_parallelism: config.max_parallelism,
-            };
-            threads.push(spawn_task(
-                "sluice-router",
-                "router",
-                out_tx.clone(),
-                move || router.run(&mut Chain::new(pre), rx),
-            )?);
+        (Some(path), Some(_)) => {
+            let (other, id) = CheckpointStorage::open_checkpoint_path(path, working_dir)?;
+            Some(other.load(id)?)
         }
+    };
+    if let Some(r) = &restored {
+        check_compatible(&r.manifest, &fingerprint, config)?;
     }
-    drop(out_tx);
+    let existing = match &storage {
+        Some(s) => s.checkpoint_ids()?.last().copied().unwrap_or(0),
+        None => 0,
+    };
+    let restored_id = restored.as_ref().map(|r| r.manifest.checkpoint_id);
+    let first_id = existing.max(restored_id.unwrap_or(0)) + 1;
+    let coordination = Arc::new(Coordination::default());
+    coordination.next_id.store(first_id, Ordering::SeqCst);
+    coordination.settled.store(first_id - 1, Ordering::SeqCst);
+    let mut job = Job {
+        plan: plan.clone(),
+        config: config.clone(),
+        metrics: Arc::clone(&metrics),
+        updating,
+        out_tx,
+        storage,
+        coordination,
+        job_name,
+        fingerprint,
+        min_restore_id: restored_id.unwrap_or(first_id),
+        initial: restored,
+        pending: BTreeMap::new(),
+        uncommitted: BTreeMap::new(),
+    };
+    let (events_tx, events_rx) = channel();
+    let initial = job.initial.clone();
+    job.prepare_restore(initial.as_ref())?;
+    let attempt = job.launch(0, initial.as_ref(), None, &events_tx)?;
+    let coordinator = std::thread::Builder::new()
+        .name("sluice-coordinator".into())
+        .spawn(move || job.supervise(attempt, events_tx, events_rx))
+        .map_err(|e| SluiceError::io("starting the job coordinator", e))?;
     let mut schema = localize_schema(plan.schema.as_arrow(), &config.connectors.time_zone);
     if updating {
         schema = op_schema(&schema);
@@ -206,525 +186,587 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
         updating,
         schema: Arc::new(schema),
         output: out_rx,
-        threads,
+        coordinator: Some(coordinator),
     })
 }
 
-/// The key expressions (and the schema they are typed against) by which a keyed operator's
-/// input is partitioned across subtasks; `None` for operators that are not keyed.
-fn routing_keys(node: &PlanNode) -> Option<(Vec<datafusion_expr::Expr>, DFSchema)> {
-    match &node.spec {
-        OperatorSpec::WindowAggregate(spec) => {
-            Some((spec.keys.clone(), spec.expr_schema.as_ref().clone()))
-        }
-        OperatorSpec::GroupAggregate { keys, .. } => {
-            Some((keys.clone(), node.input().schema.as_ref().clone()))
-        }
-        _ => None,
+/// A checkpoint restores only into the query that took it, with the same key groups.
+fn check_compatible(manifest: &Manifest, fingerprint: &str, config: &JobConfig) -> Result<()> {
+    if manifest.plan_fingerprint != fingerprint {
+        return Err(SluiceError::Config(format!(
+            "checkpoint {} was taken by another query (plan fingerprint {}, this query's is \
+             {fingerprint}) or another Sluice version ({})",
+            manifest.checkpoint_id, manifest.plan_fingerprint, manifest.engine_version
+        )));
     }
-}
-
-/// Builds the operators of `nodes` and their sink (`subtask`: which one, for part-file
-/// names).
-fn build_tail(
-    nodes: &[&PlanNode],
-    connectors: &ConnectorContext,
-    metrics: &Arc<JobMetrics>,
-    subtask: Option<usize>,
-) -> Result<(Vec<Box<dyn Operator>>, Option<Box<dyn BatchSink>>)> {
-    let mut sink = None;
-    let mut operators = Vec::new();
-    for node in nodes {
-        match &node.spec {
-            OperatorSpec::Sink(spec) => {
-                let mut ctx = connectors.clone();
-                if let Some(i) = subtask {
-                    ctx.job_id = format!("{}-{i}", ctx.job_id);
-                }
-                sink = Some(create_sink(&spec.table, &spec.options, &ctx)?);
-            }
-            _ => operators.push(build_operator(node, metrics)?),
-        }
+    if manifest.max_parallelism != config.max_parallelism {
+        return Err(SluiceError::Config(format!(
+            "checkpoint {} has {} key groups ('pipeline.max-parallelism'); the job has {}: \
+             state cannot be re-split",
+            manifest.checkpoint_id, manifest.max_parallelism, config.max_parallelism
+        )));
     }
-    Ok((operators, sink))
-}
-
-#[allow(clippy::too_many_arguments)]
-fn spawn_chain(
-    name: &str,
-    operators: Vec<Box<dyn Operator>>,
-    sink: Option<Box<dyn BatchSink>>,
-    rx: Receiver<Result<Message>>,
-    out_tx: &tokio::sync::mpsc::Sender<Result<RecordBatch>>,
-    metrics: &Arc<JobMetrics>,
-    updating: bool,
-    time_zone: &str,
-    threads: &mut Vec<JoinHandle<()>>,
-) -> Result<()> {
-    let report = out_tx.clone();
-    let out_tx = out_tx.clone();
-    let metrics = Arc::clone(metrics);
-    let time_zone = time_zone.to_string();
-    threads.push(spawn_task(&name, "operator", report, move || {
-        let mut chain = Chain::new(operators);
-        run_operators(
-            &mut chain, rx, sink, &out_tx, &metrics, updating, &time_zone,
-        )
-    })?);
     Ok(())
 }
 
-/// Starts a task on its own thread. Its error, or its panic (as an internal error), is
-/// reported through `report` (the job's output), which ends the job for the reader.
-fn spawn_task(
-    name: &str,
-    kind: &'static str,
-    report: tokio::sync::mpsc::Sender<Result<RecordBatch>>,
-    body: impl FnOnce() -> Result<()> + Send + 'static,
-) -> Result<JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name(name.to_string())
-        .spawn(move || {
-            let err = match std::panic::catch_unwind(AssertUnwindSafe(body)) {
-                Ok(Ok(())) => None,
-                Ok(Err(e)) => Some(e),
-                Err(p) => Some(panic_error(kind, p)),
-            };
-            if let Some(e) = err {
-                let _ = report.blocking_send(Err(e));
-            }
-        })
-        .map_err(|e| SluiceError::io(format!("starting the {kind} task"), e))
+/// One attempt's tasks.
+struct Attempt {
+    number: u32,
+    /// Operator subtasks (each reports an ack per checkpoint and `Finished` at the end).
+    subtasks: usize,
+    cancel: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
 }
 
-/// Sends each row to the subtask that owns its key group (contiguous key-group ranges per
-/// subtask, as Flink's `KeyGroupRangeAssignment`); watermarks and the end go to all.
-struct Router {
-    keys: Vec<Arc<dyn PhysicalExpr>>,
-    subtasks: Vec<SyncSender<Result<Message>>>,
-    max_parallelism: u32,
+impl Attempt {
+    /// Cancels the tasks and waits for them. A failed task has dropped its channels, so
+    /// the others see their input or output close and stop.
+    fn stop(&mut self) {
+        self.cancel.store(true, Ordering::SeqCst);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
 }
 
-impl Router {
-    fn run(&self, chain: &mut Chain, rx: Receiver<Result<Message>>) -> Result<()> {
-        while let Ok(msg) = rx.recv() {
-            let Ok(msg) = msg else {
-                return Ok(()); // the source reports its own error
-            };
-            let mut ended = false;
-            chain.push(msg, &mut |m: Message| {
-                match m {
-                    Message::Data(b) => self.route(b)?,
-                    Message::Watermark(w) => self.broadcast(Message::Watermark(w)),
-                    Message::End => {
-                        ended = true;
-                        self.broadcast(Message::End)
+/// A checkpoint whose barrier is on its way.
+#[derive(Default)]
+struct PendingCheckpoint {
+    offset: Option<SourceOffset>,
+    started: Option<Instant>,
+    acks: Vec<Ack>,
+}
+
+struct Ack {
+    subtask: usize,
+    states: Vec<(usize, Vec<u8>, u64)>,
+    committable: Committable,
+}
+
+/// The coordinator's view of a job.
+struct Job {
+    plan: PlanNode,
+    config: JobConfig,
+    metrics: Arc<JobMetrics>,
+    updating: bool,
+    out_tx: tokio::sync::mpsc::Sender<Result<RecordBatch>>,
+    storage: Option<CheckpointStorage>,
+    coordination: Arc<Coordination>,
+    job_name: String,
+    fingerprint: String,
+    /// Checkpoints in storage below this id belong to earlier runs: a restart never
+    /// restores them (unless the job started from one: then it is this id).
+    min_restore_id: u64,
+    /// The checkpoint the job started from (`--from-checkpoint`), if any.
+    initial: Option<RestoredCheckpoint>,
+    pending: BTreeMap<u64, PendingCheckpoint>,
+    /// What sinks pre-committed, by checkpoint id, not yet committed.
+    uncommitted: BTreeMap<u64, Committable>,
+}
+
+impl Job {
+    fn mode(&self) -> CheckpointingMode {
+        self.config.checkpoint.mode
+    }
+
+    /// Starts the tasks of attempt `number`, restoring `restore` (state and source offset)
+    /// or resuming the source at `resume`.
+    fn launch(
+        &self,
+        number: u32,
+        restore: Option<&RestoredCheckpoint>,
+        resume: Option<SourceOffset>,
+        events: &Sender<(u32, Event)>,
+    ) -> Result<Attempt> {
+        let cp = &self.config.checkpoint;
+        let ctx = TaskContext {
+            attempt: number,
+            events: events.clone(),
+            cancel: Arc::new(AtomicBool::new(false)),
+            coordination: Arc::clone(&self.coordination),
+            failpoints: cp.failpoints.clone(),
+            metrics: Arc::clone(&self.metrics),
+        };
+        let mut connectors = self.config.connectors.clone();
+        connectors.attempt = number;
+        connectors.two_phase_sinks = cp.two_phase();
+        // The chain from the source up to the root.
+        let mut nodes: Vec<&PlanNode> = Vec::new();
+        let mut cur = &self.plan;
+        let source_node = loop {
+            match &cur.spec {
+                OperatorSpec::Source(_) => break cur,
+                _ => {
+                    if cur.inputs.len() != 1 {
+                        return not_supported!("operators with {} inputs", cur.inputs.len());
                     }
+                    nodes.push(cur);
+                    cur = &cur.inputs[0];
                 }
-                Ok(())
-            })?;
-            if ended {
+            }
+        };
+        nodes.reverse();
+        let OperatorSpec::Source(source_spec) = &source_node.spec else {
+            unreachable!("loop stops at a source")
+        };
+        let schedule = cp.enabled().then(|| BarrierSchedule {
+            interval: cp.interval,
+            after_rows: {
+                let mut rows = cp.checkpoint_after_rows.clone();
+                rows.sort_unstable();
+                rows
+            },
+        });
+        let resume = restore.map(|r| r.manifest.source.clone()).or(resume);
+        let driver = SourceDriver::new(
+            source_spec,
+            source_node,
+            &connectors,
+            ctx.clone(),
+            schedule,
+            resume.as_ref(),
+            cp.mode == CheckpointingMode::AtMostOnce,
+        )?;
+        let (tx, rx) = sync_channel::<Result<Message>>(8);
+        let mut threads = vec![spawn_task("sluice-source", "source", &ctx, move || {
+            driver.run(&tx)
+        })?];
+
+        // The keyed operator (if any) and everything after it run as `parallelism`
+        // subtasks, fed by a router that sends each row to the subtask owning its key
+        // group. Not yet: a second keyed operator would need its own exchange; such plans
+        // run at parallelism 1.
+        let keyed = nodes.iter().position(|n| routing_keys(n).is_some());
+        let keyed_count = nodes.iter().filter(|n| routing_keys(n).is_some()).count();
+        // Without keys there is nothing to partition (and a global aggregate has exactly
+        // one row, which one subtask must produce).
+        let has_keys =
+            |k: usize| routing_keys(nodes[k]).is_some_and(|(keys, _)| !keys.is_empty());
+        let split = match keyed {
+            Some(k) if self.config.parallelism > 1 && keyed_count == 1 && has_keys(k) => Some(k),
+            _ => None,
+        };
+        let (first, subtasks) = match split {
+            Some(k) => (k, self.config.parallelism),
+            None => (0, 1),
+        };
+        let mut subtask_txs = Vec::new();
+        let mut subtask_rx = Some(rx);
+        for subtask in 0..subtasks {
+            let srx = match split {
+                Some(_) => {
+                    let (stx, srx) = sync_channel::<Result<Message>>(8);
+                    subtask_txs.push(stx);
+                    srx
+                }
+                None => subtask_rx.take().expect("one subtask reads the source"),
+            };
+            let mut sub_connectors = connectors.clone();
+            sub_connectors.subtask = subtask;
+            let (operators, sink) =
+                build_tail(&nodes[first..], first, &sub_connectors, &self.metrics)?;
+            let (operator_indices, operators): (Vec<usize>, Vec<Box<dyn Operator>>) =
+                operators.into_iter().unzip();
+            let mut chain = Chain::new(operators);
+            if let Some(r) = restore {
+                let per_operator = operator_indices
+                    .iter()
+                    .map(|i| {
+                        let batches = r.state.get(i).map(|b| &b[..]).unwrap_or(&[]);
+                        owned_key_groups(batches, subtask, subtasks, self.config.max_parallelism)
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                chain.restore(&per_operator)?;
+            }
+            let output = if sink.is_none() && cp.two_phase() {
+                ResultOutput::Buffered(Vec::new())
+            } else {
+                ResultOutput::Direct(self.out_tx.clone())
+            };
+            let task = OperatorTask {
+                chain,
+                operator_indices,
+                sink,
+                output,
+                updating: self.updating,
+                time_zone: connectors.time_zone.clone(),
+                subtask,
+                max_parallelism: self.config.max_parallelism,
+                ctx: ctx.clone(),
+            };
+            threads.push(spawn_task(
+                &format!("sluice-subtask-{subtask}"),
+                "operator",
+                &ctx,
+                move || task.run(srx),
+            )?);
+        }
+        if let Some(k) = split {
+            // Stateless operators before the keyed one run in the router.
+            let pre: Vec<Box<dyn Operator>> = nodes[..k]
+                .iter()
+                .map(|n| build_operator(n, &self.metrics))
+                .collect::<Result<_>>()?;
+            let (key_exprs, key_schema) = routing_keys(nodes[k]).expect("a keyed node");
+            let router = Router {
+                keys: physical_all(&key_exprs, &key_schema)?,
+                subtasks: subtask_txs,
+                max_parallelism: self.config.max_parallelism,
+            };
+            let rx = subtask_rx.take().expect("the router reads the source");
+            threads.push(spawn_task("sluice-router", "router", &ctx, move || {
+                router.run(&mut Chain::new(pre), rx)
+            })?);
+        }
+        Ok(Attempt {
+            number,
+            subtasks,
+            cancel: ctx.cancel,
+            threads,
+        })
+    }
+
+    /// The coordinator's loop (see the module docs).
+    fn supervise(
+        mut self,
+        mut attempt: Attempt,
+        events_tx: Sender<(u32, Event)>,
+        events: Receiver<(u32, Event)>,
+    ) {
+        let mut restarts = 0u32;
+        let mut finished: Vec<(usize, Committable)> = Vec::new();
+        while let Ok((number, event)) = events.recv() {
+            if number != attempt.number {
+                continue; // from a cancelled attempt
+            }
+            let outcome = match event {
+                Event::Barrier { id, offset } => {
+                    let p = self.pending.entry(id).or_default();
+                    p.offset = Some(offset);
+                    p.started = Some(Instant::now());
+                    self.try_complete(id, attempt.subtasks)
+                }
+                Event::Ack {
+                    id,
+                    subtask,
+                    states,
+                    committable,
+                } => {
+                    self.pending.entry(id).or_default().acks.push(Ack {
+                        subtask,
+                        states,
+                        committable,
+                    });
+                    self.try_complete(id, attempt.subtasks)
+                }
+                Event::Finished {
+                        subtask,
+                        committable,
+                    } => {
+                    finished.push((subtask, committable));
+                    if finished.len() == attempt.subtasks {
+                        finished.sort_by_key(|(s, _)| *s);
+                        let finals = std::mem::take(&mut finished).into_iter().map(|(_, c)| c);
+                        let result = self.finish(finals.collect());
+                        attempt.stop();
+                        if let Err(e) = result {
+                            let _ = self.out_tx.blocking_send(Err(e));
+                        }
+                        return;
+                    }
+                    Ok(())
+                }
+                Event::Failed(e) => Err(e),
+            };
+            let Err(error) = outcome else {
+                continue;
+            };
+            attempt.stop();
+            if self.out_tx.is_closed()
+                || matches!(&error, SluiceError::Execution(m) if m == RECEIVER_CLOSED)
+            {
+                return; // nobody reads the results any more
+            }
+            finished.clear();
+            self.pending.clear();
+            match self.restart(&mut restarts, error, &events_tx) {
+                Ok(a) => attempt = a,
+                Err(e) => {
+                    let _ = self.out_tx.blocking_send(Err(e));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Restarts after `error` under the restart strategy; the error to end the job with
+    /// when no restart is left.
+    fn restart(
+        &mut self,
+        restarts: &mut u32,
+        mut error: SluiceError,
+        events: &Sender<(u32, Event)>,
+    ) -> Result<Attempt> {
+        let strategy = self.config.checkpoint.restart;
+        loop {
+            let Some(strategy) = strategy.filter(|s| *restarts < s.attempts) else {
+                return Err(match strategy {
+                    Some(s) => SluiceError::Execution(format!(
+                        "the job failed after {} restart(s) (restart-strategy.fixed-delay.attempts \
+                         = {}): {error}",
+                        *restarts, s.attempts
+                    )),
+                    None => error,
+                });
+            };
+            *restarts += 1;
+            JobMetrics::add(&self.metrics.restarts, 1);
+            eprintln!(
+                "sluice: job '{}' failed: {error}; restarting ({} of {})",
+                self.job_name, restarts, strategy.attempts
+            );
+            std::thread::sleep(strategy.delay);
+            match self.relaunch(*restarts, events) {
+                Ok(a) => return Ok(a),
+                Err(e) => error = e,
+            }
+        }
+    }
+
+    /// Starts a new attempt from the restore point the guarantee calls for.
+    fn relaunch(&mut self, number: u32, events: &Sender<(u32, Event)>) -> Result<Attempt> {
+        let (restore, resume) = match self.mode() {
+            CheckpointingMode::AtMostOnce => {
+                let live = self
+                    .coordination
+                    .live_offset
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone();
+                (None, live)
+            }
+            _ => (self.restore_point()?, None),
+        };
+        self.prepare_restore(restore.as_ref())?;
+        self.launch(number, restore.as_ref(), resume, events)
+    }
+
+    /// The newest complete checkpoint of this run (or the one it started from).
+    fn restore_point(&self) -> Result<Option<RestoredCheckpoint>> {
+        let Some(storage) = &self.storage else {
+            return Ok(None);
+        };
+        if !self.config.checkpoint.enabled() {
+            return Ok(self.initial.clone());
+        }
+        let warn = |w: String| eprintln!("sluice: {w}");
+        for id in storage.checkpoint_ids()?.into_iter().rev() {
+            if id < self.min_restore_id {
                 break;
             }
+            match storage.load(id) {
+                Ok(c) => return Ok(Some(c)),
+                Err(e) => warn(format!("skipping checkpoint {id}: {e}")),
+            }
+        }
+        Ok(self.initial.clone())
+    }
+
+    /// Before an attempt starts: commits what the restored checkpoint pre-committed,
+    /// discards everything pre-committed or written after it.
+    fn prepare_restore(&mut self, restore: Option<&RestoredCheckpoint>) -> Result<()> {
+        if let Some(r) = restore {
+            for f in &r.manifest.pending_commits {
+                f.commit()?;
+            }
+            self.commit_up_to(r.manifest.checkpoint_id)?;
+        }
+        self.uncommitted.clear();
+        if self.config.checkpoint.two_phase() {
+            if let Some(dir) = self.sink_directory() {
+                crate::connectors::filesystem::discard_uncommitted(
+                    &dir,
+                    &self.config.connectors.job_id,
+                    &[],
+                )?;
+            }
         }
         Ok(())
     }
 
-    fn broadcast(&self, m: Message) {
-        for s in &self.subtasks {
-            let _ = s.send(Ok(m.clone()));
+    fn sink_directory(&self) -> Option<PathBuf> {
+        match &self.plan.spec {
+            OperatorSpec::Sink(spec) => resolve_sink_directory(&spec.options, &self.config.connectors),
+            _ => None,
         }
     }
 
-    fn route(&self, b: StreamBatch) -> Result<()> {
-        use datafusion_common::arrow::array::UInt32Array;
-        use datafusion_common::arrow::compute::take;
-        let n = self.subtasks.len();
-        let rows = b.num_rows();
-        let key_columns = evaluate_all(&self.keys, &b.data)?;
-        let groups = crate::state::key_groups(&key_columns, rows, self.max_parallelism)?;
-        let mut per: Vec<Vec<u32>> = vec![Vec::new(); n];
-        for (row, g) in groups.iter().enumerate() {
-            let subtask = (*g as usize * n) / self.max_parallelism as usize;
-            per[subtask].push(row as u32);
+    /// Completes checkpoint `id` once its barrier and every subtask's ack are in.
+    fn try_complete(&mut self, id: u64, subtasks: usize) -> Result<()> {
+        let ready = self
+            .pending
+            .get(&id)
+            .is_some_and(|p| p.offset.is_some() && p.acks.len() == subtasks);
+        if !ready {
+            return Ok(());
         }
-        for (subtask, rows_of) in per.into_iter().enumerate() {
-            if rows_of.is_empty() {
-                continue;
+        let p = self.pending.remove(&id).expect("checked above");
+        let mut committable = Committable::Nothing;
+        let mut states = Vec::new();
+        for ack in p.acks {
+            committable.append(ack.committable);
+            for (operator, bytes, rows) in ack.states {
+                states.push((operator, ack.subtask, bytes, rows));
             }
-            let part = if rows_of.len() == rows {
-                b.clone()
-            } else {
-                let idx = UInt32Array::from(rows_of);
-                let columns = b
-                    .data
-                    .columns()
-                    .iter()
-                    .map(|c| take(c.as_ref(), &idx, None))
-                    .collect::<std::result::Result<Vec<_>, _>>()?;
-                let take_i64 = |a: &Int64Array| -> Result<Int64Array> {
-                    Ok(take(a, &idx, None)?
-                        .as_any()
-                        .downcast_ref::<Int64Array>()
-                        .cloned()
-                        .expect("i64"))
-                };
-                StreamBatch {
-                    data: RecordBatch::try_new(b.data.schema(), columns)?,
-                    row_watermarks: b.row_watermarks.as_ref().map(take_i64).transpose()?,
-                    ops: match &b.ops {
-                        Some(o) => Some(
-                            take(o, &idx, None)?
-                                .as_any()
-                                .downcast_ref::<datafusion_common::arrow::array::Int8Array>()
-                                .cloned()
-                                .expect("i8"),
-                        ),
-                        None => None,
-                    },
-                }
-            };
-            let _ = self.subtasks[subtask].send(Ok(Message::Data(part)));
+        }
+        self.uncommitted.insert(id, committable);
+        let written = self.write_checkpoint(id, p.offset.expect("checked above"), states);
+        self.coordination.settled.store(id, Ordering::SeqCst);
+        let bytes = match written {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                // The job goes on; what this checkpoint pre-committed is committed with
+                // the next one that completes.
+                JobMetrics::add(&self.metrics.checkpoints_failed, 1);
+                eprintln!("sluice: checkpoint {id} failed: {e}");
+                return Ok(());
+            }
+        };
+        JobMetrics::add(&self.metrics.checkpoints_completed, 1);
+        let m = &self.metrics;
+        m.last_checkpoint_id.store(id, Ordering::Relaxed);
+        m.last_checkpoint_bytes.store(bytes, Ordering::Relaxed);
+        let took = p.started.map(|s| s.elapsed().as_millis() as u64).unwrap_or(0);
+        m.last_checkpoint_duration_ms.store(took, Ordering::Relaxed);
+        self.config
+            .checkpoint
+            .failpoints
+            .check("after-manifest", Some(id))?;
+        self.commit_up_to(id)?;
+        if let Some(storage) = &self.storage {
+            if let Err(e) = storage.prune(id, self.config.checkpoint.num_retained) {
+                eprintln!("sluice: removing old checkpoints failed: {e}");
+            }
         }
         Ok(())
     }
-}
 
-/// `TIMESTAMP_LTZ` columns show and write as wall-clock times of the session time zone:
-/// their values (instants) stay, their Arrow time zone becomes the session's.
-fn localize(batch: &RecordBatch, time_zone: &str) -> Result<RecordBatch> {
-    use datafusion_common::arrow::compute::cast;
-    use datafusion_common::arrow::datatypes::DataType;
-    let has_ltz = batch.schema().fields().iter().any(
-        |f| matches!(f.data_type(), DataType::Timestamp(_, Some(tz)) if tz.as_ref() != time_zone),
-    );
-    if !has_ltz {
-        return Ok(batch.clone());
-    }
-    let schema = Arc::new(localize_schema(&batch.schema(), time_zone));
-    let columns = batch
-        .columns()
-        .iter()
-        .zip(schema.fields())
-        .map(|(c, f)| cast(c, f.data_type()))
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    Ok(RecordBatch::try_new(schema, columns)?)
-}
-
-fn localize_schema(
-    schema: &datafusion_common::arrow::datatypes::Schema,
-    time_zone: &str,
-) -> datafusion_common::arrow::datatypes::Schema {
-    use datafusion_common::arrow::datatypes::{DataType, Field, Schema};
-    let fields: Vec<Field> = schema
-        .fields()
-        .iter()
-        .map(|f| match f.data_type() {
-            DataType::Timestamp(unit, Some(_)) => f
-                .as_ref()
-                .clone()
-                .with_data_type(DataType::Timestamp(*unit, Some(time_zone.into()))),
-            _ => f.as_ref().clone(),
-        })
-        .collect();
-    Schema::new(fields)
-}
-
-/// The name of the RowKind column of an updating result.
-pub const OP_COLUMN: &str = "op";
-
-fn op_schema(
-    schema: &datafusion_common::arrow::datatypes::Schema,
-) -> datafusion_common::arrow::datatypes::Schema {
-    use datafusion_common::arrow::datatypes::{DataType, Field, Schema};
-    let mut fields = vec![Arc::new(Field::new(OP_COLUMN, DataType::Utf8, false))];
-    fields.extend(schema.fields().iter().cloned());
-    Schema::new(fields)
-}
-
-/// The batch with its RowKinds as a leading `op` column of `+I`/`-U`/`+U`/`-D`.
-fn with_op_column(b: &StreamBatch) -> Result<RecordBatch> {
-    use datafusion_common::arrow::array::{ArrayRef, StringArray};
-    let ops: Vec<&str> = (0..b.num_rows()).map(|i| b.row_kind(i).short()).collect();
-    let mut columns: Vec<ArrayRef> = vec![Arc::new(StringArray::from(ops))];
-    columns.extend(b.data.columns().iter().cloned());
-    Ok(RecordBatch::try_new(
-        Arc::new(op_schema(&b.data.schema())),
-        columns,
-    )?)
-}
-
-fn panic_error(task: &str, payload: Box<dyn std::any::Any + Send>) -> SluiceError {
-    let msg = payload
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "unknown panic".into());
-    SluiceError::Internal(format!("the {task} task panicked: {msg}"))
-}
-
-fn run_operators(
-    chain: &mut Chain,
-    rx: Receiver<Result<Message>>,
-    mut sink: Option<Box<dyn BatchSink>>,
-    out: &tokio::sync::mpsc::Sender<Result<RecordBatch>>,
-    metrics: &JobMetrics,
-    updating: bool,
-    time_zone: &str,
-) -> Result<()> {
-    let mut ended = false;
-    while let Ok(msg) = rx.recv() {
-        let msg = match msg {
-            Ok(m) => m,
-            // The source reports its own error; just stop.
-            Err(_) => return Ok(()),
-        };
-        let mut deliver = |m: Message| -> Result<()> {
-            match m {
-                Message::Data(mut b) => {
-                    JobMetrics::add(&metrics.rows_out, b.num_rows() as u64);
-                    b.data = localize(&b.data, time_zone)?;
-                    match sink.as_mut() {
-                        Some(s) => s.write(&b)?,
-                        None => {
-                            let data = if updating {
-                                with_op_column(&b)?
-                            } else {
-                                b.data
-                            };
-                            if out.blocking_send(Ok(data)).is_err() {
-                                return Err(SluiceError::Execution(
-                                    "result receiver closed".into(),
-                                ));
-                            }
-                        }
-                    }
-                }
-                Message::Watermark(_) => {}
-                Message::End => {
-                    ended = true;
-                    if let Some(s) = sink.as_mut() {
-                        s.finish()?;
-                    }
-                }
-            }
-            Ok(())
-        };
-        match chain.push(msg, &mut deliver) {
-            Ok(()) => {}
-            Err(SluiceError::Execution(m)) if m == "result receiver closed" => return Ok(()),
-            Err(e) => return Err(e),
-        }
-        if ended {
-            break;
-        }
-    }
-    Ok(())
-}
-
-/// Builds the live operator of a (non-source, non-sink) plan node.
-fn build_operator(node: &PlanNode, metrics: &Arc<JobMetrics>) -> Result<Box<dyn Operator>> {
-    let input = node.input();
-    let in_schema: &DFSchema = &input.schema;
-    let out_schema: SchemaRef = Arc::new(node.schema.as_arrow().clone());
-    Ok(match &node.spec {
-        OperatorSpec::Filter { predicate } => {
-            Box::new(FilterOperator::new(physical(predicate, in_schema)?))
-        }
-        OperatorSpec::Project { exprs } => Box::new(ProjectOperator::new(
-            physical_all(exprs, in_schema)?,
-            out_schema,
-        )),
-        OperatorSpec::WindowAssign {
-            window,
-            time_column,
-        } => Box::new(WindowAssignOperator::new(
-            *window,
-            *time_column,
-            out_schema,
-            Arc::clone(metrics),
-        )),
-        OperatorSpec::WindowAggregate(spec) => {
-            let in_schema: &DFSchema = &spec.expr_schema;
-            let keys = physical_all(&spec.keys, in_schema)?;
-            let arrow_in = in_schema.as_arrow();
-            let key_types = keys
-                .iter()
-                .map(|k| k.data_type(arrow_in))
-                .collect::<datafusion_common::Result<Vec<_>>>()?;
-            let (calls, aggregates) = lower_aggregates(&spec.aggregates, in_schema)?;
-            let factory = AccumulatorFactory::new(aggregates);
-            if let sluice_common::plan::WindowKind::Session { gap_ms } = spec.window.kind {
-                let WindowInput::Assign { time_column } = spec.windows else {
-                    return Err(SluiceError::Internal(
-                        "a SESSION aggregate must assign its own windows".into(),
-                    ));
-                };
-                return Ok(Box::new(SessionAggregateOperator::new(
-                    spec.window,
-                    gap_ms,
-                    time_column,
-                    keys,
-                    &key_types,
-                    calls,
-                    factory,
-                    spec.group_outputs.clone(),
-                    out_schema,
-                    Arc::clone(metrics),
-                )?));
-            }
-            let windows = match spec.windows {
-                WindowInput::Columns { start, end } => WindowSource::Columns { start, end },
-                WindowInput::Assign { time_column } => WindowSource::Assign { time_column },
-            };
-            Box::new(WindowAggregateOperator::new(
-                spec.window,
-                windows,
-                keys,
-                calls,
-                factory,
-                &key_types,
-                spec.group_outputs.clone(),
-                out_schema,
-                Arc::clone(metrics),
-            )?)
-        }
-        OperatorSpec::GroupAggregate { keys, aggregates } => {
-            let arrow_in = in_schema.as_arrow();
-            let keys = physical_all(keys, in_schema)?;
-            let key_types = keys
-                .iter()
-                .map(|k| k.data_type(arrow_in))
-                .collect::<datafusion_common::Result<Vec<_>>>()?;
-            let (calls, aggregates) = lower_aggregates(aggregates, in_schema)?;
-            Box::new(GroupAggregateOperator::new(
-                keys,
-                &key_types,
-                calls,
-                aggregates,
-                input.is_updating(),
-                out_schema,
-            )?)
-        }
-        OperatorSpec::Source(_) | OperatorSpec::Sink(_) => {
-            return Err(SluiceError::Internal(
-                "sources and sinks are not chained operators".into(),
-            ))
-        }
-    })
-}
-
-/// Lowers aggregate calls: their argument and FILTER expressions, and DataFusion's
-/// aggregate function expressions (which create the accumulators).
-fn lower_aggregates(
-    aggregates: &[datafusion_expr::Expr],
-    in_schema: &DFSchema,
-) -> Result<(Vec<AggregateCall>, Vec<Arc<AggregateFunctionExpr>>)> {
-    let props = ExecutionProps::new();
-    let planning = PhysicalPlanningContext::default();
-    let mut calls = Vec::new();
-    let mut lowered_all = Vec::new();
-    for a in aggregates {
-        let lowered =
-            LoweredAggregateBuilder::new(a, in_schema, in_schema.as_arrow(), &props, &planning)
-                .build()?;
-        calls.push(AggregateCall {
-            args: lowered.aggregate.expressions(),
-            filter: lowered.filter.clone(),
-        });
-        lowered_all.push(Arc::clone(&lowered.aggregate));
-    }
-    Ok((calls, lowered_all))
-}
-
-/// Reads a source, evaluates computed columns and assigns per-row watermarks.
-struct SourceDriver {
-    source: Box<dyn Source>,
-    columns: Vec<Arc<dyn PhysicalExpr>>,
-    schema: SchemaRef,
-    watermark: Option<Arc<dyn PhysicalExpr>>,
-    /// `Some((rowtime index, delay ms))` for `rowtime - <fixed interval>` strategies.
-    fixed_delay: Option<(usize, i64)>,
-    watermark_ms: i64,
-    metrics: Arc<JobMetrics>,
-}
-
-impl SourceDriver {
-    fn new(
-        spec: &SourceSpec,
-        node: &PlanNode,
-        config: &JobConfig,
-        metrics: Arc<JobMetrics>,
-    ) -> Result<Self> {
-        let source = create_source(
-            &spec.table,
-            &spec.options,
-            Arc::new(spec.physical_schema.as_arrow().clone()),
-            &config.connectors,
-            Arc::clone(&metrics),
-        )?;
-        let columns = physical_all(&spec.columns, &spec.physical_schema)?;
-        let watermark = match &spec.watermark {
-            Some(wm) => Some(physical(&wm.expr, &node.schema)?),
-            None => None,
-        };
-        let fixed_delay = spec
-            .watermark
+    /// Writes the state files and then the manifest of checkpoint `id`; returns the bytes
+    /// of state written.
+    fn write_checkpoint(
+        &self,
+        id: u64,
+        source: SourceOffset,
+        states: Vec<(usize, usize, Vec<u8>, u64)>,
+    ) -> Result<u64> {
+        let storage = self
+            .storage
             .as_ref()
-            .and_then(|wm| wm.delay_ms.map(|d| (wm.rowtime, d)));
-        Ok(SourceDriver {
+            .ok_or_else(|| SluiceError::Internal("checkpointing without storage".into()))?;
+        let failpoints = &self.config.checkpoint.failpoints;
+        let mut files = Vec::new();
+        let mut total = 0u64;
+        for (operator, subtask, bytes, rows) in states {
+            failpoints.check("upload", Some(id))?;
+            total += bytes.len() as u64;
+            files.push(storage.put_state(id, operator, subtask, bytes, rows)?);
+        }
+        let pending_commits = self
+            .uncommitted
+            .range(..=id)
+            .flat_map(|(_, c)| match c {
+                Committable::Files(f) => f.clone(),
+                _ => Vec::new(),
+            })
+            .collect();
+        let manifest = Manifest {
+            checkpoint_id: id,
+            job: self.job_name.clone(),
+            plan_fingerprint: self.fingerprint.clone(),
+            engine_version: env!("CARGO_PKG_VERSION").to_string(),
+            mode: self.mode().name().to_string(),
+            completed_at_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as i64)
+                .unwrap_or(0),
+            parallelism: self.config.parallelism,
+            max_parallelism: self.config.max_parallelism,
             source,
-            columns,
-            schema: Arc::new(node.schema.as_arrow().clone()),
-            watermark,
-            fixed_delay,
-            watermark_ms: sluice_common::time::WATERMARK_MIN,
-            metrics,
-        })
+            files,
+            pending_commits,
+        };
+        storage.put_manifest(&manifest)?;
+        Ok(total)
     }
 
-    fn run(mut self, tx: &SyncSender<Result<Message>>) -> Result<()> {
-        while let Some(raw) = self.source.next_batch()? {
-            let cols = evaluate_all(&self.columns, &raw)?;
-            let data = batch_with_schema(&self.schema, cols, raw.num_rows())?;
-            let before = self.watermark_ms;
-            let row_watermarks = match &self.watermark {
-                None => None,
-                Some(expr) => {
-                    let (candidates, delay_ms) = match self.fixed_delay {
-                        Some((rowtime, delay)) => (event_times_ms(data.column(rowtime))?, delay),
-                        None => (event_times_ms(&evaluate(expr, &data)?)?, 0),
-                    };
-                    let mut wms = Vec::with_capacity(data.num_rows());
-                    let mut wm = self.watermark_ms;
-                    for i in 0..candidates.len() {
-                        wms.push(wm);
-                        if candidates.is_valid(i) {
-                            wm = wm.max(candidates.value(i).saturating_sub(delay_ms));
-                        }
-                    }
-                    self.watermark_ms = wm;
-                    Some(Int64Array::from(wms))
+    /// Commits what was pre-committed for checkpoints up to `id`: sink files get their
+    /// final names, buffered result rows go to the reader.
+    fn commit_up_to(&mut self, id: u64) -> Result<()> {
+        let later = self.uncommitted.split_off(&(id + 1));
+        let due = std::mem::replace(&mut self.uncommitted, later);
+        for (_, c) in due {
+            self.commit(c)?;
+        }
+        Ok(())
+    }
+
+    fn commit(&self, c: Committable) -> Result<()> {
+        match c {
+            Committable::Nothing => {}
+            Committable::Files(files) => {
+                for f in files {
+                    f.commit()?;
                 }
-            };
-            let batch = StreamBatch {
-                data,
-                row_watermarks,
-                ops: None,
-            };
-            if tx.send(Ok(Message::Data(batch))).is_err() {
-                return Ok(()); // downstream stopped
             }
-            if self.watermark_ms > before {
-                self.metrics
-                    .watermark_ms
-                    .store(self.watermark_ms, Ordering::Relaxed);
-                if tx.send(Ok(Message::Watermark(self.watermark_ms))).is_err() {
-                    return Ok(());
+            Committable::Rows(rows) => {
+                for b in rows {
+                    let _ = self.out_tx.blocking_send(Ok(b));
                 }
             }
         }
-        let _ = tx.send(Ok(Message::End));
         Ok(())
     }
+
+    /// Every subtask finished: commit everything still pre-committed, then the last
+    /// output.
+    fn finish(&mut self, finals: Vec<Committable>) -> Result<()> {
+        self.commit_up_to(u64::MAX - 1)?;
+        for c in finals {
+            self.commit(c)?;
+        }
+        Ok(())
+    }
+}
+
+/// The rows of snapshot `batches` whose `key_group` subtask `subtask` of `parallelism`
+/// owns.
+fn owned_key_groups(
+    batches: &[RecordBatch],
+    subtask: usize,
+    parallelism: usize,
+    max_parallelism: u32,
+) -> Result<Vec<RecordBatch>> {
+    if parallelism == 1 {
+        return Ok(batches.to_vec());
+    }
+    let mut out = Vec::new();
+    for b in batches {
+        let groups = b.column_by_name("key_group").ok_or_else(|| {
+            SluiceError::Execution("a state snapshot has no key_group column".into())
+        })?;
+        let groups = groups.as_primitive::<UInt32Type>();
+        let mask: datafusion_common::arrow::array::BooleanArray = groups
+            .iter()
+            .map(|g| {
+                Some(g.is_some_and(|g| {
+                    subtask_of_key_group(g, parallelism, max_parallelism) == subtask
+                }))
+            })
+            .collect();
+        let kept = filter_record_batch(b, &mask)?;
+        if kept.num_rows() > 0 {
+            out.push(kept);
+        }
+    }
+    Ok(out)
 }

@@ -5,6 +5,8 @@
 
 #![warn(missing_docs)]
 
+mod build;
+pub mod checkpoint;
 pub mod connectors;
 pub mod expr;
 pub mod job;
@@ -13,6 +15,8 @@ pub mod metrics;
 pub mod operator;
 pub mod operators;
 pub mod state;
+mod tasks;
 
+pub use checkpoint::{CheckpointConfig, CheckpointingMode, FailPoints, RestartStrategy};
 pub use job::{start, JobConfig, RunningJob};
 pub use metrics::JobMetrics;

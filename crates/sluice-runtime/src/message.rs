@@ -137,6 +137,11 @@ pub enum Message {
     /// Event time has advanced to this watermark (ms): no later row has a smaller time,
     /// except late rows.
     Watermark(i64),
+    /// A checkpoint barrier (Carbone et al., "Lightweight Asynchronous Snapshots for
+    /// Distributed Dataflows", 2015; Flink's `CheckpointBarrier`): everything before it on
+    /// this edge belongs to checkpoint `id`, everything after it to later ones. Operators
+    /// never see it; the task driver snapshots its chain when it arrives.
+    Barrier(u64),
     /// The input has ended: treated as the watermark +infinity, then the end.
     End,
 }

@@ -17,6 +17,18 @@ pub struct JobMetrics {
     pub parse_errors_skipped: AtomicU64,
     /// The latest watermark of the sources (ms; `i64::MIN` before the first).
     pub watermark_ms: AtomicI64,
+    /// Checkpoints completed (manifest written).
+    pub checkpoints_completed: AtomicU64,
+    /// Checkpoints that failed (a state file or the manifest could not be written).
+    pub checkpoints_failed: AtomicU64,
+    /// Id of the latest completed checkpoint (0: none).
+    pub last_checkpoint_id: AtomicU64,
+    /// Time from the latest completed checkpoint's barrier to its manifest (ms).
+    pub last_checkpoint_duration_ms: AtomicU64,
+    /// Bytes of state files of the latest completed checkpoint.
+    pub last_checkpoint_bytes: AtomicU64,
+    /// Times the job was restarted after a failure.
+    pub restarts: AtomicU64,
 }
 
 impl Default for JobMetrics {
@@ -28,6 +40,12 @@ impl Default for JobMetrics {
             late_rows_dropped: AtomicU64::new(0),
             parse_errors_skipped: AtomicU64::new(0),
             watermark_ms: AtomicI64::new(i64::MIN),
+            checkpoints_completed: AtomicU64::new(0),
+            checkpoints_failed: AtomicU64::new(0),
+            last_checkpoint_id: AtomicU64::new(0),
+            last_checkpoint_duration_ms: AtomicU64::new(0),
+            last_checkpoint_bytes: AtomicU64::new(0),
+            restarts: AtomicU64::new(0),
         }
     }
 }

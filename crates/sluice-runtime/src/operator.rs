@@ -13,6 +13,7 @@
 //! State: stateful operators keep their state behind the keyed, columnar state types of
 //! [`crate::state`], which the checkpoint layer snapshots.
 
+use datafusion_common::arrow::record_batch::RecordBatch;
 use sluice_common::Result;
 
 use crate::message::{Message, StreamBatch};
@@ -61,6 +62,33 @@ pub trait Operator: Send {
         let _ = out;
         Ok(())
     }
+
+    /// The operator's keyed state as one columnar batch, for a checkpoint; `None` when the
+    /// operator keeps no state (stateless operators) or has none right now. The batch has a
+    /// `key_group` column (`UInt32`: the key group of the row's key, see
+    /// [`crate::state::key_groups`]) so a restore at another parallelism can split it; the
+    /// other columns are the operator's own (see each operator). Taking a snapshot leaves
+    /// the state unchanged.
+    fn snapshot_state(&mut self, max_parallelism: u32) -> Result<Option<RecordBatch>> {
+        let _ = max_parallelism;
+        Ok(None)
+    }
+
+    /// Adds the state of snapshots taken by [`Operator::snapshot_state`] (of the same
+    /// operator in the same plan, possibly by several subtasks, already reduced to the key
+    /// groups this subtask owns). Called before the first message.
+    ///
+    /// # Errors
+    /// A snapshot whose columns do not match the operator.
+    fn restore_state(&mut self, snapshots: &[RecordBatch]) -> Result<()> {
+        if snapshots.iter().any(|b| b.num_rows() > 0) {
+            return Err(sluice_common::SluiceError::Execution(format!(
+                "the checkpoint holds state for the stateless operator {}",
+                self.name()
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// Operators fused into one task (Flink's operator chaining): each message runs through
@@ -84,6 +112,32 @@ impl Chain {
     ) -> Result<()> {
         run_from(&mut self.operators, 0, msg, sink)
     }
+
+    /// Snapshots every operator of the chain (in order; `None` for stateless ones).
+    pub fn snapshot(&mut self, max_parallelism: u32) -> Result<Vec<Option<RecordBatch>>> {
+        self.operators
+            .iter_mut()
+            .map(|op| op.snapshot_state(max_parallelism))
+            .collect()
+    }
+
+    /// Restores operator `i` from `snapshots[i]`.
+    pub fn restore(&mut self, snapshots: &[Vec<RecordBatch>]) -> Result<()> {
+        for (op, batches) in self.operators.iter_mut().zip(snapshots) {
+            op.restore_state(batches)?;
+        }
+        Ok(())
+    }
+
+    /// Number of operators.
+    pub fn len(&self) -> usize {
+        self.operators.len()
+    }
+
+    /// The chain has no operator.
+    pub fn is_empty(&self) -> bool {
+        self.operators.is_empty()
+    }
 }
 
 fn run_from(
@@ -101,6 +155,8 @@ fn run_from(
         Message::Data(b) => op.process_batch(b, &mut out)?,
         Message::Watermark(w) => op.on_watermark(w, &mut out)?,
         Message::End => op.on_end(&mut out)?,
+        // Barriers pass operators untouched; the task driver snapshots the chain.
+        Message::Barrier(_) => return sink(msg),
     }
     let mut produced = out.take();
     if is_end {

@@ -39,6 +39,25 @@ pub(crate) struct Chunk {
     pub(crate) file: Arc<str>,
     pub(crate) bytes: Vec<u8>,
     pub(crate) records: Vec<RecordSpan>,
+    /// Where reading resumes after this chunk.
+    pub(crate) end: FilePosition,
+}
+
+/// A place in the input of a line-oriented source: the source offset a checkpoint
+/// records. Reading resumes at byte `byte` (of the decompressed stream) of file number
+/// `file` (in the sorted file list), which is line `line` (1-based).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FilePosition {
+    /// Index of the file in the source's sorted file list.
+    pub file: usize,
+    /// The file's path (checked on restore: the file list must not have changed).
+    pub path: String,
+    /// Bytes of the file (decompressed) before the position.
+    pub byte: u64,
+    /// 1-based line number at the position.
+    pub line: u64,
+    /// The header row is still to be skipped (`'csv.header'`, nothing read yet).
+    pub header_pending: bool,
 }
 
 /// One record's place in a chunk: byte range and first line (1-based).
@@ -199,6 +218,10 @@ impl ChunkFormat for ChunkDecoder {
 struct OpenFile {
     display: Arc<str>,
     reader: Box<dyn BufRead + Send>,
+    /// Index in the file list.
+    index: usize,
+    /// Bytes consumed from `reader` (plus those skipped when it was opened at a position).
+    offset: u64,
     /// 1-based line number of the next unread line.
     line: u64,
     header_pending: bool,
@@ -321,7 +344,9 @@ pub struct CsvSource {
     decoder: Arc<dyn ChunkFormat>,
     helper: Option<DecodeHelper>,
     /// Chunks cut but not yet emitted, in input order.
-    order: VecDeque<Pending>,
+    order: VecDeque<(Pending, FilePosition)>,
+    /// Where reading resumes after the last batch returned (the source offset).
+    position: Option<FilePosition>,
     /// Results received from the helper, not yet emitted.
     helper_done: VecDeque<Result<(Option<RecordBatch>, u64)>>,
     /// Chunks sent to the helper whose results have not been received.
@@ -332,7 +357,7 @@ pub struct CsvSource {
     quote: Option<u8>,
     /// Skip the first record of each file.
     header: bool,
-    ready: VecDeque<RecordBatch>,
+    ready: VecDeque<(Option<RecordBatch>, FilePosition)>,
     batch_size: usize,
     /// xorshift state when batch sizes are randomized (a test hook).
     batch_size_rng: Option<u64>,
@@ -394,6 +419,7 @@ impl CsvSource {
             decoder,
             helper: None,
             order: VecDeque::new(),
+            position: None,
             helper_done: VecDeque::new(),
             helper_pending: 0,
             input_done: false,
@@ -410,10 +436,21 @@ impl CsvSource {
         let Some(path) = self.files.get(self.next_file).cloned() else {
             return Ok(false);
         };
-        self.next_file += 1;
-        let file = File::open(&path)
-            .map_err(|e| SluiceError::io(format!("opening '{}'", path.display()), e))?;
-        let reader: Box<dyn BufRead + Send> = if path.extension().is_some_and(|e| e == "gz") {
+        self.open_at(self.next_file, &path, 0)?;
+        Ok(true)
+    }
+
+    /// Opens file `index` of the list and skips its first `skip` (decompressed) bytes.
+    fn open_at(&mut self, index: usize, path: &Path, skip: u64) -> Result<()> {
+        use std::io::{Read, Seek, SeekFrom};
+        let io_err = |what: &str, e| SluiceError::io(format!("{what} '{}'", path.display()), e);
+        let mut file = File::open(path).map_err(|e| io_err("opening", e))?;
+        let gz = path.extension().is_some_and(|e| e == "gz");
+        if !gz && skip > 0 {
+            file.seek(SeekFrom::Start(skip))
+                .map_err(|e| io_err("seeking in", e))?;
+        }
+        let mut reader: Box<dyn BufRead + Send> = if gz {
             Box::new(BufReader::with_capacity(
                 1 << 20,
                 flate2::read::MultiGzDecoder::new(BufReader::new(file)),
@@ -421,14 +458,27 @@ impl CsvSource {
         } else {
             Box::new(BufReader::with_capacity(1 << 20, file))
         };
+        if gz && skip > 0 {
+            let skipped = std::io::copy(&mut (&mut reader).take(skip), &mut std::io::sink())
+                .map_err(|e| io_err("reading", e))?;
+            if skipped < skip {
+                return Err(SluiceError::Execution(format!(
+                    "'{}' is shorter than the checkpointed offset {skip}: the input changed",
+                    path.display()
+                )));
+            }
+        }
+        self.next_file = index + 1;
         self.current = Some(OpenFile {
             display: path.display().to_string().into(),
             reader,
+            index,
+            offset: skip,
             line: 1,
             header_pending: self.header,
             eof: false,
         });
-        Ok(true)
+        Ok(())
     }
 
     /// The next chunk of up to `batch_size` whole records, `None` at the end of all files.
@@ -535,21 +585,29 @@ impl CsvSource {
             bytes.extend_from_slice(&buf[copied..used]);
             JobMetrics::add(&self.metrics.bytes_in, used as u64);
             file.reader.consume(used);
+            file.offset += used as u64;
         }
         Ok(Chunk {
             file: Arc::clone(&file.display),
             bytes,
             records,
+            end: FilePosition {
+                file: file.index,
+                path: file.display.to_string(),
+                byte: file.offset,
+                line: file.line,
+                header_pending: file.header_pending,
+            },
         })
     }
 
-    fn accept(&mut self, decoded: (Option<RecordBatch>, u64)) {
+    fn accept(&mut self, decoded: (Option<RecordBatch>, u64), end: FilePosition) {
         let (batch, skipped) = decoded;
         JobMetrics::add(&self.metrics.parse_errors_skipped, skipped);
-        if let Some(b) = batch {
+        if let Some(b) = &batch {
             JobMetrics::add(&self.metrics.rows_in, b.num_rows() as u64);
-            self.ready.push_back(b);
         }
+        self.ready.push_back((batch, end));
     }
 }
 
@@ -599,25 +657,29 @@ impl Source for CsvSource {
     /// on this thread, which also cuts every chunk; batches leave in input order.
     fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
         loop {
-            if let Some(b) = self.ready.pop_front() {
-                return Ok(Some(b));
+            if let Some((b, end)) = self.ready.pop_front() {
+                self.position = Some(end);
+                match b {
+                    Some(b) => return Ok(Some(b)),
+                    None => continue,
+                }
             }
             // The oldest pending chunk, if its result is here.
             match self.order.front() {
-                Some(Pending::Local(_)) => {
-                    if let Some(Pending::Local(r)) = self.order.pop_front() {
-                        self.accept(r?);
+                Some((Pending::Local(_), _)) => {
+                    if let Some((Pending::Local(r), end)) = self.order.pop_front() {
+                        self.accept(r?, end);
                     }
                     continue;
                 }
-                Some(Pending::Helper) => {
+                Some((Pending::Helper, _)) => {
                     let must_wait = self.input_done || self.order.len() >= MAX_AHEAD;
                     if self.helper_done.is_empty() {
                         self.take_helper_result(must_wait)?;
                     }
                     if let Some(r) = self.helper_done.pop_front() {
-                        self.order.pop_front();
-                        self.accept(r?);
+                        let (_, end) = self.order.pop_front().expect("a pending chunk");
+                        self.accept(r?, end);
                         continue;
                     }
                 }
@@ -628,6 +690,7 @@ impl Source for CsvSource {
             match self.next_chunk()? {
                 None => self.input_done = true,
                 Some(chunk) => {
+                    let end = chunk.end.clone();
                     if self.helper_pending < HELPER_QUEUE {
                         if self.helper.is_none() {
                             self.helper = Some(DecodeHelper::spawn(Arc::clone(&self.decoder))?);
@@ -637,10 +700,10 @@ impl Source for CsvSource {
                             SluiceError::Internal("the CSV decode thread stopped".into())
                         })?;
                         self.helper_pending += 1;
-                        self.order.push_back(Pending::Helper);
+                        self.order.push_back((Pending::Helper, end));
                     } else {
                         let decoded = self.decoder.decode(&chunk);
-                        self.order.push_back(Pending::Local(decoded));
+                        self.order.push_back((Pending::Local(decoded), end));
                     }
                 }
             }
@@ -649,5 +712,44 @@ impl Source for CsvSource {
 
     fn describe(&self) -> String {
         format!("filesystem csv ({} files)", self.files.len())
+    }
+
+    /// A [`FilePosition`] after the last batch returned (`null` before the first).
+    fn position(&self) -> serde_json::Value {
+        match &self.position {
+            Some(p) => serde_json::to_value(p).unwrap_or(serde_json::Value::Null),
+            None => serde_json::Value::Null,
+        }
+    }
+
+    fn seek(&mut self, position: &serde_json::Value) -> Result<()> {
+        if position.is_null() {
+            return Ok(());
+        }
+        let p: FilePosition = serde_json::from_value(position.clone()).map_err(|e| {
+            SluiceError::Execution(format!("a checkpointed file position is unreadable: {e}"))
+        })?;
+        let path = self.files.get(p.file).cloned().ok_or_else(|| {
+            SluiceError::Execution(format!(
+                "the checkpoint resumes reading at file {} ('{}'), but the source now has {} files",
+                p.file + 1,
+                p.path,
+                self.files.len()
+            ))
+        })?;
+        if path.display().to_string() != p.path {
+            return Err(SluiceError::Execution(format!(
+                "the checkpoint resumes reading '{}', but file {} of the source is now '{}'",
+                p.path,
+                p.file + 1,
+                path.display()
+            )));
+        }
+        self.open_at(p.file, &path, p.byte)?;
+        let file = self.current.as_mut().expect("just opened");
+        file.line = p.line;
+        file.header_pending = p.header_pending;
+        self.position = Some(p);
+        Ok(())
     }
 }

@@ -421,4 +421,43 @@ impl Source for DatagenSource {
     fn describe(&self) -> String {
         format!("datagen ({} rows/s)", self.rows_per_second)
     }
+
+    /// `{"produced": rows, "remaining": rows or null, "rng": state, "sequences": [next
+    /// value of each sequence field]}`.
+    fn position(&self) -> serde_json::Value {
+        let sequences: Vec<i64> = self
+            .fields
+            .iter()
+            .filter_map(|f| match f {
+                FieldGen::Sequence { next } => Some(*next),
+                _ => None,
+            })
+            .collect();
+        serde_json::json!({
+            "produced": self.produced,
+            "remaining": self.remaining,
+            "rng": self.rng,
+            "sequences": sequences,
+        })
+    }
+
+    fn seek(&mut self, position: &serde_json::Value) -> Result<()> {
+        if position.is_null() {
+            return Ok(());
+        }
+        let bad = || SluiceError::Execution(format!("a checkpointed datagen position is unreadable: {position}"));
+        self.produced = position["produced"].as_u64().ok_or_else(bad)?;
+        self.remaining = position["remaining"].as_u64();
+        self.rng = position["rng"].as_u64().ok_or_else(bad)?;
+        let mut sequences = position["sequences"].as_array().ok_or_else(bad)?.iter();
+        for f in &mut self.fields {
+            if let FieldGen::Sequence { next } = f {
+                *next = sequences.next().and_then(|v| v.as_i64()).ok_or_else(bad)?;
+            }
+        }
+        // Keep the pace: the rows produced before the restore count as already due.
+        let done = Duration::from_secs_f64(self.produced as f64 / self.rows_per_second as f64);
+        self.started = Instant::now().checked_sub(done).unwrap_or_else(Instant::now);
+        Ok(())
+    }
 }

@@ -11,7 +11,7 @@ use regex::Regex;
 use sluice_common::plan::ConnectorOptions;
 use sluice_common::{Result, SluiceError};
 
-use crate::connectors::BatchSink;
+use crate::connectors::{BatchSink, Committable};
 
 /// Options of the `csv` format (Flink's names).
 #[derive(Debug, Clone)]
@@ -107,30 +107,137 @@ pub fn list_files(path: &Path) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// Writes part files into a directory (`'path'` of a `filesystem` sink): one file
-/// `part-<job id>-0.csv` (or `.json`) per job. CSV: no header row (as Flink's CSV format),
-/// NULL as an empty field. JSON: one object per line, NULL as `null`. Timestamps as
-/// `YYYY-MM-DD HH:MM:SS[.fff]`.
+/// Writes part files into a directory (`'path'` of a `filesystem` sink). CSV: no header
+/// row (as Flink's CSV format), NULL as an empty field. JSON: one object per line, NULL as
+/// `null`. Timestamps as `YYYY-MM-DD HH:MM:SS[.fff]`.
+///
+/// Two ways of writing, after Flink's `FileSink`:
+/// - **two-phase commit** (`'sink.delivery-guarantee' = 'exactly-once'`, the default when
+///   the job checkpoints exactly-once): rows go to a hidden in-progress file
+///   `.<prefix>-<n>.<ext>.inprogress`; at a checkpoint barrier it is flushed, synced and
+///   renamed to `.<prefix>-<n>.<ext>.pending` (pre-commit), where `n` is the checkpoint id
+///   (`end` for the last file, closed at the end of the input); the job renames it to
+///   `<prefix>-<n>.<ext>` (commit) only once that checkpoint is complete. Names starting
+///   with `.` are hidden from readers (and from Sluice's own sources).
+/// - **direct** (at-least-once, at-most-once, no checkpoints): one visible file
+///   `<prefix>-<attempt>.<ext>` per run of the job (a restarted job writes a new file, so
+///   nothing written before a failure is lost).
 pub struct DirectorySink {
     dir: PathBuf,
-    file_name: String,
+    /// `part-<job id>-<subtask>`.
+    prefix: String,
+    extension: &'static str,
     json: bool,
-    writer: Option<std::io::BufWriter<File>>,
+    two_phase: bool,
+    attempt: u32,
+    /// The open file: writer, the name it has while written, the name it gets.
+    open: Option<(std::io::BufWriter<File>, PathBuf, PathBuf)>,
 }
 
 impl DirectorySink {
-    /// A sink writing into `dir` (created if missing), CSV or JSON lines.
-    pub fn new(dir: &Path, file_name: String, json: bool) -> Result<Self> {
+    /// A sink writing into `dir` (created if missing), CSV or JSON lines; files are named
+    /// `prefix...` as described on the type.
+    ///
+    /// # Errors
+    /// The directory cannot be created.
+    pub fn new(dir: &Path, prefix: String, json: bool, two_phase: bool, attempt: u32) -> Result<Self> {
         std::fs::create_dir_all(dir).map_err(|e| {
             SluiceError::io(format!("creating sink directory '{}'", dir.display()), e)
         })?;
         Ok(DirectorySink {
             dir: dir.to_path_buf(),
-            file_name,
+            prefix,
+            extension: if json { "json" } else { "csv" },
             json,
-            writer: None,
+            two_phase,
+            attempt,
+            open: None,
         })
     }
+
+    fn io_error(&self, e: std::io::Error) -> SluiceError {
+        SluiceError::io(format!("writing into '{}'", self.dir.display()), e)
+    }
+
+    /// Flushes, syncs and closes the open file, renaming it to `.<name>.pending`; returns
+    /// what commits it.
+    fn close(&mut self, transaction: &str) -> Result<Committable> {
+        let Some((mut w, path, _)) = self.open.take() else {
+            return Ok(Committable::Nothing);
+        };
+        w.flush().map_err(|e| self.io_error(e))?;
+        let file = w.into_inner().map_err(|e| self.io_error(e.into_error()))?;
+        file.sync_all().map_err(|e| self.io_error(e))?;
+        if !self.two_phase {
+            return Ok(Committable::Nothing);
+        }
+        let name = format!("{}-{transaction}.{}", self.prefix, self.extension);
+        let pending = self.dir.join(format!(".{name}.pending"));
+        std::fs::rename(&path, &pending).map_err(|e| self.io_error(e))?;
+        Ok(Committable::Files(vec![PendingFile {
+            pending,
+            target: self.dir.join(name),
+        }]))
+    }
+}
+
+/// A pre-committed file of a two-phase-commit sink: committing renames `pending` to
+/// `target`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PendingFile {
+    /// The hidden pending file (`.name.pending`).
+    pub pending: PathBuf,
+    /// Its final, visible name.
+    pub target: PathBuf,
+}
+
+impl PendingFile {
+    /// Commits the file: renames it to its final name. Idempotent: a file already
+    /// committed (pending gone, target present) is left alone.
+    ///
+    /// # Errors
+    /// Neither the pending file nor the target exists (the pre-committed data is lost), or
+    /// the rename fails.
+    pub fn commit(&self) -> Result<()> {
+        if self.pending.exists() {
+            return std::fs::rename(&self.pending, &self.target).map_err(|e| {
+                SluiceError::io(format!("committing '{}'", self.target.display()), e)
+            });
+        }
+        if self.target.exists() {
+            return Ok(());
+        }
+        Err(SluiceError::Execution(format!(
+            "cannot commit '{}': its pre-committed file '{}' is missing",
+            self.target.display(),
+            self.pending.display()
+        )))
+    }
+}
+
+/// Deletes the hidden in-progress and pending files of job `job_id` in `dir` that are not
+/// in `keep`: on recovery, what was written after the restored checkpoint is discarded.
+///
+/// # Errors
+/// The directory cannot be listed or a file cannot be deleted.
+pub fn discard_uncommitted(dir: &Path, job_id: &str, keep: &[PendingFile]) -> Result<usize> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(0); // nothing written yet
+    };
+    let prefix = format!(".part-{job_id}-");
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        let hidden_part = name.starts_with(&prefix)
+            && (name.ends_with(".inprogress") || name.ends_with(".pending"));
+        if hidden_part && !keep.iter().any(|k| k.pending == entry.path()) {
+            std::fs::remove_file(entry.path()).map_err(|e| {
+                SluiceError::io(format!("discarding '{}'", entry.path().display()), e)
+            })?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
 }
 
 /// JSON-lines bytes of a batch, in Sluice's output conventions.
@@ -180,28 +287,51 @@ fn strip_zero_millis(bytes: Vec<u8>) -> Vec<u8> {
 impl BatchSink for DirectorySink {
     fn write(&mut self, batch: &crate::message::StreamBatch) -> Result<()> {
         let batch = &batch.data;
-        if self.writer.is_none() {
-            let path = self.dir.join(&self.file_name);
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        if self.open.is_none() {
+            let (path, target) = if self.two_phase {
+                // Unique until pre-commit names it after its checkpoint.
+                let n = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos())
+                    .unwrap_or_default();
+                let name = format!(".{}-{n:x}.{}.inprogress", self.prefix, self.extension);
+                (self.dir.join(name), PathBuf::new())
+            } else {
+                let name = format!("{}-{}.{}", self.prefix, self.attempt, self.extension);
+                (self.dir.join(&name), self.dir.join(&name))
+            };
             let f = File::create(&path)
                 .map_err(|e| SluiceError::io(format!("creating '{}'", path.display()), e))?;
-            self.writer = Some(std::io::BufWriter::new(f));
+            self.open = Some((std::io::BufWriter::new(f), path, target));
         }
         let bytes = if self.json {
             json_bytes(batch)?
         } else {
             csv_bytes(batch, false)?
         };
-        let w = self.writer.as_mut().expect("writer exists");
-        w.write_all(&bytes)
-            .map_err(|e| SluiceError::io(format!("writing into '{}'", self.dir.display()), e))
+        let (w, _, _) = self.open.as_mut().expect("a file is open");
+        w.write_all(&bytes).map_err(|e| {
+            SluiceError::io(format!("writing into '{}'", self.dir.display()), e)
+        })
     }
 
-    fn finish(&mut self) -> Result<()> {
-        if let Some(w) = self.writer.as_mut() {
-            w.flush().map_err(|e| {
-                SluiceError::io(format!("writing into '{}'", self.dir.display()), e)
-            })?;
+    fn pre_commit(&mut self, checkpoint_id: u64) -> Result<Committable> {
+        if !self.two_phase {
+            // Direct files stay open across checkpoints; make what is written durable.
+            if let Some((w, _, _)) = self.open.as_mut() {
+                w.flush().map_err(|e| {
+                    SluiceError::io(format!("writing into '{}'", self.dir.display()), e)
+                })?;
+            }
+            return Ok(Committable::Nothing);
         }
-        Ok(())
+        self.close(&checkpoint_id.to_string())
+    }
+
+    fn finish(&mut self) -> Result<Committable> {
+        self.close("end")
     }
 }

@@ -31,14 +31,60 @@ pub trait Source: Send {
     fn next_batch(&mut self) -> Result<Option<RecordBatch>>;
     /// A short description for logs.
     fn describe(&self) -> String;
+    /// The source offset after the last batch returned: where [`Source::seek`] resumes
+    /// reading (connector-specific JSON, stored in checkpoint manifests; `null`: the
+    /// beginning).
+    fn position(&self) -> serde_json::Value;
+    /// Resumes reading at a position from [`Source::position`] (called before the first
+    /// `next_batch`).
+    ///
+    /// # Errors
+    /// A position this source cannot resume from (the input changed).
+    fn seek(&mut self, position: &serde_json::Value) -> Result<()>;
 }
 
-/// A sink of rows.
+/// A sink of rows. A transactional sink takes part in checkpoints with two-phase
+/// commit: `pre_commit` at each barrier returns what it wrote since the last one as a
+/// [`Committable`], which the job commits once the checkpoint is complete.
 pub trait BatchSink: Send {
     /// Writes a batch (the sink table's physical columns; `ops` set on a changelog).
     fn write(&mut self, batch: &StreamBatch) -> Result<()>;
-    /// The input has ended: flush and close.
-    fn finish(&mut self) -> Result<()>;
+    /// A checkpoint barrier arrived: make what was written since the last pre-commit
+    /// durable and return what commits it (`Nothing` for sinks that write directly).
+    fn pre_commit(&mut self, checkpoint_id: u64) -> Result<Committable> {
+        let _ = checkpoint_id;
+        Ok(Committable::Nothing)
+    }
+    /// The input has ended: flush, close, and return what commits the last rows.
+    fn finish(&mut self) -> Result<Committable>;
+}
+
+/// What a sink pre-committed and the job commits when the checkpoint completes.
+#[derive(Debug, Clone)]
+pub enum Committable {
+    /// Nothing to commit (direct sinks, or nothing written).
+    Nothing,
+    /// Files to rename to their final names (the `filesystem` sink).
+    Files(Vec<filesystem::PendingFile>),
+    /// Result rows of a query, released to the reader on commit (the job's collect sink).
+    Rows(Vec<RecordBatch>),
+}
+
+impl Committable {
+    /// Adds `other` to this one (pending commits of checkpoints that failed are committed
+    /// with the next one that completes).
+    pub fn append(&mut self, other: Committable) {
+        match (&mut *self, other) {
+            (_, Committable::Nothing) => {}
+            (Committable::Nothing, o) => *self = o,
+            (Committable::Files(a), Committable::Files(b)) => a.extend(b),
+            (Committable::Rows(a), Committable::Rows(b)) => a.extend(b),
+            (a, b) => {
+                // One sink kind per job: never mixed.
+                debug_assert!(false, "mixed committables {a:?} and {b:?}");
+            }
+        }
+    }
 }
 
 /// Where relative paths resolve and how big batches are.
@@ -53,6 +99,13 @@ pub struct ConnectorContext {
     pub batch_size_seed: Option<u64>,
     /// A name unique to the job, used in part-file names.
     pub job_id: String,
+    /// Which parallel subtask the connector serves (part-file names).
+    pub subtask: usize,
+    /// How many times the job has been restarted (direct sinks write a new file per run).
+    pub attempt: u32,
+    /// The job checkpoints exactly-once: sinks that can, commit in two phases (unless
+    /// their `'sink.delivery-guarantee'` says otherwise).
+    pub two_phase_sinks: bool,
     /// The session time zone (IANA name or offset): `TIMESTAMP_LTZ` values are read from
     /// and written as wall-clock times in it.
     pub time_zone: String,
@@ -142,6 +195,28 @@ pub fn create_source(
     }
 }
 
+/// The `'sink.delivery-guarantee'` of a `filesystem` sink: `exactly-once` (default:
+/// two-phase commit when the job checkpoints exactly-once) or `at-least-once` (direct).
+fn sink_exactly_once(options: &ConnectorOptions, table: &str) -> Result<bool> {
+    match options.get("sink.delivery-guarantee").map(|s| s.to_ascii_lowercase()) {
+        None => Ok(true),
+        Some(v) if v == "exactly-once" => Ok(true),
+        Some(v) if v == "at-least-once" || v == "none" => Ok(false),
+        Some(v) => Err(SluiceError::Config(format!(
+            "'sink.delivery-guarantee' of table '{table}' must be 'exactly-once', \
+             'at-least-once' or 'none', found '{v}'"
+        ))),
+    }
+}
+
+/// The directory a `filesystem` sink writes into (`None` for other connectors).
+pub fn resolve_sink_directory(options: &ConnectorOptions, ctx: &ConnectorContext) -> Option<PathBuf> {
+    match options.get("connector").map(|s| s.as_str()) {
+        Some("filesystem") => options.get("path").map(|p| resolve(ctx, p)),
+        _ => None,
+    }
+}
+
 /// Creates the sink of a table from its `WITH` options.
 pub fn create_sink(
     table: &str,
@@ -153,14 +228,12 @@ pub fn create_sink(
         "filesystem" => {
             let format = file_format(options, table)?;
             let path = resolve(ctx, option(options, "path", table)?);
-            let extension = match format {
-                FileFormat::Csv => "csv",
-                FileFormat::Json => "json",
-            };
             Ok(Box::new(filesystem::DirectorySink::new(
                 &path,
-                format!("part-{}-0.{extension}", ctx.job_id),
+                format!("part-{}-{}", ctx.job_id, ctx.subtask),
                 format == FileFormat::Json,
+                ctx.two_phase_sinks && sink_exactly_once(options, table)?,
+                ctx.attempt,
             )?))
         }
         "print" => Ok(Box::new(PrintSink {
@@ -207,10 +280,11 @@ impl BatchSink for PrintSink {
         Ok(())
     }
 
-    fn finish(&mut self) -> Result<()> {
+    fn finish(&mut self) -> Result<Committable> {
         std::io::stdout()
             .flush()
-            .map_err(|e| SluiceError::io("printing rows", e))
+            .map_err(|e| SluiceError::io("printing rows", e))?;
+        Ok(Committable::Nothing)
     }
 }
 
@@ -221,7 +295,7 @@ impl BatchSink for BlackholeSink {
     fn write(&mut self, _batch: &StreamBatch) -> Result<()> {
         Ok(())
     }
-    fn finish(&mut self) -> Result<()> {
-        Ok(())
+    fn finish(&mut self) -> Result<Committable> {
+        Ok(Committable::Nothing)
     }
 }

@@ -18,7 +18,8 @@ use std::sync::Arc;
 use datafusion_common::arrow::array::{Array, ArrayRef, Int8Array, UInt32Array};
 use datafusion_common::arrow::compute::take;
 use datafusion_common::arrow::datatypes::{DataType, SchemaRef};
-use datafusion_common::{DataFusionError, ScalarValue};
+use datafusion_common::arrow::array::{AsArray, RecordBatch};
+use datafusion_common::ScalarValue;
 use datafusion_expr::Accumulator;
 use datafusion_physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion_physical_expr::PhysicalExpr;
@@ -261,6 +262,152 @@ impl Operator for GroupAggregateOperator {
         }
         Ok(())
     }
+
+    /// One row per group: `key_group` (UInt32), `rows` (Int64: the group's net row
+    /// count), `emitted` (Boolean: a result row was emitted and not deleted), the key
+    /// columns `key_<k>`, each accumulator's state `agg_<a>_<i>` (DataFusion's
+    /// `Accumulator::state`), and the last emitted aggregate values `out_<a>`.
+    fn snapshot_state(&mut self, max_parallelism: u32) -> Result<Option<RecordBatch>> {
+        use datafusion_common::arrow::array::{BooleanArray, Int64Array, UInt32Array};
+        use datafusion_common::arrow::datatypes::{Field, Schema};
+        if self.groups.is_empty() {
+            return Ok(None);
+        }
+        let n = self.groups.len();
+        let key_count = self.keys.len();
+        let mut states: Vec<Vec<Vec<ScalarValue>>> = vec![Vec::new(); self.calls.len()];
+        for g in 0..n {
+            // `state()` may consume an accumulator: rebuild it from the state it gave.
+            let fresh = self.new_accumulators()?;
+            let group = &mut self.groups[g];
+            for (a, (acc, mut rebuilt)) in group.accumulators.iter_mut().zip(fresh).enumerate() {
+                let state = acc.state()?;
+                let arrays = state
+                    .iter()
+                    .map(|v| v.to_array())
+                    .collect::<datafusion_common::Result<Vec<_>>>()?;
+                rebuilt.merge_batch(&arrays)?;
+                *acc = rebuilt;
+                states[a].push(state);
+            }
+        }
+        let key_columns = (0..key_count)
+            .map(|k| ScalarValue::iter_to_array(self.groups.iter().map(|g| g.key[k].clone())))
+            .collect::<datafusion_common::Result<Vec<_>>>()?;
+        let groups = crate::state::key_groups(&key_columns, n, max_parallelism)?;
+        let mut fields = vec![
+            Field::new("key_group", DataType::UInt32, false),
+            Field::new("rows", DataType::Int64, false),
+            Field::new("emitted", DataType::Boolean, false),
+        ];
+        let mut columns: Vec<ArrayRef> = vec![
+            Arc::new(UInt32Array::from(groups)),
+            Arc::new(Int64Array::from_iter_values(self.groups.iter().map(|g| g.rows))),
+            Arc::new(BooleanArray::from_iter(
+                self.groups.iter().map(|g| Some(g.emitted.is_some())),
+            )),
+        ];
+        for (k, c) in key_columns.into_iter().enumerate() {
+            fields.push(Field::new(format!("key_{k}"), c.data_type().clone(), true));
+            columns.push(c);
+        }
+        for (a, per_group) in states.iter().enumerate() {
+            let width = per_group.first().map(|s| s.len()).unwrap_or(0);
+            for i in 0..width {
+                let c = ScalarValue::iter_to_array(per_group.iter().map(|s| s[i].clone()))?;
+                fields.push(Field::new(format!("agg_{a}_{i}"), c.data_type().clone(), true));
+                columns.push(c);
+            }
+        }
+        for a in 0..self.calls.len() {
+            let field = self.schema.field(key_count + a);
+            let c = ScalarValue::iter_to_array(self.groups.iter().map(|g| match &g.emitted {
+                Some(v) => v[key_count + a].clone(),
+                None => ScalarValue::try_from(field.data_type()).unwrap_or(ScalarValue::Null),
+            }))?;
+            fields.push(Field::new(format!("out_{a}"), c.data_type().clone(), true));
+            columns.push(c);
+        }
+        Ok(Some(RecordBatch::try_new(
+            Arc::new(Schema::new(fields)),
+            columns,
+        )?))
+    }
+
+    /// Adds the groups of snapshots (see [`Self::snapshot_state`]).
+    fn restore_state(&mut self, snapshots: &[RecordBatch]) -> Result<()> {
+        use datafusion_common::arrow::datatypes::Int64Type;
+        let key_count = self.keys.len();
+        for snap in snapshots {
+            let n = snap.num_rows();
+            if n == 0 {
+                continue;
+            }
+            let mismatch = || {
+                sluice_common::SluiceError::Execution(
+                    "an aggregate state snapshot does not match the operator's keys and aggregates"
+                        .into(),
+                )
+            };
+            let column = |name: &str| snap.column_by_name(name).cloned().ok_or_else(mismatch);
+            let rows = column("rows")?;
+            let rows = rows.as_primitive::<Int64Type>().clone();
+            let emitted = column("emitted")?;
+            let emitted = emitted.as_boolean().clone();
+            let keys = (0..key_count)
+                .map(|k| column(&format!("key_{k}")))
+                .collect::<Result<Vec<_>>>()?;
+            let mut state_columns: Vec<Vec<ArrayRef>> = Vec::new();
+            for a in 0..self.calls.len() {
+                let prefix = format!("agg_{a}_");
+                let mut cols = Vec::new();
+                for i in 0.. {
+                    match snap.column_by_name(&format!("{prefix}{i}")) {
+                        Some(c) => cols.push(Arc::clone(c)),
+                        None => break,
+                    }
+                }
+                state_columns.push(cols);
+            }
+            let outs = (0..self.calls.len())
+                .map(|a| column(&format!("out_{a}")))
+                .collect::<Result<Vec<_>>>()?;
+            let key_rows = match &self.converter {
+                Some(c) => Some(c.convert_columns(&keys)?),
+                None => None,
+            };
+            let all: Vec<u32> = (0..n as u32).collect();
+            let mut group_of = Vec::new();
+            self.index
+                .group_indices(key_rows.as_ref(), &all, &mut group_of);
+            for (row, &g) in group_of.iter().enumerate() {
+                if g >= self.groups.len() {
+                    self.group_for(g, &keys, row)?;
+                }
+                let group_accs = self.new_accumulators()?;
+                let group = &mut self.groups[g];
+                group.accumulators = group_accs;
+                for (a, acc) in group.accumulators.iter_mut().enumerate() {
+                    let states = state_columns[a]
+                        .iter()
+                        .map(|c| c.slice(row, 1))
+                        .collect::<Vec<_>>();
+                    acc.merge_batch(&states)?;
+                }
+                group.rows = rows.value(row);
+                group.emitted = if emitted.value(row) {
+                    let mut v = group.key.clone();
+                    for o in &outs {
+                        v.push(ScalarValue::try_from_array(o, row)?);
+                    }
+                    Some(v)
+                } else {
+                    None
+                };
+            }
+        }
+        Ok(())
+    }
 }
 
 /// MIN or MAX that can retract any value: keeps every value with its count.
@@ -354,15 +501,25 @@ impl Accumulator for MultisetMinMax {
         std::mem::size_of_val(self) + self.values.len() * 64
     }
 
+    /// One list of every value held, repeated by its count.
     fn state(&mut self) -> datafusion_common::Result<Vec<ScalarValue>> {
-        Err(DataFusionError::NotImplemented(
-            "the state of a retractable MIN/MAX".into(),
-        ))
+        let values: Vec<ScalarValue> = self
+            .values
+            .iter()
+            .flat_map(|(v, c)| std::iter::repeat_n(v.0.clone(), *c))
+            .collect();
+        Ok(vec![ScalarValue::List(ScalarValue::new_list_nullable(
+            &values,
+            &self.data_type,
+        ))])
     }
 
-    fn merge_batch(&mut self, _states: &[ArrayRef]) -> datafusion_common::Result<()> {
-        Err(DataFusionError::NotImplemented(
-            "merging retractable MIN/MAX states".into(),
-        ))
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> datafusion_common::Result<()> {
+        use datafusion_common::arrow::array::AsArray;
+        let lists = states[0].as_list::<i32>();
+        for values in lists.iter().flatten() {
+            self.update_batch(&[values])?;
+        }
+        Ok(())
     }
 }

@@ -10,6 +10,7 @@ use datafusion_common::arrow::array::{
 };
 use datafusion_common::arrow::compute::interleave;
 use datafusion_common::arrow::datatypes::{DataType, SchemaRef};
+use datafusion_common::arrow::record_batch::RecordBatch;
 use datafusion_common::arrow::row::RowConverter;
 use datafusion_expr::EmitTo;
 use datafusion_physical_expr::PhysicalExpr;
@@ -361,5 +362,153 @@ impl Operator for SessionAggregateOperator {
     fn on_end(&mut self, out: &mut Collector) -> Result<()> {
         self.watermark_ms = WATERMARK_MAX;
         self.fire(WATERMARK_MAX, out)
+    }
+
+    /// One row per buffered row of an open session: `key_group` (UInt32),
+    /// `session_start`, `session_end` (Int64, ms instants), the key columns `key_<k>`, the
+    /// aggregate arguments `arg_<a>_<k>` and `FILTER` masks `filter_<a>` as evaluated when
+    /// the row arrived. The sessions' timers are re-derived from their ends on restore.
+    fn snapshot_state(&mut self, max_parallelism: u32) -> Result<Option<RecordBatch>> {
+        use datafusion_common::arrow::array::{Int64Array, UInt32Array};
+        use datafusion_common::arrow::datatypes::{Field, Schema};
+        let mut slot_of: HashMap<u64, usize> = HashMap::new();
+        let mut slots: Vec<u64> = Vec::new();
+        let mut indices: Vec<(usize, usize)> = Vec::new();
+        let mut starts = Vec::new();
+        let mut ends = Vec::new();
+        for sessions in &self.sessions {
+            for s in sessions {
+                for &(batch, row) in &s.rows {
+                    let slot = *slot_of.entry(batch).or_insert_with(|| {
+                        slots.push(batch);
+                        slots.len() - 1
+                    });
+                    indices.push((slot, row as usize));
+                    starts.push(s.start_ms);
+                    ends.push(s.end_ms);
+                }
+            }
+        }
+        if indices.is_empty() {
+            return Ok(None);
+        }
+        let buffered: Vec<&BufferedBatch> = slots.iter().map(|b| &self.batches[b]).collect();
+        let gather = |pick: &dyn Fn(&BufferedBatch) -> &dyn Array| {
+            let arrays: Vec<&dyn Array> = buffered.iter().map(|b| pick(b)).collect();
+            interleave(&arrays, &indices)
+        };
+        let keys = (0..self.keys.len())
+            .map(|k| gather(&|b: &BufferedBatch| b.keys[k].as_ref()))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let groups = crate::state::key_groups(&keys, indices.len(), max_parallelism)?;
+        let mut fields = vec![
+            Field::new("key_group", DataType::UInt32, false),
+            Field::new("session_start", DataType::Int64, false),
+            Field::new("session_end", DataType::Int64, false),
+        ];
+        let mut columns: Vec<ArrayRef> = vec![
+            Arc::new(UInt32Array::from(groups)),
+            Arc::new(Int64Array::from(starts)),
+            Arc::new(Int64Array::from(ends)),
+        ];
+        for (k, key) in keys.into_iter().enumerate() {
+            fields.push(Field::new(format!("key_{k}"), key.data_type().clone(), true));
+            columns.push(key);
+        }
+        for (a, call) in self.aggregates.iter().enumerate() {
+            for k in 0..call.args.len() {
+                let arg = gather(&|b: &BufferedBatch| b.args[a][k].as_ref())?;
+                fields.push(Field::new(format!("arg_{a}_{k}"), arg.data_type().clone(), true));
+                columns.push(arg);
+            }
+            if call.filter.is_some() {
+                let f = gather(&|b: &BufferedBatch| {
+                    b.filters[a].as_ref().expect("filter kept") as &dyn Array
+                })?;
+                fields.push(Field::new(format!("filter_{a}"), DataType::Boolean, true));
+                columns.push(f);
+            }
+        }
+        Ok(Some(RecordBatch::try_new(
+            Arc::new(Schema::new(fields)),
+            columns,
+        )?))
+    }
+
+    /// Rebuilds the open sessions of a snapshot (see [`Self::snapshot_state`]): the rows
+    /// of one `(key, session_start, session_end)` form one session again, with its timer.
+    fn restore_state(&mut self, snapshots: &[RecordBatch]) -> Result<()> {
+        use datafusion_common::arrow::datatypes::Int64Type;
+        for snap in snapshots {
+            let n = snap.num_rows();
+            if n == 0 {
+                continue;
+            }
+            let mismatch = || {
+                sluice_common::SluiceError::Execution(
+                    "a session state snapshot does not match the operator's keys and aggregates"
+                        .into(),
+                )
+            };
+            let column = |name: &str| snap.column_by_name(name).cloned().ok_or_else(mismatch);
+            let starts = column("session_start")?;
+            let ends = column("session_end")?;
+            let starts = starts.as_primitive::<Int64Type>();
+            let ends = ends.as_primitive::<Int64Type>();
+            let keys = (0..self.keys.len())
+                .map(|k| column(&format!("key_{k}")))
+                .collect::<Result<Vec<_>>>()?;
+            let mut args = Vec::new();
+            let mut filters = Vec::new();
+            for (a, call) in self.aggregates.iter().enumerate() {
+                args.push(
+                    (0..call.args.len())
+                        .map(|k| column(&format!("arg_{a}_{k}")))
+                        .collect::<Result<Vec<_>>>()?,
+                );
+                filters.push(match call.filter {
+                    Some(_) => Some(column(&format!("filter_{a}"))?.as_boolean().clone()),
+                    None => None,
+                });
+            }
+            let key_rows = match &self.converter {
+                Some(c) => Some(c.convert_columns(&keys)?),
+                None => None,
+            };
+            let batch_id = self.next_batch_id;
+            self.next_batch_id += 1;
+            for i in 0..n {
+                let key = match &key_rows {
+                    Some(r) => self.key_id(r.row(i).as_ref()),
+                    None => self.key_id(&[]),
+                };
+                let (start, end) = (starts.value(i), ends.value(i));
+                let sessions = &mut self.sessions[key as usize];
+                match sessions
+                    .iter_mut()
+                    .find(|s| s.start_ms == start && s.end_ms == end)
+                {
+                    Some(s) => s.rows.push((batch_id, i as u32)),
+                    None => {
+                        sessions.push(Session {
+                            start_ms: start,
+                            end_ms: end,
+                            rows: vec![(batch_id, i as u32)],
+                        });
+                        self.timers.push(Reverse((end, key)));
+                    }
+                }
+            }
+            self.batches.insert(
+                batch_id,
+                BufferedBatch {
+                    keys,
+                    args,
+                    filters,
+                    live_rows: n,
+                },
+            );
+        }
+        Ok(())
     }
 }

@@ -302,4 +302,16 @@ impl Operator for WindowAggregateOperator {
         self.watermark_ms = WATERMARK_MAX;
         self.emit_fired(WATERMARK_MAX, out)
     }
+
+    /// The open windows: see [`WindowAggregateState::snapshot`] for the columns.
+    fn snapshot_state(&mut self, max_parallelism: u32) -> Result<Option<RecordBatch>> {
+        self.state.snapshot(max_parallelism)
+    }
+
+    fn restore_state(&mut self, snapshots: &[RecordBatch]) -> Result<()> {
+        for s in snapshots {
+            self.state.restore(s)?;
+        }
+        Ok(())
+    }
 }

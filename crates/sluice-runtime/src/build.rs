@@ -1,0 +1,174 @@
+//! Builds live operators and sinks from plan nodes (one `match` over
+//! [`OperatorSpec`]).
+
+use std::sync::Arc;
+
+use datafusion_common::arrow::datatypes::SchemaRef;
+use datafusion_common::DFSchema;
+use datafusion_expr::execution_props::ExecutionProps;
+use datafusion_expr::physical_planning_context::PhysicalPlanningContext;
+use datafusion_physical_expr::aggregate::{AggregateFunctionExpr, LoweredAggregateBuilder};
+use sluice_common::plan::{OperatorSpec, PlanNode, WindowInput};
+use sluice_common::{Result, SluiceError};
+
+use crate::connectors::{create_sink, BatchSink, ConnectorContext};
+use crate::expr::{physical, physical_all};
+use crate::metrics::JobMetrics;
+use crate::operator::Operator;
+use crate::operators::group_aggregate::GroupAggregateOperator;
+use crate::operators::session_aggregate::SessionAggregateOperator;
+use crate::operators::stateless::{FilterOperator, ProjectOperator};
+use crate::operators::window_aggregate::{AggregateCall, WindowAggregateOperator, WindowSource};
+use crate::operators::window_assign::WindowAssignOperator;
+use crate::state::AccumulatorFactory;
+
+/// The key expressions (and the schema they are typed against) by which a keyed operator's
+/// input is partitioned across subtasks; `None` for operators that are not keyed.
+pub(crate) fn routing_keys(node: &PlanNode) -> Option<(Vec<datafusion_expr::Expr>, DFSchema)> {
+    match &node.spec {
+        OperatorSpec::WindowAggregate(spec) => {
+            Some((spec.keys.clone(), spec.expr_schema.as_ref().clone()))
+        }
+        OperatorSpec::GroupAggregate { keys, .. } => {
+            Some((keys.clone(), node.input().schema.as_ref().clone()))
+        }
+        _ => None,
+    }
+}
+
+/// The live operators of `nodes` (with each one's index in `nodes`) and their sink.
+/// `ctx.subtask` names the subtask's part files.
+pub(crate) fn build_tail(
+    nodes: &[&PlanNode],
+    first_index: usize,
+    ctx: &ConnectorContext,
+    metrics: &Arc<JobMetrics>,
+) -> Result<(Vec<(usize, Box<dyn Operator>)>, Option<Box<dyn BatchSink>>)> {
+    let mut sink = None;
+    let mut operators = Vec::new();
+    for (i, node) in nodes.iter().enumerate() {
+        match &node.spec {
+            OperatorSpec::Sink(spec) => {
+                sink = Some(create_sink(&spec.table, &spec.options, ctx)?);
+            }
+            _ => operators.push((first_index + i, build_operator(node, metrics)?)),
+        }
+    }
+    Ok((operators, sink))
+}
+
+/// Builds the live operator of a (non-source, non-sink) plan node.
+pub(crate) fn build_operator(node: &PlanNode, metrics: &Arc<JobMetrics>) -> Result<Box<dyn Operator>> {
+    let input = node.input();
+    let in_schema: &DFSchema = &input.schema;
+    let out_schema: SchemaRef = Arc::new(node.schema.as_arrow().clone());
+    Ok(match &node.spec {
+        OperatorSpec::Filter { predicate } => {
+            Box::new(FilterOperator::new(physical(predicate, in_schema)?))
+        }
+        OperatorSpec::Project { exprs } => Box::new(ProjectOperator::new(
+            physical_all(exprs, in_schema)?,
+            out_schema,
+        )),
+        OperatorSpec::WindowAssign {
+            window,
+            time_column,
+        } => Box::new(WindowAssignOperator::new(
+            *window,
+            *time_column,
+            out_schema,
+            Arc::clone(metrics),
+        )),
+        OperatorSpec::WindowAggregate(spec) => {
+            let in_schema: &DFSchema = &spec.expr_schema;
+            let keys = physical_all(&spec.keys, in_schema)?;
+            let arrow_in = in_schema.as_arrow();
+            let key_types = keys
+                .iter()
+                .map(|k| k.data_type(arrow_in))
+                .collect::<datafusion_common::Result<Vec<_>>>()?;
+            let (calls, aggregates) = lower_aggregates(&spec.aggregates, in_schema)?;
+            let factory = AccumulatorFactory::new(aggregates);
+            if let sluice_common::plan::WindowKind::Session { gap_ms } = spec.window.kind {
+                let WindowInput::Assign { time_column } = spec.windows else {
+                    return Err(SluiceError::Internal(
+                        "a SESSION aggregate must assign its own windows".into(),
+                    ));
+                };
+                return Ok(Box::new(SessionAggregateOperator::new(
+                    spec.window,
+                    gap_ms,
+                    time_column,
+                    keys,
+                    &key_types,
+                    calls,
+                    factory,
+                    spec.group_outputs.clone(),
+                    out_schema,
+                    Arc::clone(metrics),
+                )?));
+            }
+            let windows = match spec.windows {
+                WindowInput::Columns { start, end } => WindowSource::Columns { start, end },
+                WindowInput::Assign { time_column } => WindowSource::Assign { time_column },
+            };
+            Box::new(WindowAggregateOperator::new(
+                spec.window,
+                windows,
+                keys,
+                calls,
+                factory,
+                &key_types,
+                spec.group_outputs.clone(),
+                out_schema,
+                Arc::clone(metrics),
+            )?)
+        }
+        OperatorSpec::GroupAggregate { keys, aggregates } => {
+            let arrow_in = in_schema.as_arrow();
+            let keys = physical_all(keys, in_schema)?;
+            let key_types = keys
+                .iter()
+                .map(|k| k.data_type(arrow_in))
+                .collect::<datafusion_common::Result<Vec<_>>>()?;
+            let (calls, aggregates) = lower_aggregates(aggregates, in_schema)?;
+            Box::new(GroupAggregateOperator::new(
+                keys,
+                &key_types,
+                calls,
+                aggregates,
+                input.is_updating(),
+                out_schema,
+            )?)
+        }
+        OperatorSpec::Source(_) | OperatorSpec::Sink(_) => {
+            return Err(SluiceError::Internal(
+                "sources and sinks are not chained operators".into(),
+            ))
+        }
+    })
+}
+
+/// Lowers aggregate calls: their argument and FILTER expressions, and DataFusion's
+/// aggregate function expressions (which create the accumulators).
+fn lower_aggregates(
+    aggregates: &[datafusion_expr::Expr],
+    in_schema: &DFSchema,
+) -> Result<(Vec<AggregateCall>, Vec<Arc<AggregateFunctionExpr>>)> {
+    let props = ExecutionProps::new();
+    let planning = PhysicalPlanningContext::default();
+    let mut calls = Vec::new();
+    let mut lowered_all = Vec::new();
+    for a in aggregates {
+        let lowered =
+            LoweredAggregateBuilder::new(a, in_schema, in_schema.as_arrow(), &props, &planning)
+                .build()?;
+        calls.push(AggregateCall {
+            args: lowered.aggregate.expressions(),
+            filter: lowered.filter.clone(),
+        });
+        lowered_all.push(Arc::clone(&lowered.aggregate));
+    }
+    Ok((calls, lowered_all))
+}
+

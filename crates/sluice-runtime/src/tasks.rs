@@ -1,0 +1,671 @@
+//! The tasks a job runs: the source task (read, computed columns, watermarks, barriers),
+//! the router (stateless operators, then rows to the subtask owning their key group), and
+//! operator tasks (a chain of operators and the sink; snapshots at barriers). Each task is
+//! a thread; tasks are joined by bounded channels and report to the job's coordinator
+//! (`crate::job`) through [`Event`]s.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use datafusion_common::arrow::array::{Array, Int64Array, RecordBatch};
+use datafusion_common::arrow::datatypes::SchemaRef;
+use datafusion_physical_expr::PhysicalExpr;
+use sluice_common::plan::{PlanNode, SourceSpec};
+use sluice_common::time::WATERMARK_MIN;
+use sluice_common::{Result, SluiceError};
+
+use crate::checkpoint::{injected, FailPoints, SourceOffset};
+use crate::connectors::{create_source, BatchSink, Committable, ConnectorContext, Source};
+use crate::expr::{evaluate, evaluate_all, physical, physical_all};
+use crate::message::{Message, StreamBatch};
+use crate::metrics::JobMetrics;
+use crate::operator::Chain;
+use crate::operators::stateless::batch_with_schema;
+use crate::operators::window_assign::event_times_ms;
+
+/// What tasks report to the job's coordinator.
+pub(crate) enum Event {
+    /// The source injected barrier `id`; `offset` is where it resumes from this checkpoint.
+    Barrier { id: u64, offset: SourceOffset },
+    /// An operator subtask snapshotted for checkpoint `id`: state files `(operator index,
+    /// Arrow IPC bytes, rows)` and what its sink pre-committed.
+    Ack {
+        id: u64,
+        subtask: usize,
+        states: Vec<(usize, Vec<u8>, u64)>,
+        committable: Committable,
+    },
+    /// An operator subtask processed its whole input; `committable` commits its last
+    /// output.
+    Finished {
+        subtask: usize,
+        committable: Committable,
+    },
+    /// A task failed.
+    Failed(SluiceError),
+}
+
+/// What the coordinator shares with the tasks of all attempts.
+#[derive(Default)]
+pub(crate) struct Coordination {
+    /// The next checkpoint id.
+    pub next_id: AtomicU64,
+    /// Every checkpoint up to this id has completed or failed.
+    pub settled: AtomicU64,
+    /// Where the source is (for at-most-once restarts, which skip what was read).
+    pub live_offset: Mutex<Option<SourceOffset>>,
+}
+
+impl Coordination {
+    /// Waits (at most `timeout`) until every checkpoint triggered so far has settled.
+    fn wait_settled(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let last = self.next_id.load(Ordering::SeqCst).saturating_sub(1);
+        while self.settled.load(Ordering::SeqCst) < last && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// What every task of one attempt of a job holds.
+#[derive(Clone)]
+pub(crate) struct TaskContext {
+    pub attempt: u32,
+    pub events: Sender<(u32, Event)>,
+    pub cancel: Arc<AtomicBool>,
+    pub coordination: Arc<Coordination>,
+    pub failpoints: FailPoints,
+    pub metrics: Arc<JobMetrics>,
+}
+
+impl TaskContext {
+    fn report(&self, event: Event) {
+        let _ = self.events.send((self.attempt, event));
+    }
+
+    fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
+}
+
+/// Starts a task on its own thread. Its error, or its panic (as an internal error), is
+/// reported to the coordinator.
+pub(crate) fn spawn_task(
+    name: &str,
+    kind: &'static str,
+    ctx: &TaskContext,
+    body: impl FnOnce() -> Result<()> + Send + 'static,
+) -> Result<JoinHandle<()>> {
+    let ctx = ctx.clone();
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(move || {
+            let err = match std::panic::catch_unwind(AssertUnwindSafe(body)) {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e),
+                Err(p) => Some(panic_error(kind, p)),
+            };
+            if let Some(e) = err {
+                ctx.report(Event::Failed(e));
+            }
+        })
+        .map_err(|e| SluiceError::io(format!("starting the {kind} task"), e))
+}
+
+fn panic_error(task: &str, payload: Box<dyn std::any::Any + Send>) -> SluiceError {
+    let msg = payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unknown panic".into());
+    SluiceError::Internal(format!("the {task} task panicked: {msg}"))
+}
+
+/// When the source injects barriers.
+pub(crate) struct BarrierSchedule {
+    /// Periodic checkpoints.
+    pub interval: Option<Duration>,
+    /// Test hook: right after these rows (sorted).
+    pub after_rows: Vec<u64>,
+}
+
+/// Reads a source, evaluates computed columns, assigns per-row watermarks, and injects
+/// checkpoint barriers (recording the source offset of each).
+pub(crate) struct SourceDriver {
+    source: Box<dyn Source>,
+    columns: Vec<Arc<dyn PhysicalExpr>>,
+    schema: SchemaRef,
+    watermark: Option<Arc<dyn PhysicalExpr>>,
+    /// `Some((rowtime index, delay ms))` for `rowtime - <fixed interval>` strategies.
+    fixed_delay: Option<(usize, i64)>,
+    watermark_ms: i64,
+    /// Rows emitted in all (over the job's life, across restores).
+    rows: u64,
+    /// Rows still to skip after a restore (they were emitted before the checkpoint).
+    skip: u64,
+    schedule: Option<BarrierSchedule>,
+    next_due: Instant,
+    /// Rows after which a `source-after-row` failpoint may fire (sorted).
+    fail_rows: Vec<u64>,
+    /// Keep `Coordination::live_offset` current (at-most-once restarts).
+    track_offset: bool,
+    ctx: TaskContext,
+}
+
+impl SourceDriver {
+    /// A driver for the source of `node`, resuming at `resume` if given.
+    pub(crate) fn new(
+        spec: &SourceSpec,
+        node: &PlanNode,
+        connectors: &ConnectorContext,
+        ctx: TaskContext,
+        schedule: Option<BarrierSchedule>,
+        resume: Option<&SourceOffset>,
+        track_offset: bool,
+    ) -> Result<Self> {
+        let mut source = create_source(
+            &spec.table,
+            &spec.options,
+            Arc::new(spec.physical_schema.as_arrow().clone()),
+            connectors,
+            Arc::clone(&ctx.metrics),
+        )?;
+        let columns = physical_all(&spec.columns, &spec.physical_schema)?;
+        let watermark = match &spec.watermark {
+            Some(wm) => Some(physical(&wm.expr, &node.schema)?),
+            None => None,
+        };
+        let fixed_delay = spec
+            .watermark
+            .as_ref()
+            .and_then(|wm| wm.delay_ms.map(|d| (wm.rowtime, d)));
+        let (mut rows, mut skip, mut watermark_ms) = (0, 0, WATERMARK_MIN);
+        if let Some(offset) = resume {
+            source.seek(&offset.position)?;
+            rows = offset.rows;
+            skip = offset.skip_rows;
+            watermark_ms = offset.watermark_ms;
+        }
+        let fail_rows = ctx.failpoints.args("source-after-row");
+        Ok(SourceDriver {
+            source,
+            columns,
+            schema: Arc::new(node.schema.as_arrow().clone()),
+            watermark,
+            fixed_delay,
+            watermark_ms,
+            rows,
+            skip,
+            next_due: Instant::now() + schedule.as_ref().and_then(|s| s.interval).unwrap_or_default(),
+            schedule,
+            fail_rows,
+            track_offset,
+            ctx,
+        })
+    }
+
+    /// Per-row watermarks of `data` (the watermark in effect when each row arrives) and
+    /// the watermark after its last row.
+    fn row_watermarks(&self, data: &RecordBatch) -> Result<(Option<Int64Array>, i64)> {
+        let Some(expr) = &self.watermark else {
+            return Ok((None, self.watermark_ms));
+        };
+        let (candidates, delay_ms) = match self.fixed_delay {
+            Some((rowtime, delay)) => (event_times_ms(data.column(rowtime))?, delay),
+            None => (event_times_ms(&evaluate(expr, data)?)?, 0),
+        };
+        let mut wms = Vec::with_capacity(data.num_rows());
+        let mut wm = self.watermark_ms;
+        for i in 0..candidates.len() {
+            wms.push(wm);
+            if candidates.is_valid(i) {
+                wm = wm.max(candidates.value(i).saturating_sub(delay_ms));
+            }
+        }
+        Ok((Some(Int64Array::from(wms)), wm))
+    }
+
+    /// Where a batch is cut (ends of segments, relative to its first row): after rows with
+    /// a barrier or failpoint, and at its end.
+    fn cuts(&self, n: usize) -> Vec<usize> {
+        let (lo, hi) = (self.rows, self.rows + n as u64);
+        let after = self.schedule.as_ref().map(|s| &s.after_rows[..]).unwrap_or(&[]);
+        let mut cuts: Vec<usize> = after
+            .iter()
+            .chain(&self.fail_rows)
+            .filter(|r| **r > lo && **r < hi)
+            .map(|r| (r - lo) as usize)
+            .collect();
+        cuts.push(n);
+        cuts.sort_unstable();
+        cuts.dedup();
+        cuts
+    }
+
+    pub(crate) fn run(mut self, tx: &SyncSender<Result<Message>>) -> Result<()> {
+        let send = |m: Message| tx.send(Ok(m)).is_ok();
+        if self.watermark_ms > WATERMARK_MIN && !send(Message::Watermark(self.watermark_ms)) {
+            return Ok(());
+        }
+        loop {
+            if self.ctx.cancelled() {
+                return Ok(());
+            }
+            let start_position = self.source.position();
+            let Some(mut raw) = self.source.next_batch()? else {
+                break;
+            };
+            // Rows of this batch emitted before the restored checkpoint.
+            let mut base = 0u64;
+            if self.skip > 0 {
+                let n = raw.num_rows() as u64;
+                base = self.skip.min(n);
+                raw = raw.slice(base as usize, (n - base) as usize);
+                self.skip -= base;
+                if raw.num_rows() == 0 {
+                    continue;
+                }
+            }
+            let cols = evaluate_all(&self.columns, &raw)?;
+            let data = batch_with_schema(&self.schema, cols, raw.num_rows())?;
+            let (row_watermarks, final_wm) = self.row_watermarks(&data)?;
+            let n = data.num_rows();
+            let mut a = 0usize;
+            for b in self.cuts(n) {
+                let segment = StreamBatch {
+                    data: if a == 0 && b == n {
+                        data.clone()
+                    } else {
+                        data.slice(a, b - a)
+                    },
+                    row_watermarks: row_watermarks.as_ref().map(|w| w.slice(a, b - a)),
+                    ops: None,
+                };
+                if !send(Message::Data(segment)) {
+                    return Ok(()); // downstream stopped
+                }
+                self.rows += (b - a) as u64;
+                let wm_after = match &row_watermarks {
+                    Some(w) if b < n => w.value(b),
+                    _ => final_wm,
+                };
+                if wm_after > self.watermark_ms {
+                    self.watermark_ms = wm_after;
+                    self.ctx
+                        .metrics
+                        .watermark_ms
+                        .store(wm_after, Ordering::Relaxed);
+                    if !send(Message::Watermark(wm_after)) {
+                        return Ok(());
+                    }
+                }
+                let (rows, watermark_ms) = (self.rows, self.watermark_ms);
+                let end_position = (b == n).then(|| self.source.position());
+                let here = || match &end_position {
+                    Some(p) => SourceOffset {
+                        position: p.clone(),
+                        skip_rows: 0,
+                        rows,
+                        watermark_ms,
+                    },
+                    None => SourceOffset {
+                        position: start_position.clone(),
+                        skip_rows: base + b as u64,
+                        rows,
+                        watermark_ms,
+                    },
+                };
+                if self.track_offset {
+                    *self
+                        .ctx
+                        .coordination
+                        .live_offset
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner()) = Some(here());
+                }
+                if self.barrier_due(b == n) {
+                    let id = self.ctx.coordination.next_id.fetch_add(1, Ordering::SeqCst);
+                    self.ctx.report(Event::Barrier { id, offset: here() });
+                    if !send(Message::Barrier(id)) {
+                        return Ok(());
+                    }
+                }
+                if self.fail_rows.contains(&self.rows)
+                    && self.ctx.failpoints.fires("source-after-row", Some(self.rows))
+                {
+                    // Deterministic tests: checkpoints already triggered settle first.
+                    self.ctx.coordination.wait_settled(Duration::from_secs(10));
+                    return Err(injected("source-after-row", Some(self.rows)));
+                }
+                a = b;
+            }
+        }
+        let _ = send(Message::End);
+        Ok(())
+    }
+
+    /// A barrier follows the rows emitted so far: the test hook's rows, or the interval
+    /// elapsed (checked at the end of a batch).
+    fn barrier_due(&mut self, batch_end: bool) -> bool {
+        let Some(schedule) = &self.schedule else {
+            return false;
+        };
+        if schedule.after_rows.binary_search(&self.rows).is_ok() {
+            return true;
+        }
+        match schedule.interval {
+            Some(interval) if batch_end && Instant::now() >= self.next_due => {
+                self.next_due = Instant::now() + interval;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Sends each row to the subtask that owns its key group (contiguous key-group ranges per
+/// subtask, as Flink's `KeyGroupRangeAssignment`); watermarks, barriers and the end go to
+/// all.
+pub(crate) struct Router {
+    pub keys: Vec<Arc<dyn PhysicalExpr>>,
+    pub subtasks: Vec<SyncSender<Result<Message>>>,
+    pub max_parallelism: u32,
+}
+
+/// The subtask (of `parallelism`) that owns `key_group` (of `max_parallelism`).
+pub fn subtask_of_key_group(key_group: u32, parallelism: usize, max_parallelism: u32) -> usize {
+    (key_group as usize * parallelism) / max_parallelism as usize
+}
+
+impl Router {
+    pub(crate) fn run(&self, chain: &mut Chain, rx: Receiver<Result<Message>>) -> Result<()> {
+        while let Ok(msg) = rx.recv() {
+            let Ok(msg) = msg else {
+                return Ok(()); // the source reports its own error
+            };
+            let mut ended = false;
+            let mut stopped = false;
+            chain.push(msg, &mut |m: Message| {
+                let delivered = match m {
+                    Message::Data(b) => self.route(b)?,
+                    Message::End => {
+                        ended = true;
+                        self.broadcast(Message::End)
+                    }
+                    other => self.broadcast(other),
+                };
+                stopped |= !delivered;
+                Ok(())
+            })?;
+            if ended || stopped {
+                break; // at the end, or a subtask stopped (it reports why)
+            }
+        }
+        Ok(())
+    }
+
+    fn broadcast(&self, m: Message) -> bool {
+        self.subtasks.iter().all(|s| s.send(Ok(m.clone())).is_ok())
+    }
+
+    fn route(&self, b: StreamBatch) -> Result<bool> {
+        use datafusion_common::arrow::array::UInt32Array;
+        use datafusion_common::arrow::compute::take;
+        let n = self.subtasks.len();
+        let rows = b.num_rows();
+        let key_columns = evaluate_all(&self.keys, &b.data)?;
+        let groups = crate::state::key_groups(&key_columns, rows, self.max_parallelism)?;
+        let mut per: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for (row, g) in groups.iter().enumerate() {
+            per[subtask_of_key_group(*g, n, self.max_parallelism)].push(row as u32);
+        }
+        for (subtask, rows_of) in per.into_iter().enumerate() {
+            if rows_of.is_empty() {
+                continue;
+            }
+            let part = if rows_of.len() == rows {
+                b.clone()
+            } else {
+                let idx = UInt32Array::from(rows_of);
+                let columns = b
+                    .data
+                    .columns()
+                    .iter()
+                    .map(|c| take(c.as_ref(), &idx, None))
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                let take_i64 = |a: &Int64Array| -> Result<Int64Array> {
+                    Ok(take(a, &idx, None)?
+                        .as_any()
+                        .downcast_ref::<Int64Array>()
+                        .cloned()
+                        .expect("i64"))
+                };
+                StreamBatch {
+                    data: RecordBatch::try_new(b.data.schema(), columns)?,
+                    row_watermarks: b.row_watermarks.as_ref().map(take_i64).transpose()?,
+                    ops: match &b.ops {
+                        Some(o) => Some(
+                            take(o, &idx, None)?
+                                .as_any()
+                                .downcast_ref::<datafusion_common::arrow::array::Int8Array>()
+                                .cloned()
+                                .expect("i8"),
+                        ),
+                        None => None,
+                    },
+                }
+            };
+            if self.subtasks[subtask].send(Ok(Message::Data(part))).is_err() {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// Where an operator task without a sink puts the query's result rows.
+pub(crate) enum ResultOutput {
+    /// Straight to the reader (no two-phase commit).
+    Direct(tokio::sync::mpsc::Sender<Result<RecordBatch>>),
+    /// Held until the checkpoint after them completes (exactly-once results).
+    Buffered(Vec<RecordBatch>),
+}
+
+/// The error an operator task stops with when the job's reader has gone away.
+pub(crate) const RECEIVER_CLOSED: &str = "result receiver closed";
+
+/// Runs a chain of operators and the sink (or the result output) of one subtask.
+pub(crate) struct OperatorTask {
+    pub chain: Chain,
+    /// Each chained operator's index in the job's operator list (state file names).
+    pub operator_indices: Vec<usize>,
+    pub sink: Option<Box<dyn BatchSink>>,
+    pub output: ResultOutput,
+    pub updating: bool,
+    pub time_zone: String,
+    pub subtask: usize,
+    pub max_parallelism: u32,
+    pub ctx: TaskContext,
+}
+
+impl OperatorTask {
+    pub(crate) fn run(mut self, rx: Receiver<Result<Message>>) -> Result<()> {
+        loop {
+            let msg = match rx.recv() {
+                Ok(Ok(m)) => m,
+                // Upstream failed (and reports it) or the attempt was cancelled.
+                _ => return Ok(()),
+            };
+            match msg {
+                Message::Barrier(id) => self.on_barrier(id)?,
+                Message::End => {
+                    for m in self.run_chain(Message::End)? {
+                        self.deliver(m)?;
+                    }
+                    let committable = match self.sink.as_mut() {
+                        Some(s) => s.finish()?,
+                        None => self.take_buffered(),
+                    };
+                    self.ctx.failpoints.check("before-final-commit", None)?;
+                    self.ctx.report(Event::Finished {
+                        subtask: self.subtask,
+                        committable,
+                    });
+                    return Ok(());
+                }
+                msg => {
+                    let is_data = matches!(msg, Message::Data(_));
+                    let produced = self.run_chain(msg)?;
+                    if is_data {
+                        // State is updated; its output has not reached the sink yet.
+                        self.ctx.failpoints.check_operator_batch()?;
+                    }
+                    for m in produced {
+                        self.deliver(m)?;
+                    }
+                }
+            }
+        }
+    }
+
+    fn run_chain(&mut self, msg: Message) -> Result<Vec<Message>> {
+        let mut produced = Vec::new();
+        self.chain.push(msg, &mut |m| {
+            produced.push(m);
+            Ok(())
+        })?;
+        Ok(produced)
+    }
+
+    fn take_buffered(&mut self) -> Committable {
+        match &mut self.output {
+            ResultOutput::Buffered(rows) if !rows.is_empty() => {
+                Committable::Rows(std::mem::take(rows))
+            }
+            _ => Committable::Nothing,
+        }
+    }
+
+    fn on_barrier(&mut self, id: u64) -> Result<()> {
+        self.ctx.failpoints.check("barrier", Some(id))?;
+        let mut states = Vec::new();
+        for (snapshot, &operator) in self
+            .chain
+            .snapshot(self.max_parallelism)?
+            .into_iter()
+            .zip(&self.operator_indices)
+        {
+            if let Some(batch) = snapshot {
+                let rows = batch.num_rows() as u64;
+                states.push((operator, crate::state::to_ipc(&batch)?, rows));
+            }
+        }
+        let committable = match self.sink.as_mut() {
+            Some(s) => s.pre_commit(id)?,
+            None => self.take_buffered(),
+        };
+        self.ctx.failpoints.check("sink-after-precommit", Some(id))?;
+        self.ctx.report(Event::Ack {
+            id,
+            subtask: self.subtask,
+            states,
+            committable,
+        });
+        Ok(())
+    }
+
+    fn deliver(&mut self, m: Message) -> Result<()> {
+        let Message::Data(mut b) = m else {
+            return Ok(()); // watermarks, barriers and the end stop here
+        };
+        JobMetrics::add(&self.ctx.metrics.rows_out, b.num_rows() as u64);
+        b.data = localize(&b.data, &self.time_zone)?;
+        if let Some(s) = self.sink.as_mut() {
+            return s.write(&b);
+        }
+        let data = if self.updating {
+            with_op_column(&b)?
+        } else {
+            b.data
+        };
+        match &mut self.output {
+            ResultOutput::Direct(out) => out
+                .blocking_send(Ok(data))
+                .map_err(|_| SluiceError::Execution(RECEIVER_CLOSED.into())),
+            ResultOutput::Buffered(rows) => {
+                rows.push(data);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// `TIMESTAMP_LTZ` columns show and write as wall-clock times of the session time zone:
+/// their values (instants) stay, their Arrow time zone becomes the session's.
+fn localize(batch: &RecordBatch, time_zone: &str) -> Result<RecordBatch> {
+    use datafusion_common::arrow::compute::cast;
+    use datafusion_common::arrow::datatypes::DataType;
+    let has_ltz = batch.schema().fields().iter().any(
+        |f| matches!(f.data_type(), DataType::Timestamp(_, Some(tz)) if tz.as_ref() != time_zone),
+    );
+    if !has_ltz {
+        return Ok(batch.clone());
+    }
+    let schema = Arc::new(localize_schema(&batch.schema(), time_zone));
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(schema.fields())
+        .map(|(c, f)| cast(c, f.data_type()))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok(RecordBatch::try_new(schema, columns)?)
+}
+
+pub(crate) fn localize_schema(
+    schema: &datafusion_common::arrow::datatypes::Schema,
+    time_zone: &str,
+) -> datafusion_common::arrow::datatypes::Schema {
+    use datafusion_common::arrow::datatypes::{DataType, Field, Schema};
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            DataType::Timestamp(unit, Some(_)) => f
+                .as_ref()
+                .clone()
+                .with_data_type(DataType::Timestamp(*unit, Some(time_zone.into()))),
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    Schema::new(fields)
+}
+
+/// The name of the RowKind column of an updating result.
+pub const OP_COLUMN: &str = "op";
+
+pub(crate) fn op_schema(
+    schema: &datafusion_common::arrow::datatypes::Schema,
+) -> datafusion_common::arrow::datatypes::Schema {
+    use datafusion_common::arrow::datatypes::{DataType, Field, Schema};
+    let mut fields = vec![Arc::new(Field::new(OP_COLUMN, DataType::Utf8, false))];
+    fields.extend(schema.fields().iter().cloned());
+    Schema::new(fields)
+}
+
+/// The batch with its RowKinds as a leading `op` column of `+I`/`-U`/`+U`/`-D`.
+fn with_op_column(b: &StreamBatch) -> Result<RecordBatch> {
+    use datafusion_common::arrow::array::{ArrayRef, StringArray};
+    let ops: Vec<&str> = (0..b.num_rows()).map(|i| b.row_kind(i).short()).collect();
+    let mut columns: Vec<ArrayRef> = vec![Arc::new(StringArray::from(ops))];
+    columns.extend(b.data.columns().iter().cloned());
+    Ok(RecordBatch::try_new(
+        Arc::new(op_schema(&b.data.schema())),
+        columns,
+    )?)
+}
+
+
