@@ -287,6 +287,10 @@ impl Job {
             failpoints: cp.failpoints.clone(),
             metrics: Arc::clone(&self.metrics),
         };
+        self.metrics.restored_checkpoint_id.store(
+            restore.map(|r| r.manifest.checkpoint_id).unwrap_or(0),
+            Ordering::Relaxed,
+        );
         let mut connectors = self.config.connectors.clone();
         connectors.attempt = number;
         connectors.two_phase_sinks = cp.two_phase();

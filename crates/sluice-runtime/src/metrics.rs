@@ -29,6 +29,8 @@ pub struct JobMetrics {
     pub last_checkpoint_bytes: AtomicU64,
     /// Times the job was restarted after a failure.
     pub restarts: AtomicU64,
+    /// The checkpoint the latest attempt restored (0: none, it started empty).
+    pub restored_checkpoint_id: AtomicU64,
 }
 
 impl Default for JobMetrics {
@@ -46,6 +48,7 @@ impl Default for JobMetrics {
             last_checkpoint_duration_ms: AtomicU64::new(0),
             last_checkpoint_bytes: AtomicU64::new(0),
             restarts: AtomicU64::new(0),
+            restored_checkpoint_id: AtomicU64::new(0),
         }
     }
 }

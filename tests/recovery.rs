@@ -1,0 +1,328 @@
+//! Recovery: the shared recovery scenarios (cases 028 and 030, `scenario.md`), each
+//! failure point through both exactly-once outputs (the query's result stream and the
+//! two-phase-commit `filesystem` sink), restore at another parallelism, failed checkpoint
+//! uploads, corrupt checkpoints, and `--from-checkpoint`-style restarts in a new engine.
+//!
+//! Expected rows are the cases' `expected.csv` (the failure-free result derived by hand).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use common::{compare_csv_multiset, rows_as_csv};
+use sluice::{Engine, EngineConfig, JobMetrics, StatementResult};
+
+static UNIQUE: AtomicU64 = AtomicU64::new(0);
+
+/// A fresh name for a `memory://` checkpoint store or a temporary directory.
+fn unique(prefix: &str) -> String {
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        UNIQUE.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn temp_dir(prefix: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(unique(prefix));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+fn case_dir(name: &str) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cases");
+    std::fs::read_dir(&root)
+        .expect("tests/cases")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(name))
+        .unwrap_or_else(|| panic!("case {name}"))
+}
+
+/// What a run committed, and how it ended.
+struct Run {
+    /// CSV with header (the result stream) or without (sink files).
+    csv: String,
+    error: Option<String>,
+    metrics: std::sync::Arc<JobMetrics>,
+}
+
+/// Runs `query.sql` of `dir` (its CREATE TABLEs, then its query) after `settings`, with
+/// checkpoints in `store`. `sink`: write the query into a filesystem sink with these
+/// columns instead of reading its result stream.
+fn run(dir: &Path, settings: &[(&str, String)], sink: Option<(&str, &Path)>) -> Run {
+    let mut engine = Engine::new(EngineConfig {
+        working_dir: Some(dir.to_path_buf()),
+        batch_size: 2,
+        ..Default::default()
+    });
+    let mut sql = String::new();
+    for (k, v) in settings {
+        sql.push_str(&format!("SET '{k}' = '{v}';\n"));
+    }
+    let text = std::fs::read_to_string(dir.join("query.sql")).expect("query.sql");
+    let (ddl, query) = text.rsplit_once("SELECT").expect("a SELECT");
+    sql.push_str(ddl);
+    let query = format!("SELECT{query}");
+    if let Some((columns, out)) = sink {
+        sql.push_str(&format!(
+            "CREATE TABLE sink_out ({columns}) WITH ('connector' = 'filesystem', \
+             'path' = '{}', 'format' = 'csv');\nINSERT INTO sink_out {query}",
+            out.display()
+        ));
+    } else {
+        sql.push_str(&query);
+    }
+    let statements = sluice::parse_script(&sql).expect("parses");
+    let mut batches = Vec::new();
+    let mut error = None;
+    let mut metrics = None;
+    for stmt in &statements {
+        match engine.execute(stmt) {
+            Ok(StatementResult::Query(mut job)) | Ok(StatementResult::Insert(mut job)) => {
+                metrics = Some(std::sync::Arc::clone(&job.metrics));
+                while let Some(b) = job.blocking_next() {
+                    match b {
+                        Ok(b) => batches.push(b),
+                        Err(e) => error = Some(e.to_string()),
+                    }
+                }
+                job.join();
+            }
+            Ok(_) => {}
+            Err(e) => panic!("statement failed: {e}"),
+        }
+    }
+    let csv = match sink {
+        None => rows_as_csv(&batches),
+        Some((_, out)) => committed_files(out),
+    };
+    Run {
+        csv,
+        error,
+        metrics: metrics.expect("a job ran"),
+    }
+}
+
+/// The visible files of a sink directory, concatenated (hidden in-progress and pending
+/// files do not count).
+fn committed_files(dir: &Path) -> String {
+    let mut names: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    names.sort();
+    let mut out = String::new();
+    for p in names {
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        if !name.starts_with('.') {
+            out.push_str(&std::fs::read_to_string(&p).expect("part file"));
+        }
+    }
+    out
+}
+
+fn base_settings(store: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("execution.checkpointing.dir", format!("memory://{store}")),
+        ("execution.checkpointing.mode", "EXACTLY_ONCE".into()),
+        ("restart-strategy.fixed-delay.delay", "0 ms".into()),
+        ("restart-strategy.fixed-delay.attempts", "5".into()),
+    ]
+}
+
+/// One failure point of a scenario: checkpoints after `rows`, the failpoints, and what
+/// must hold after recovery.
+struct Point {
+    name: &'static str,
+    checkpoint_after_rows: &'static str,
+    failpoints: &'static str,
+    restarts: u64,
+    /// The checkpoint the last restart restored (1 = the first one taken).
+    restored: u64,
+}
+
+/// Runs every failure point of a case through the result stream and the filesystem sink.
+fn check_case(case: &str, sink_columns: &str, points: &[Point]) {
+    let dir = case_dir(case);
+    let expected = std::fs::read_to_string(dir.join("expected.csv")).expect("expected.csv");
+    let (header, rows) = expected.split_once('\n').expect("header");
+    let mut failures = Vec::new();
+    for p in points {
+        for use_sink in [false, true] {
+            let mut settings = base_settings(&unique("chk"));
+            if !p.checkpoint_after_rows.is_empty() {
+                settings.push((
+                    "sluice.test.checkpoint-after-rows",
+                    p.checkpoint_after_rows.into(),
+                ));
+            }
+            if !p.failpoints.is_empty() {
+                settings.push(("sluice.test.failpoints", p.failpoints.into()));
+            }
+            let out = temp_dir("sink");
+            let r = run(
+                &dir,
+                &settings,
+                use_sink.then_some((sink_columns, out.as_path())),
+            );
+            let label = format!(
+                "{case} / {} / {}",
+                p.name,
+                if use_sink { "filesystem sink" } else { "result stream" }
+            );
+            let actual = if use_sink {
+                format!("{header}\n{}", r.csv)
+            } else {
+                r.csv.clone()
+            };
+            if let Some(e) = &r.error {
+                failures.push(format!("{label}: the job failed: {e}"));
+                continue;
+            }
+            if let Err(e) = compare_csv_multiset(&format!("{header}\n{rows}"), &actual) {
+                failures.push(format!("{label}: {e}"));
+            }
+            let restarts = JobMetrics::get(&r.metrics.restarts);
+            if restarts != p.restarts {
+                failures.push(format!("{label}: {restarts} restarts, expected {}", p.restarts));
+            }
+            let restored = r.metrics.restored_checkpoint_id.load(Ordering::Relaxed);
+            if restored != p.restored {
+                failures.push(format!(
+                    "{label}: the last restart restored checkpoint {restored}, expected {}",
+                    p.restored
+                ));
+            }
+            let _ = std::fs::remove_dir_all(&out);
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn case_028_watermark_and_offsets_exactly_once() {
+    check_case(
+        "028",
+        "window_start TIMESTAMP(3), window_end TIMESTAMP(3), cnt BIGINT, v_sum BIGINT",
+        &[
+            Point {
+                name: "failure-free with checkpoints",
+                checkpoint_after_rows: "2,5,7",
+                failpoints: "",
+                restarts: 0,
+                restored: 0,
+            },
+            // 1. Checkpoint after row 3 (window [:00,:10) emitted, watermark 10:00:10); kill
+            // before row 4: row 4 (10:00:09) must still be late, [:00,:10) not re-emitted.
+            Point {
+                name: "point 1",
+                checkpoint_after_rows: "3",
+                failpoints: "source-after-row:3",
+                restarts: 1,
+                restored: 1,
+            },
+            // 2. Checkpoint after row 5, kill after row 8: rows 6-8 replayed from the offset
+            // after row 5; [:10,:20) committed once.
+            Point {
+                name: "point 2",
+                checkpoint_after_rows: "5",
+                failpoints: "source-after-row:8",
+                restarts: 1,
+                restored: 1,
+            },
+            // 3. Kill during the checkpoint after row 6 (its barrier reached the operator,
+            // which fails): restart from the checkpoint after row 5.
+            Point {
+                name: "point 3",
+                checkpoint_after_rows: "5,6",
+                failpoints: "barrier:2",
+                restarts: 1,
+                restored: 1,
+            },
+            // 4. Kill after the last row, before the end-of-input flush is committed.
+            Point {
+                name: "point 4",
+                checkpoint_after_rows: "5",
+                failpoints: "before-final-commit",
+                restarts: 1,
+                restored: 1,
+            },
+            // 5. Point 2 twice in a row: the second restart still starts from the
+            // checkpoint after row 5, not from scratch.
+            Point {
+                name: "point 5",
+                checkpoint_after_rows: "5",
+                failpoints: "source-after-row:8x2",
+                restarts: 2,
+                restored: 1,
+            },
+            // More kinds of failure at the same place: after the state update of the
+            // batch holding row 8, and between the manifest and the commit.
+            Point {
+                name: "after a state update, before output",
+                checkpoint_after_rows: "5",
+                failpoints: "operator-after-update:4",
+                restarts: 1,
+                restored: 1,
+            },
+            Point {
+                name: "between manifest and commit",
+                checkpoint_after_rows: "5,8",
+                failpoints: "after-manifest:2",
+                restarts: 1,
+                restored: 2,
+            },
+            Point {
+                name: "between pre-commit and commit in the sink",
+                checkpoint_after_rows: "5,8",
+                failpoints: "sink-after-precommit:2",
+                restarts: 1,
+                restored: 1,
+            },
+            Point {
+                name: "a failed upload fails only that checkpoint",
+                checkpoint_after_rows: "3,5,8",
+                failpoints: "upload:2,source-after-row:7",
+                restarts: 1,
+                restored: 1,
+            },
+        ],
+    );
+}
+
+#[test]
+fn case_030_session_merge_across_restore() {
+    check_case(
+        "030",
+        "uid STRING, window_start TIMESTAMP(3), window_end TIMESTAMP(3), cnt BIGINT",
+        &[
+            Point {
+                name: "failure-free with checkpoints",
+                checkpoint_after_rows: "1,4,5,6",
+                failpoints: "",
+                restarts: 0,
+                restored: 0,
+            },
+            // 1 and 3. Checkpoint after row 5 (u1: two open sessions, u2: one); kill right
+            // after it. Row 6 must merge the two restored u1 sessions; restored sessions
+            // must still fire.
+            Point {
+                name: "points 1 and 3",
+                checkpoint_after_rows: "5",
+                failpoints: "source-after-row:5",
+                restarts: 1,
+                restored: 1,
+            },
+            // 2. Checkpoint after row 6, kill after row 7 (sessions fired by the watermark
+            // 10:03:00, maybe written, not committed).
+            Point {
+                name: "point 2",
+                checkpoint_after_rows: "6",
+                failpoints: "source-after-row:7",
+                restarts: 1,
+                restored: 1,
+            },
+        ],
+    );
+}
