@@ -326,3 +326,262 @@ fn case_030_session_merge_across_restore() {
         ],
     );
 }
+
+/// xorshift64*: the tests' reproducible random numbers.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// Uniform in `lo..=hi`.
+    fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo + 1)
+    }
+}
+
+const INPUT_ROWS: u64 = 400;
+
+/// A directory with `input.csv` (`k,v,ts`: 5 keys, timestamps rising 0-900 ms per row
+/// with jumps back of up to 3 s, so some rows are late) and `query.sql` = `query`.
+fn generated_case(query: &str) -> PathBuf {
+    let dir = temp_dir("gen");
+    let mut rng = Rng::new(42);
+    let mut csv = String::from("k,v,ts\n");
+    let mut t: i64 = 1_700_000_000_000;
+    for _ in 0..INPUT_ROWS {
+        t += rng.range(0, 900) as i64;
+        let ts = if rng.range(0, 9) == 0 {
+            t - rng.range(0, 3000) as i64
+        } else {
+            t
+        };
+        csv.push_str(&format!(
+            "{},{},{}\n",
+            rng.range(0, 4),
+            rng.range(1, 100),
+            sluice::format_timestamp_ms(ts)
+        ));
+    }
+    std::fs::write(dir.join("input.csv"), csv).expect("input");
+    let ddl = "CREATE TABLE events (k INT, v INT, ts TIMESTAMP(3), \
+               WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH ('connector' = 'filesystem', \
+               'path' = 'input.csv', 'format' = 'csv', 'csv.header' = 'true');\n";
+    std::fs::write(dir.join("query.sql"), format!("{ddl}{query}")).expect("query");
+    dir
+}
+
+const TUMBLE_QUERY: &str = "SELECT k, window_start, COUNT(*) AS cnt, SUM(v) AS total \
+    FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '5' SECOND)) \
+    GROUP BY k, window_start, window_end";
+const TUMBLE_SINK: &str = "k INT, window_start TIMESTAMP(3), cnt BIGINT, total BIGINT";
+const SESSION_QUERY: &str = "SELECT k, window_start, window_end, COUNT(*) AS cnt \
+    FROM TABLE(SESSION(TABLE events PARTITION BY k, DESCRIPTOR(ts), INTERVAL '2' SECOND)) \
+    GROUP BY k, window_start, window_end";
+const SESSION_SINK: &str = "k INT, window_start TIMESTAMP(3), window_end TIMESTAMP(3), cnt BIGINT";
+const GROUP_QUERY: &str = "SELECT k, COUNT(*) AS cnt, SUM(v) AS total, MAX(v) AS top \
+    FROM events GROUP BY k";
+
+/// Random failures: 1-3 failpoints of every kind, checkpoints every 5-40 rows.
+fn random_failures(rng: &mut Rng) -> (String, String) {
+    let every = rng.range(5, 40);
+    let rows: Vec<String> = (1..INPUT_ROWS / every)
+        .map(|i| (i * every + rng.range(0, 3)).to_string())
+        .collect();
+    let checkpoints = rows.len() as u64;
+    let mut points = Vec::new();
+    for _ in 0..rng.range(1, 3) {
+        let id = rng.range(1, checkpoints.max(1) + 2);
+        points.push(match rng.range(0, 6) {
+            0 => format!("source-after-row:{}", rng.range(1, INPUT_ROWS)),
+            1 => format!("operator-after-update:{}", rng.range(1, 200)),
+            2 => format!("barrier:{id}"),
+            3 => format!("upload:{id}"),
+            4 => format!("after-manifest:{id}"),
+            5 => format!("sink-after-precommit:{id}"),
+            _ => "before-final-commit".to_string(),
+        });
+    }
+    (rows.join(","), points.join(","))
+}
+
+fn data_rows(csv: &str, with_header: bool) -> Vec<String> {
+    let mut rows: Vec<String> = csv
+        .lines()
+        .skip(usize::from(with_header))
+        .filter(|l| !l.is_empty())
+        .map(|l| l.to_string())
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// The folded final table of a changelog result (`op` first), sorted.
+fn folded(csv: &str) -> Vec<String> {
+    let mut table: std::collections::BTreeMap<String, i64> = Default::default();
+    for line in csv.lines().skip(1).filter(|l| !l.is_empty()) {
+        let (op, row) = line.split_once(',').expect("op column");
+        let delta = if op == "-U" || op == "-D" { -1 } else { 1 };
+        *table.entry(row.to_string()).or_default() += delta;
+    }
+    table
+        .into_iter()
+        .flat_map(|(r, n)| std::iter::repeat_n(r, n.max(0) as usize))
+        .collect()
+}
+
+fn seeds(default: u64) -> u64 {
+    std::env::var("SLUICE_RECOVERY_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+fn mode_settings(store: &str, mode: &str, rng: &mut Rng) -> Vec<(&'static str, String)> {
+    let (rows, points) = random_failures(rng);
+    let mut s = base_settings(store);
+    s[1].1 = mode.to_string();
+    s[3].1 = "30".into();
+    s.push(("sluice.test.checkpoint-after-rows", rows));
+    s.push(("sluice.test.failpoints", points));
+    s.push(("parallelism.default", rng.range(1, 3).to_string()));
+    s
+}
+
+/// Exactly-once with the two-phase-commit sink (and the result stream of an updating
+/// aggregate): the committed output equals the failure-free output, for many seeds of
+/// random checkpoints and failures at random points.
+#[test]
+fn randomized_failures_exactly_once() {
+    let n = seeds(6);
+    let cases = [
+        (TUMBLE_QUERY, Some(TUMBLE_SINK)),
+        (SESSION_QUERY, Some(SESSION_SINK)),
+        (GROUP_QUERY, None),
+    ];
+    let mut failures = Vec::new();
+    let mut restarts = 0;
+    for (query, sink) in cases {
+        let dir = generated_case(query);
+        let reference_out = temp_dir("ref");
+        let reference = run(&dir, &[], sink.map(|c| (c, reference_out.as_path())));
+        assert!(reference.error.is_none(), "{:?}", reference.error);
+        let expected = match sink {
+            Some(_) => data_rows(&reference.csv, false),
+            None => folded(&reference.csv),
+        };
+        assert!(expected.len() > 3, "the reference has rows: {expected:?}");
+        for seed in 0..n {
+            let mut rng = Rng::new(seed + 1000);
+            let settings = mode_settings(&unique("rnd"), "EXACTLY_ONCE", &mut rng);
+            let out = temp_dir("out");
+            let r = run(&dir, &settings, sink.map(|c| (c, out.as_path())));
+            restarts += JobMetrics::get(&r.metrics.restarts);
+            let actual = match sink {
+                Some(_) => data_rows(&r.csv, false),
+                None => folded(&r.csv),
+            };
+            if r.error.is_some() || actual != expected {
+                failures.push(format!(
+                    "seed {seed} {settings:?}: error {:?}; {} rows, expected {}",
+                    r.error,
+                    actual.len(),
+                    expected.len()
+                ));
+            }
+            let _ = std::fs::remove_dir_all(&out);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(restarts > 0, "the random failures restarted the job");
+}
+
+/// At-least-once (no two-phase commit): every failure-free result row is in the output;
+/// some seeds show duplicates.
+#[test]
+fn randomized_failures_at_least_once() {
+    let n = seeds(6);
+    let dir = generated_case(TUMBLE_QUERY);
+    let reference_out = temp_dir("ref");
+    let reference = run(&dir, &[], Some((TUMBLE_SINK, reference_out.as_path())));
+    let expected = data_rows(&reference.csv, false);
+    let mut failures = Vec::new();
+    let mut with_duplicates = 0;
+    for seed in 0..n {
+        let mut rng = Rng::new(seed + 2000);
+        let settings = mode_settings(&unique("alo"), "AT_LEAST_ONCE", &mut rng);
+        let out = temp_dir("out");
+        let r = run(&dir, &settings, Some((TUMBLE_SINK, out.as_path())));
+        let mut actual = data_rows(&r.csv, false);
+        if actual.len() > expected.len() {
+            with_duplicates += 1;
+        }
+        let mut missing = Vec::new();
+        for row in &expected {
+            match actual.iter().position(|a| a == row) {
+                Some(i) => {
+                    actual.swap_remove(i);
+                }
+                None => missing.push(row.clone()),
+            }
+        }
+        if r.error.is_some() || !missing.is_empty() {
+            failures.push(format!(
+                "seed {seed} {settings:?}: error {:?}; missing {missing:?}",
+                r.error
+            ));
+        }
+        let _ = std::fs::remove_dir_all(&out);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(with_duplicates > 0, "at-least-once showed duplicates for some seed");
+}
+
+/// At-most-once: for every window and key, the counts over all emitted rows never exceed
+/// the failure-free count; some seeds lose events.
+#[test]
+fn randomized_failures_at_most_once() {
+    let n = seeds(6);
+    let dir = generated_case(TUMBLE_QUERY);
+    let reference_out = temp_dir("ref");
+    let reference = run(&dir, &[], Some((TUMBLE_SINK, reference_out.as_path())));
+    let counts = |csv: &str| {
+        let mut m: std::collections::BTreeMap<String, i64> = Default::default();
+        for line in csv.lines().filter(|l| !l.is_empty()) {
+            let f: Vec<&str> = line.split(',').collect();
+            *m.entry(format!("{},{}", f[0], f[1])).or_default() += f[2].parse::<i64>().unwrap();
+        }
+        m
+    };
+    let expected = counts(&reference.csv);
+    let mut failures = Vec::new();
+    let mut lossy = 0;
+    for seed in 0..n {
+        let mut rng = Rng::new(seed + 3000);
+        let settings = mode_settings(&unique("amo"), "AT_MOST_ONCE", &mut rng);
+        let out = temp_dir("out");
+        let r = run(&dir, &settings, Some((TUMBLE_SINK, out.as_path())));
+        let actual = counts(&r.csv);
+        for (key, n) in &actual {
+            if *n > expected.get(key).copied().unwrap_or(0) {
+                failures.push(format!("seed {seed}: {key} counted {n} times"));
+            }
+        }
+        if actual.values().sum::<i64>() < expected.values().sum::<i64>() {
+            lossy += 1;
+        }
+        if let Some(e) = r.error {
+            failures.push(format!("seed {seed}: {e}"));
+        }
+        let _ = std::fs::remove_dir_all(&out);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(lossy > 0, "at-most-once lost events for some seed");
+}
