@@ -585,3 +585,142 @@ fn randomized_failures_at_most_once() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(lossy > 0, "at-most-once lost events for some seed");
 }
+
+/// Settings for a job that checkpoints after `rows` into `dir` and fails for good (no
+/// restarts) at `fail`.
+fn stop_after(dir: &Path, rows: &str, fail: &str, parallelism: usize) -> Vec<(&'static str, String)> {
+    vec![
+        ("execution.checkpointing.dir", dir.display().to_string()),
+        ("sluice.test.checkpoint-after-rows", rows.into()),
+        ("sluice.test.failpoints", fail.into()),
+        ("restart-strategy.type", "none".into()),
+        ("parallelism.default", parallelism.to_string()),
+    ]
+}
+
+fn resume_from(dir: &Path, path: &str, parallelism: usize) -> Vec<(&'static str, String)> {
+    vec![
+        ("execution.checkpointing.dir", dir.display().to_string()),
+        ("execution.checkpointing.interval", "1 h".into()),
+        ("execution.state-recovery.path", path.into()),
+        ("parallelism.default", parallelism.to_string()),
+    ]
+}
+
+/// A job stopped by a failure resumes in a new engine from its latest checkpoint, at
+/// another parallelism; the output committed by both runs together equals the
+/// failure-free output.
+#[test]
+fn restore_at_another_parallelism() {
+    for (query, sink) in [(TUMBLE_QUERY, TUMBLE_SINK), (SESSION_QUERY, SESSION_SINK)] {
+        let dir = generated_case(query);
+        let reference_out = temp_dir("ref");
+        let reference = run(&dir, &[], Some((sink, reference_out.as_path())));
+        let expected = data_rows(&reference.csv, false);
+        for (first, second) in [(2, 3), (3, 1), (1, 2)] {
+            let chk = temp_dir("chk");
+            let out = temp_dir("out");
+            let r1 = run(
+                &dir,
+                &stop_after(&chk, "120,250", "source-after-row:300", first),
+                Some((sink, out.as_path())),
+            );
+            assert!(r1.error.is_some(), "the first run fails at row 300");
+            let r2 = run(&dir, &resume_from(&chk, "latest", second), Some((sink, out.as_path())));
+            assert_eq!(r2.error, None);
+            assert_eq!(r2.metrics.restored_checkpoint_id.load(Ordering::Relaxed), 2);
+            assert_eq!(
+                data_rows(&r2.csv, false),
+                expected,
+                "{query}: parallelism {first} then {second}"
+            );
+            let _ = std::fs::remove_dir_all(&chk);
+            let _ = std::fs::remove_dir_all(&out);
+        }
+    }
+}
+
+/// The checkpoint directory of the only job in `chk`.
+fn job_dir(chk: &Path) -> PathBuf {
+    std::fs::read_dir(chk)
+        .expect("checkpoint dir")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.is_dir())
+        .expect("a job directory")
+}
+
+fn checkpoint_ids(job: &Path) -> Vec<u64> {
+    let mut ids: Vec<u64> = std::fs::read_dir(job)
+        .expect("job dir")
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().strip_prefix("chk-")?.parse().ok())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// A corrupt, incomplete or damaged newest checkpoint is detected and the previous
+/// complete one is restored.
+#[test]
+fn damaged_checkpoints_fall_back_to_the_previous_one() {
+    let dir = generated_case(TUMBLE_QUERY);
+    type Damage = fn(&Path);
+    let damages: [(&str, Damage); 3] = [
+        ("flipped byte", |chk: &Path| {
+            let f = chk.join("op-0-0.arrow");
+            let mut bytes = std::fs::read(&f).expect("state file");
+            let i = bytes.len() / 2;
+            bytes[i] ^= 0xff;
+            std::fs::write(&f, bytes).expect("write");
+        }),
+        ("no manifest", |chk: &Path| {
+            std::fs::remove_file(chk.join("_manifest.json")).expect("manifest");
+        }),
+        ("missing state file", |chk: &Path| {
+            std::fs::remove_file(chk.join("op-0-0.arrow")).expect("state file");
+        }),
+    ];
+    for (what, damage) in damages {
+        let chk = temp_dir("chk");
+        let out = temp_dir("out");
+        let settings = stop_after(&chk, "100,200,300", "source-after-row:350", 1);
+        let r1 = run(&dir, &settings, Some((TUMBLE_SINK, out.as_path())));
+        assert!(r1.error.is_some());
+        let job = job_dir(&chk);
+        assert_eq!(checkpoint_ids(&job), vec![1, 2, 3], "{what}");
+        damage(&job.join("chk-3"));
+        let r2 = run(&dir, &resume_from(&chk, "latest", 1), Some((TUMBLE_SINK, out.as_path())));
+        assert_eq!(r2.error, None, "{what}");
+        assert_eq!(
+            r2.metrics.restored_checkpoint_id.load(Ordering::Relaxed),
+            2,
+            "{what}: restored the previous complete checkpoint"
+        );
+        let _ = std::fs::remove_dir_all(&chk);
+        let _ = std::fs::remove_dir_all(&out);
+    }
+}
+
+/// Only the newest `num-retained` complete checkpoints stay; checkpoints that failed to
+/// upload leave nothing behind; a named checkpoint path restores.
+#[test]
+fn retention_and_restore_by_path() {
+    let dir = generated_case(TUMBLE_QUERY);
+    let reference_out = temp_dir("ref");
+    let reference = run(&dir, &[], Some((TUMBLE_SINK, reference_out.as_path())));
+    let chk = temp_dir("chk");
+    let out = temp_dir("out");
+    let mut settings = stop_after(&chk, "50,100,150,200,250,300", "upload:6,source-after-row:320", 1);
+    settings.push(("execution.checkpointing.num-retained", "2".into()));
+    let r1 = run(&dir, &settings, Some((TUMBLE_SINK, out.as_path())));
+    assert!(r1.error.is_some());
+    assert_eq!(JobMetrics::get(&r1.metrics.checkpoints_completed), 5);
+    assert_eq!(JobMetrics::get(&r1.metrics.checkpoints_failed), 1);
+    let job = job_dir(&chk);
+    assert_eq!(checkpoint_ids(&job), vec![4, 5]);
+    let path = job.join("chk-5").display().to_string();
+    let r2 = run(&dir, &resume_from(&chk, &path, 2), Some((TUMBLE_SINK, out.as_path())));
+    assert_eq!(r2.error, None);
+    assert_eq!(data_rows(&r2.csv, false), data_rows(&reference.csv, false));
+}

@@ -357,6 +357,8 @@ pub struct CheckpointStorage {
     root: Path,
     /// For messages: where the checkpoints are.
     display: String,
+    /// The job's directory, for a local store (emptied directories are removed).
+    local_dir: Option<std::path::PathBuf>,
     runtime: tokio::runtime::Runtime,
 }
 
@@ -387,6 +389,7 @@ impl CheckpointStorage {
             .enable_all()
             .build()
             .map_err(|e| SluiceError::io("starting the checkpoint I/O runtime", e))?;
+        let mut local_root = None;
         let (store, prefix, display): (Arc<dyn ObjectStore>, String, String) =
             if let Some(rest) = dir.strip_prefix("memory://") {
                 let (name, prefix) = rest.split_once('/').unwrap_or((rest, ""));
@@ -431,6 +434,7 @@ impl CheckpointStorage {
                 })?;
                 let store = object_store::local::LocalFileSystem::new_with_prefix(&path)
                     .map_err(storage_error(format!("opening '{}'", path.display())))?;
+                local_root = Some(path.clone());
                 (Arc::new(store), String::new(), path.display().to_string())
             };
         let prefix = prefix.trim_matches('/');
@@ -441,6 +445,7 @@ impl CheckpointStorage {
         };
         Ok(CheckpointStorage {
             store,
+            local_dir: local_root.map(|r| r.join(root.as_ref())),
             root,
             display: format!("{}/{job}", display.trim_end_matches('/')),
             runtime,
@@ -542,8 +547,13 @@ impl CheckpointStorage {
                     .await
                     .map_err(storage_error(format!("deleting '{}'", o.location)))?;
             }
-            Ok(())
-        })
+            Ok::<(), SluiceError>(())
+        })?;
+        if let Some(local) = &self.local_dir {
+            // Object stores have no directories; a local one keeps them.
+            let _ = std::fs::remove_dir(local.join(format!("chk-{id}")));
+        }
+        Ok(())
     }
 
     /// Writes a state file and returns its manifest entry.
