@@ -118,7 +118,41 @@ impl Engine {
         }
     }
 
-    /// The value of a `SET` key, if set.
+    /// Sets a session property, as `SET 'key' = 'value'` does.
+    ///
+    /// # Errors
+    /// A value of the wrong form for the key (parallelism, time zone, checkpointing).
+    pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        let (k, v) = (key, value);
+        if k == "parallelism.default" || k == "pipeline.max-parallelism" {
+            match v.trim().parse::<u64>() {
+                Ok(n) if n > 0 && n <= 32_768 => {}
+                _ => {
+                    return Err(SluiceError::Config(format!(
+                        "'{k}' must be a whole number from 1 to 32768, found '{v}'"
+                    )))
+                }
+            }
+        }
+        if k == LOCAL_TIME_ZONE {
+            let zone =
+                sluice_common::time::normalize_time_zone(v).map_err(SluiceError::Config)?;
+            self.planner.set_time_zone(&zone)?;
+            self.time_zone = zone;
+        }
+        let previous = self.settings.insert(k.to_string(), v.to_string());
+        // A checkpointing setting of the wrong form fails here, not at the next job.
+        if let Err(e) = self.checkpoint_config() {
+            match previous {
+                Some(p) => self.settings.insert(k.to_string(), p),
+                None => self.settings.remove(k),
+            };
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// The value of a session property.
     pub fn setting(&self, key: &str) -> Option<&str> {
         self.settings.get(key).map(|s| s.as_str())
     }
@@ -299,31 +333,7 @@ impl Engine {
                 )))
             }
             Statement::Set { pair: Some((k, v)) } => {
-                if k == "parallelism.default" || k == "pipeline.max-parallelism" {
-                    match v.trim().parse::<u64>() {
-                        Ok(n) if n > 0 && n <= 32_768 => {}
-                        _ => {
-                            return Err(SluiceError::Config(format!(
-                                "'{k}' must be a whole number from 1 to 32768, found '{v}'"
-                            )))
-                        }
-                    }
-                }
-                if k == LOCAL_TIME_ZONE {
-                    let zone =
-                        sluice_common::time::normalize_time_zone(v).map_err(SluiceError::Config)?;
-                    self.planner.set_time_zone(&zone)?;
-                    self.time_zone = zone;
-                }
-                let previous = self.settings.insert(k.clone(), v.clone());
-                // A checkpointing setting of the wrong form fails here, not at the next job.
-                if let Err(e) = self.checkpoint_config() {
-                    match previous {
-                        Some(p) => self.settings.insert(k.clone(), p),
-                        None => self.settings.remove(k),
-                    };
-                    return Err(e);
-                }
+                self.set(k, v)?;
                 Ok(StatementResult::Done(
                     "Session property has been set.".into(),
                 ))

@@ -32,6 +32,11 @@ enum Command {
         /// How results print.
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
+        /// Resume each job from a checkpoint: `latest` (the newest complete checkpoint of
+        /// the same query under 'execution.checkpointing.dir') or the path/URL of a
+        /// `chk-<id>` directory.
+        #[arg(long, value_name = "latest|PATH")]
+        from_checkpoint: Option<String>,
     },
 }
 
@@ -55,7 +60,11 @@ impl From<Format> for OutputFormat {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Some(Command::Run { file, format }) => match run_file(&file, format.into()) {
+        Some(Command::Run {
+            file,
+            format,
+            from_checkpoint,
+        }) => match run_file(&file, format.into(), from_checkpoint.as_deref()) {
             Ok(()) => ExitCode::SUCCESS,
             // The reader of stdout went away (e.g. `| head`): stop quietly.
             Err(SluiceError::Io { source, .. })
@@ -78,7 +87,11 @@ fn main() -> ExitCode {
     }
 }
 
-fn run_file(file: &PathBuf, format: OutputFormat) -> Result<(), SluiceError> {
+fn run_file(
+    file: &PathBuf,
+    format: OutputFormat,
+    from_checkpoint: Option<&str>,
+) -> Result<(), SluiceError> {
     let sql = std::fs::read_to_string(file)
         .map_err(|e| SluiceError::io(format!("reading '{}'", file.display()), e))?;
     let statements = parse_script(&sql).map_err(|e| in_file(file, e))?;
@@ -86,6 +99,9 @@ fn run_file(file: &PathBuf, format: OutputFormat) -> Result<(), SluiceError> {
         eprintln!("[WARN] '{}' contains no SQL statement", file.display());
     }
     let mut engine = Engine::new(EngineConfig::default());
+    if let Some(path) = from_checkpoint {
+        engine.set("execution.state-recovery.path", path)?;
+    }
     for stmt in &statements {
         let result = engine.execute(stmt).map_err(|e| in_file(file, e))?;
         match result {
@@ -173,6 +189,18 @@ fn summary(m: &JobMetrics, started: Instant) {
     let skipped = JobMetrics::get(&m.parse_errors_skipped);
     if skipped > 0 {
         line.push_str(&format!(", {skipped} unparsable rows skipped"));
+    }
+    let checkpoints = JobMetrics::get(&m.checkpoints_completed);
+    if checkpoints > 0 {
+        line.push_str(&format!(", {checkpoints} checkpoints"));
+    }
+    let restored = JobMetrics::get(&m.restored_checkpoint_id);
+    if restored > 0 {
+        line.push_str(&format!(", restored checkpoint {restored}"));
+    }
+    let restarts = JobMetrics::get(&m.restarts);
+    if restarts > 0 {
+        line.push_str(&format!(", {restarts} restarts"));
     }
     eprintln!("{line}");
     let _ = std::io::stderr().flush();

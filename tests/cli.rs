@@ -1,0 +1,89 @@
+//! The `sluice` binary: `sluice run FILE.sql --from-checkpoint latest` resumes a job that
+//! failed, and the output committed by both runs equals a failure-free run's.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sluice-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The daily report of the flights example into `out`, with `settings` first.
+fn job_sql(out: &Path, settings: &str) -> String {
+    let example = std::fs::read_to_string(root().join("sql-examples/flights_daily_to_files.sql"))
+        .unwrap()
+        .replace("target/sql-examples/daily_delays", &out.display().to_string());
+    format!("{settings}\n{example}")
+}
+
+/// Sorted lines of the visible files of `dir`.
+fn committed_lines(dir: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        if !e.file_name().to_string_lossy().starts_with('.') {
+            lines.extend(std::fs::read_to_string(e.path()).unwrap().lines().map(String::from));
+        }
+    }
+    lines.sort();
+    lines
+}
+
+fn sluice(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("sluice runs")
+}
+
+#[test]
+fn a_failed_job_resumes_from_its_latest_checkpoint() {
+    let dir = temp_dir("resume");
+    // Failure-free reference.
+    let reference_out = dir.join("reference");
+    std::fs::write(dir.join("reference.sql"), job_sql(&reference_out, "")).unwrap();
+    let r = sluice(&["run", dir.join("reference.sql").to_str().unwrap()]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let expected = committed_lines(&reference_out);
+    assert!(expected.len() > 1000, "{} rows", expected.len());
+
+    // Checkpoints after rows 100 000 and 200 000; the job dies at row 250 000.
+    let out = dir.join("out");
+    let checkpoints = dir.join("checkpoints");
+    let settings = format!(
+        "SET 'execution.checkpointing.dir' = '{}';\n\
+         SET 'sluice.test.checkpoint-after-rows' = '100000,200000';\n\
+         SET 'sluice.test.failpoints' = 'source-after-row:250000';\n\
+         SET 'restart-strategy.type' = 'none';",
+        checkpoints.display()
+    );
+    std::fs::write(dir.join("job.sql"), job_sql(&out, &settings)).unwrap();
+    let first = sluice(&["run", dir.join("job.sql").to_str().unwrap()]);
+    assert!(!first.status.success());
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    assert!(stderr.contains("injected failure at source-after-row:250000"), "{stderr}");
+    let partial = committed_lines(&out);
+    assert!(partial.len() < expected.len());
+
+    // The same file resumes (its failpoint would fire again at row 250 000: drop it).
+    let resumed_settings = settings.replace("source-after-row:250000", "");
+    std::fs::write(dir.join("job.sql"), job_sql(&out, &resumed_settings)).unwrap();
+    let second = sluice(&[
+        "run",
+        dir.join("job.sql").to_str().unwrap(),
+        "--from-checkpoint",
+        "latest",
+    ]);
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(second.status.success(), "{stderr}");
+    assert!(stderr.contains("restored checkpoint 2"), "{stderr}");
+    assert_eq!(committed_lines(&out), expected);
+    let _ = std::fs::remove_dir_all(&dir);
+}
