@@ -251,6 +251,11 @@ impl Engine {
         Ok(sluice_runtime::JobConfig {
             checkpoint: self.checkpoint_config()?,
             name: self.settings.get("pipeline.name").cloned(),
+            restart_parallelism: self
+                .settings
+                .get("sluice.test.restart-parallelism")
+                .map(|v| v.split(',').filter_map(|p| p.trim().parse().ok()).collect())
+                .unwrap_or_default(),
             parallelism: setting("parallelism.default", 1) as usize,
             max_parallelism: setting("pipeline.max-parallelism", 128) as u32,
             connectors: ConnectorContext {

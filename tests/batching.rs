@@ -60,6 +60,9 @@ const QUERIES: &[&str] = &[
     "SELECT k, COUNT(*), SUM(v), MIN(v), MAX(v) FROM ev GROUP BY k HAVING COUNT(*) > 140",
     "SELECT c, COUNT(*), MIN(s), MAX(s) FROM (SELECT k, COUNT(*) AS c, SUM(v) AS s FROM ev GROUP BY k) GROUP BY c",
     "SELECT COUNT(*), SUM(v), MAX(v) FROM ev WHERE v < 500",
+    // Window TVFs without aggregation (rows copied per window; late rows dropped).
+    "SELECT k, v, window_start, window_end FROM TABLE(HOP(TABLE ev, DESCRIPTOR(ts), INTERVAL '2' SECOND, INTERVAL '4' SECOND))",
+    "SELECT k, v, window_start FROM TABLE(CUMULATE(TABLE ev, DESCRIPTOR(ts), INTERVAL '2' SECOND, INTERVAL '6' SECOND)) WHERE v > 50",
 ];
 
 fn run(query: &str, batch_size: usize, seed: Option<u64>) -> String {

@@ -7,6 +7,11 @@
 //!    `expected.csv` as a multiset, timestamps compared by value.
 //!
 //! `cargo test --test slt -- NAME` runs only the files and cases whose path contains NAME.
+//!
+//! Recovery mode: `SLUICE_SLT_RECOVERY=N cargo test --test slt` runs every `.slt` file N
+//! more times (seeds 1..=N), each job checkpointing at random rows and failing at random
+//! points (`common::recovery_settings`), restarting at random parallelism; the committed
+//! results (changelogs folded) must still be the expected rows.
 //! Expected rows are derived by hand or by another engine, never from Sluice's output.
 
 #[path = "common/mod.rs"]
@@ -31,11 +36,11 @@ fn files_under(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
     }
 }
 
-fn run_slt(path: &Path, slt_root: &Path) -> Result<(), String> {
+fn run_slt(path: &Path, slt_root: &Path, recovery: Option<u64>) -> Result<(), String> {
     let dir = slt_root.to_path_buf();
     let mut runner = sqllogictest::Runner::new(move || {
         let dir = dir.clone();
-        async move { Ok::<_, common::DbError>(SluiceDb::new(dir)) }
+        async move { Ok::<_, common::DbError>(SluiceDb::with_recovery(dir, recovery)) }
     });
     runner
         .run_file(path)
@@ -108,7 +113,18 @@ fn main() {
         }
     };
     for f in slt_files.iter().filter(|p| selected(p)) {
-        report(f, run_slt(f, &root.join("slt")));
+        report(f, run_slt(f, &root.join("slt"), None));
+    }
+    let recovery_seeds: u64 = std::env::var("SLUICE_SLT_RECOVERY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    for seed in 1..=recovery_seeds {
+        for f in slt_files.iter().filter(|p| selected(p)) {
+            let result = run_slt(f, &root.join("slt"), Some(seed))
+                .map_err(|e| format!("recovery mode, seed {seed}: {e}"));
+            report(f, result);
+        }
     }
     for d in case_dirs.iter().filter(|p| selected(p)) {
         report(d, run_case(d));

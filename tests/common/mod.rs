@@ -24,10 +24,21 @@ impl std::error::Error for DbError {}
 /// One slt file's session: a fresh engine resolving paths against the file's directory.
 pub struct SluiceDb {
     engine: Engine,
+    /// Recovery mode: the seed of the random checkpoints and failures injected into every
+    /// job (see [`recovery_settings`]).
+    recovery: Option<u64>,
+    jobs: u64,
 }
 
 impl SluiceDb {
     pub fn new(dir: PathBuf) -> Self {
+        Self::with_recovery(dir, None)
+    }
+
+    /// A session whose every job checkpoints at random rows and fails at random points,
+    /// from `seed`; only committed output counts (exactly-once through the two-phase
+    /// result output).
+    pub fn with_recovery(dir: PathBuf, recovery: Option<u64>) -> Self {
         SluiceDb {
             engine: Engine::new(EngineConfig {
                 working_dir: Some(dir),
@@ -35,8 +46,62 @@ impl SluiceDb {
                 batch_size: 3,
                 ..Default::default()
             }),
+            recovery,
+            jobs: 0,
         }
     }
+}
+
+/// xorshift64*, for reproducible random test settings.
+pub fn xorshift(state: &mut u64) -> u64 {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    state.wrapping_mul(0x2545_F491_4F6C_DD1D)
+}
+
+/// Settings that make a job checkpoint after random rows (within the first 40) and fail
+/// at 1-3 random points (source reads, state updates, barriers, uploads, between manifest
+/// and commit, between pre-commit and commit, before the final commit), restarting at
+/// random parallelism, exactly-once.
+pub fn recovery_settings(seed: u64) -> Vec<(&'static str, String)> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut range = |lo: u64, hi: u64| lo + xorshift(&mut state) % (hi - lo + 1);
+    let mut rows: Vec<u64> = (0..range(1, 6)).map(|_| range(1, 40)).collect();
+    rows.sort_unstable();
+    rows.dedup();
+    let checkpoints = rows.len() as u64;
+    let mut points = Vec::new();
+    for _ in 0..range(1, 3) {
+        let id = range(1, checkpoints + 1);
+        points.push(match range(0, 6) {
+            0 => format!("source-after-row:{}", range(1, 40)),
+            1 => format!("operator-after-update:{}", range(1, 15)),
+            2 => format!("barrier:{id}"),
+            3 => format!("upload:{id}"),
+            4 => format!("after-manifest:{id}"),
+            5 => format!("sink-after-precommit:{id}"),
+            _ => "before-final-commit".to_string(),
+        });
+    }
+    let restart_parallelism: Vec<String> = (0..3).map(|_| range(1, 3).to_string()).collect();
+    static STORE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let store = STORE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    vec![
+        (
+            "execution.checkpointing.dir",
+            format!("memory://slt-recovery-{}-{store}", std::process::id()),
+        ),
+        ("execution.checkpointing.mode", "EXACTLY_ONCE".into()),
+        (
+            "sluice.test.checkpoint-after-rows",
+            rows.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(","),
+        ),
+        ("sluice.test.failpoints", points.join(",")),
+        ("sluice.test.restart-parallelism", restart_parallelism.join(",")),
+        ("restart-strategy.fixed-delay.attempts", "20".into()),
+        ("restart-strategy.fixed-delay.delay", "0 ms".into()),
+    ]
 }
 
 fn column_type(dt: &DataType) -> DefaultColumnType {
@@ -84,7 +149,25 @@ impl sqllogictest::DB for SluiceDb {
         let statements = sluice::parse_script(sql).map_err(err)?;
         let mut output = DBOutput::StatementComplete(0);
         for stmt in &statements {
-            output = match self.engine.execute(stmt).map_err(err)? {
+            let is_job = matches!(
+                stmt.statement,
+                sluice::Statement::Query(_) | sluice::Statement::Insert { .. }
+            );
+            let mut injected = Vec::new();
+            if let (Some(seed), true) = (self.recovery, is_job) {
+                self.jobs += 1;
+                for (k, v) in recovery_settings(seed * 1000 + self.jobs) {
+                    self.engine.set(k, &v).map_err(err)?;
+                    injected.push(k);
+                }
+            }
+            let result = self.engine.execute(stmt).map_err(err);
+            // The injected settings apply to this job only (SET lists must not show them).
+            for k in injected {
+                let reset = sluice::parse_script(&format!("RESET '{k}'")).map_err(err)?;
+                self.engine.execute(&reset[0]).map_err(err)?;
+            }
+            output = match result? {
                 StatementResult::Done(_) => DBOutput::StatementComplete(0),
                 StatementResult::Info(batch) => DBOutput::Rows {
                     types: batch

@@ -66,6 +66,9 @@ pub struct JobConfig {
     /// `'pipeline.name'`: names the job's checkpoint directory (default:
     /// `job-<plan fingerprint>`).
     pub name: Option<String>,
+    /// Test hook (`'sluice.test.restart-parallelism'`): restart `n` (1-based) runs at
+    /// `restart_parallelism[(n - 1) % len]` subtasks, so recovery re-splits state.
+    pub restart_parallelism: Vec<usize>,
 }
 
 /// A started job: its output rows, metrics, and the thread coordinating it.
@@ -346,12 +349,17 @@ impl Job {
         // one row, which one subtask must produce).
         let has_keys =
             |k: usize| routing_keys(nodes[k]).is_some_and(|(keys, _)| !keys.is_empty());
+        let hook = &self.config.restart_parallelism;
+        let parallelism = match number {
+            n if n > 0 && !hook.is_empty() => hook[(n as usize - 1) % hook.len()].max(1),
+            _ => self.config.parallelism,
+        };
         let split = match keyed {
-            Some(k) if self.config.parallelism > 1 && keyed_count == 1 && has_keys(k) => Some(k),
+            Some(k) if parallelism > 1 && keyed_count == 1 && has_keys(k) => Some(k),
             _ => None,
         };
         let (first, subtasks) = match split {
-            Some(k) => (k, self.config.parallelism),
+            Some(k) => (k, parallelism),
             None => (0, 1),
         };
         let mut subtask_txs = Vec::new();
