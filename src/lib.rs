@@ -141,8 +141,8 @@ impl Engine {
             self.time_zone = zone;
         }
         let previous = self.settings.insert(k.to_string(), v.to_string());
-        // A checkpointing setting of the wrong form fails here, not at the next job.
-        if let Err(e) = self.checkpoint_config() {
+        // A setting of the wrong form fails here, not at the next job.
+        if let Err(e) = self.checkpoint_config().and_then(|_| self.job_config().map(|_| ())) {
             match previous {
                 Some(p) => self.settings.insert(k.to_string(), p),
                 None => self.settings.remove(k),
@@ -251,6 +251,12 @@ impl Engine {
         Ok(sluice_runtime::JobConfig {
             checkpoint: self.checkpoint_config()?,
             name: self.settings.get("pipeline.name").cloned(),
+            state_ttl: sluice_runtime::connectors::datagen::parse_duration_ms(
+                &self.settings,
+                "table.exec.state.ttl",
+            )?
+            .filter(|ms| *ms > 0)
+            .map(|ms| std::time::Duration::from_millis(ms as u64)),
             restart_parallelism: self
                 .settings
                 .get("sluice.test.restart-parallelism")

@@ -42,7 +42,7 @@ pub(crate) fn build_tail(
     nodes: &[&PlanNode],
     first_index: usize,
     ctx: &ConnectorContext,
-    metrics: &Arc<JobMetrics>,
+    env: &OperatorEnv,
 ) -> Result<(Vec<(usize, Box<dyn Operator>)>, Option<Box<dyn BatchSink>>)> {
     let mut sink = None;
     let mut operators = Vec::new();
@@ -51,14 +51,22 @@ pub(crate) fn build_tail(
             OperatorSpec::Sink(spec) => {
                 sink = Some(create_sink(&spec.table, &spec.options, ctx)?);
             }
-            _ => operators.push((first_index + i, build_operator(node, metrics)?)),
+            _ => operators.push((first_index + i, build_operator(node, env)?)),
         }
     }
     Ok((operators, sink))
 }
 
 /// Builds the live operator of a (non-source, non-sink) plan node.
-pub(crate) fn build_operator(node: &PlanNode, metrics: &Arc<JobMetrics>) -> Result<Box<dyn Operator>> {
+/// What operators are built with besides their plan node.
+pub(crate) struct OperatorEnv {
+    pub metrics: Arc<JobMetrics>,
+    /// `'table.exec.state.ttl'`: idle keys of updating aggregates expire after this.
+    pub state_ttl: Option<std::time::Duration>,
+}
+
+pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<dyn Operator>> {
+    let metrics = &env.metrics;
     let input = node.input();
     let in_schema: &DFSchema = &input.schema;
     let out_schema: SchemaRef = Arc::new(node.schema.as_arrow().clone());
@@ -139,7 +147,8 @@ pub(crate) fn build_operator(node: &PlanNode, metrics: &Arc<JobMetrics>) -> Resu
                 aggregates,
                 input.is_updating(),
                 out_schema,
-            )?)
+            )?
+            .with_state_ttl(env.state_ttl))
         }
         OperatorSpec::Source(_) | OperatorSpec::Sink(_) => {
             return Err(SluiceError::Internal(

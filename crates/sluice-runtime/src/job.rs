@@ -35,7 +35,7 @@ use datafusion_common::arrow::datatypes::{SchemaRef, UInt32Type};
 use sluice_common::plan::{OperatorSpec, PlanNode};
 use sluice_common::{not_supported, Result, SluiceError};
 
-use crate::build::{build_operator, build_tail, routing_keys};
+use crate::build::{build_operator, build_tail, routing_keys, OperatorEnv};
 use crate::checkpoint::{
     plan_fingerprint, CheckpointConfig, CheckpointStorage, CheckpointingMode, Manifest,
     RestoredCheckpoint, SourceOffset,
@@ -66,6 +66,9 @@ pub struct JobConfig {
     /// `'pipeline.name'`: names the job's checkpoint directory (default:
     /// `job-<plan fingerprint>`).
     pub name: Option<String>,
+    /// `'table.exec.state.ttl'`: keys of updating aggregates idle (no row, in processing
+    /// time) for this long are forgotten (Flink's idle state retention).
+    pub state_ttl: Option<std::time::Duration>,
     /// Test hook (`'sluice.test.restart-parallelism'`): restart `n` (1-based) runs at
     /// `restart_parallelism[(n - 1) % len]` subtasks, so recovery re-splits state.
     pub restart_parallelism: Vec<usize>,
@@ -362,6 +365,10 @@ impl Job {
             Some(k) => (k, parallelism),
             None => (0, 1),
         };
+        let env = OperatorEnv {
+            metrics: Arc::clone(&self.metrics),
+            state_ttl: self.config.state_ttl,
+        };
         let mut subtask_txs = Vec::new();
         let mut subtask_rx = Some(rx);
         for subtask in 0..subtasks {
@@ -376,7 +383,7 @@ impl Job {
             let mut sub_connectors = connectors.clone();
             sub_connectors.subtask = subtask;
             let (operators, sink) =
-                build_tail(&nodes[first..], first, &sub_connectors, &self.metrics)?;
+                build_tail(&nodes[first..], first, &sub_connectors, &env)?;
             let (operator_indices, operators): (Vec<usize>, Vec<Box<dyn Operator>>) =
                 operators.into_iter().unzip();
             let mut chain = Chain::new(operators);
@@ -417,7 +424,7 @@ impl Job {
             // Stateless operators before the keyed one run in the router.
             let pre: Vec<Box<dyn Operator>> = nodes[..k]
                 .iter()
-                .map(|n| build_operator(n, &self.metrics))
+                .map(|n| build_operator(n, &env))
                 .collect::<Result<_>>()?;
             let (key_exprs, key_schema) = routing_keys(nodes[k]).expect("a keyed node");
             let router = Router {

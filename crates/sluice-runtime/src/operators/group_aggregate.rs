@@ -38,6 +38,8 @@ struct Group {
     rows: i64,
     key: Vec<ScalarValue>,
     emitted: Option<Vec<ScalarValue>>,
+    /// Processing time of the group's last row (ms since the operator started).
+    last_access_ms: u64,
 }
 
 /// See the module docs. Output schema: the keys, then one column per aggregate; rows carry
@@ -53,9 +55,62 @@ pub struct GroupAggregateOperator {
     groups: Vec<Group>,
     schema: SchemaRef,
     scratch: Vec<usize>,
+    /// Idle state retention (`'table.exec.state.ttl'`).
+    ttl: Option<std::time::Duration>,
+    started: std::time::Instant,
+    /// When expired groups were last looked for (ms since `started`).
+    last_sweep_ms: u64,
 }
 
 impl GroupAggregateOperator {
+    /// Forgets groups that received no row for `ttl` of processing time (Flink's
+    /// `table.exec.state.ttl`): their state is cleared without emitting anything, so a
+    /// later row of the key starts from scratch and emits `+I` again. `None`: keep every
+    /// group forever.
+    pub fn with_state_ttl(mut self, ttl: Option<std::time::Duration>) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// Drops the groups idle for longer than the TTL (at most twice per TTL), renumbering
+    /// the rest densely.
+    fn expire(&mut self) -> Result<()> {
+        let Some(ttl) = self.ttl else {
+            return Ok(());
+        };
+        if self.keys.is_empty() {
+            return Ok(()); // the global aggregate always has its row
+        }
+        let ttl_ms = ttl.as_millis() as u64;
+        let now = self.now_ms();
+        if now < self.last_sweep_ms + ttl_ms / 2 {
+            return Ok(());
+        }
+        self.last_sweep_ms = now;
+        let before = self.groups.len();
+        self.groups
+            .retain(|g| now.saturating_sub(g.last_access_ms) <= ttl_ms);
+        if self.groups.len() == before {
+            return Ok(());
+        }
+        // Rebuild the key index over the groups that stay, in their order.
+        self.index = KeyIndex::new(self.converter.as_ref());
+        if let Some(converter) = &self.converter {
+            let key_columns = (0..self.keys.len())
+                .map(|k| ScalarValue::iter_to_array(self.groups.iter().map(|g| g.key[k].clone())))
+                .collect::<datafusion_common::Result<Vec<_>>>()?;
+            if !self.groups.is_empty() {
+                let rows = converter.convert_columns(&key_columns)?;
+                let all: Vec<u32> = (0..self.groups.len() as u32).collect();
+                self.index.group_indices(Some(&rows), &all, &mut self.scratch);
+            }
+        }
+        Ok(())
+    }
     /// Aggregates `aggregates` (with their argument expressions in `calls`) per key.
     pub fn new(
         keys: Vec<Arc<dyn PhysicalExpr>>,
@@ -76,6 +131,9 @@ impl GroupAggregateOperator {
             groups: Vec::new(),
             schema,
             scratch: Vec::new(),
+            ttl: None,
+            started: std::time::Instant::now(),
+            last_sweep_ms: 0,
         })
     }
 
@@ -167,11 +225,13 @@ impl GroupAggregateOperator {
                 .map(|c| ScalarValue::try_from_array(c, row))
                 .collect::<datafusion_common::Result<Vec<_>>>()?;
             let accumulators = self.new_accumulators()?;
+            let last_access_ms = self.now_ms();
             self.groups.push(Group {
                 accumulators,
                 rows: 0,
                 key,
                 emitted: None,
+                last_access_ms,
             });
         }
         Ok(())
@@ -184,6 +244,8 @@ impl Operator for GroupAggregateOperator {
     }
 
     fn process_batch(&mut self, batch: StreamBatch, out: &mut Collector) -> Result<()> {
+        self.expire()?;
+        let now = self.now_ms();
         let data = &batch.data;
         let n = data.num_rows();
         let key_columns = evaluate_all(&self.keys, data)?;
@@ -243,6 +305,7 @@ impl Operator for GroupAggregateOperator {
                 }
             }
             self.groups[g].rows += added.len() as i64 - retracted.len() as i64;
+            self.groups[g].last_access_ms = now;
             touched.push(g);
         }
         self.emit_changes(&touched, out)
@@ -257,6 +320,7 @@ impl Operator for GroupAggregateOperator {
                 rows: 0,
                 key: vec![],
                 emitted: None,
+                last_access_ms: 0,
             });
             self.emit_changes(&[0], out)?;
         }
