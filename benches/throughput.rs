@@ -9,6 +9,10 @@
 //! generated once into `target/bench-data/` (deterministic). `SLUICE_BENCH_ROWS` changes
 //! the row count.
 //!
+//! Checkpoints: (h) is (b) with a checkpoint every second (local directory, exactly-once)
+//! against (b) without; (i) the time and bytes of one checkpoint of 1 M keys of window
+//! state, and the time to restore it into a new job from the local filesystem.
+//!
 //! Run: `cargo bench --bench throughput` (release build). Apache Flink 2.3 on the same
 //! machine and data: (a) 0.96 M, (b) 0.41 M, (c) 0.28 M rows/s.
 
@@ -85,6 +89,12 @@ fn table_ddl(path: &Path) -> String {
 
 /// Runs a script; returns (seconds, rows out, late rows).
 fn run(script: &str) -> (f64, u64, u64) {
+    let (secs, out, late, _) = run_with_metrics(script);
+    (secs, out, late)
+}
+
+/// Runs a script; returns (seconds, rows out, late rows, the last job's metrics).
+fn run_with_metrics(script: &str) -> (f64, u64, u64, Option<std::sync::Arc<sluice::JobMetrics>>) {
     let mut engine = Engine::new(EngineConfig {
         working_dir: Some(root()),
         ..Default::default()
@@ -93,6 +103,7 @@ fn run(script: &str) -> (f64, u64, u64) {
     let started = Instant::now();
     let mut rows_out = 0;
     let mut late = 0;
+    let mut metrics = None;
     for stmt in &statements {
         match engine.execute(stmt).expect("bench statement runs") {
             StatementResult::Query(mut job) | StatementResult::Insert(mut job) => {
@@ -101,12 +112,118 @@ fn run(script: &str) -> (f64, u64, u64) {
                 }
                 rows_out += sluice::JobMetrics::get(&job.metrics.rows_out);
                 late += sluice::JobMetrics::get(&job.metrics.late_rows_dropped);
+                metrics = Some(std::sync::Arc::clone(&job.metrics));
                 job.join();
             }
             _ => {}
         }
     }
-    (started.elapsed().as_secs_f64(), rows_out, late)
+    (started.elapsed().as_secs_f64(), rows_out, late, metrics)
+}
+
+/// (h): TUMBLE with and without a checkpoint every second.
+fn checkpoint_overhead(ddl: &str, rows: u64) {
+    let query = "INSERT INTO sink_agg SELECT window_start, `key`, COUNT(*), SUM(price) \
+                 FROM TABLE(TUMBLE(TABLE bench, DESCRIPTOR(ts), INTERVAL '1' SECOND)) \
+                 GROUP BY window_start, window_end, `key`;";
+    let dir = root().join("target/bench-data/checkpoints");
+    let _ = std::fs::remove_dir_all(&dir);
+    let plain = run(&format!("{ddl}{query}"));
+    let with = run_with_metrics(&format!(
+        "SET 'execution.checkpointing.interval' = '1 s';\n\
+         SET 'execution.checkpointing.dir' = '{}';\n{ddl}{query}",
+        dir.display()
+    ));
+    let m = with.3.expect("a job ran");
+    report("(h) TUMBLE, no checkpoints", rows, plain, None);
+    report(
+        "(h) TUMBLE, checkpoint every 1 s",
+        rows,
+        (with.0, with.1, with.2),
+        None,
+    );
+    println!(
+        "    {:.1}% slower; {} checkpoints, the last {} ms, {} bytes",
+        (with.0 / plain.0 - 1.0) * 100.0,
+        sluice::JobMetrics::get(&m.checkpoints_completed),
+        sluice::JobMetrics::get(&m.last_checkpoint_duration_ms),
+        sluice::JobMetrics::get(&m.last_checkpoint_bytes),
+    );
+}
+
+/// (i): one checkpoint of 1 M keys of window state (an hour-long window, one row per
+/// key), and its restore into a new job.
+fn checkpoint_and_restore_1m_keys() {
+    let keys = 1_000_000u64;
+    let data = root().join("target/bench-data/keys_1m.csv");
+    if !data.exists() {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&data).expect("create"));
+        for k in 0..keys {
+            writeln!(
+                f,
+                "2024-01-01 00:00:{:02}.000,{k},{}.5",
+                (k / 20_000) % 60,
+                k % 1000
+            )
+            .expect("write");
+        }
+    }
+    let dir = root().join("target/bench-data/checkpoints-1m");
+    let _ = std::fs::remove_dir_all(&dir);
+    let script = |extra: &str| {
+        format!(
+            "SET 'execution.checkpointing.dir' = '{}';\n{extra}\n{}\
+             INSERT INTO sink_agg SELECT window_start, `key`, COUNT(*), SUM(price) \
+             FROM TABLE(TUMBLE(TABLE bench, DESCRIPTOR(ts), INTERVAL '1' HOUR)) \
+             GROUP BY window_start, window_end, `key`;",
+            dir.display(),
+            table_ddl(&data)
+        )
+    };
+    // Checkpoint after the last row, then stop (fail) before the window fires.
+    let first = script(&format!(
+        "SET 'sluice.test.checkpoint-after-rows' = '{keys}';\n\
+         SET 'sluice.test.failpoints' = 'before-final-commit';\n\
+         SET 'restart-strategy.type' = 'none';"
+    ));
+    let mut engine = Engine::new(EngineConfig {
+        working_dir: Some(root()),
+        ..Default::default()
+    });
+    let mut metrics = None;
+    for stmt in &sluice::parse_script(&first).expect("parses") {
+        if let StatementResult::Insert(mut job) = engine.execute(stmt).expect("runs") {
+            while job.blocking_next().is_some() {}
+            metrics = Some(std::sync::Arc::clone(&job.metrics));
+            job.join();
+        }
+    }
+    let m = metrics.expect("a job ran");
+    // The restore: loading and verifying the checkpoint and rebuilding the state happen
+    // when the job starts; then the window fires for all 1 M keys.
+    let second = script("SET 'execution.state-recovery.path' = 'latest';");
+    let mut engine = Engine::new(EngineConfig {
+        working_dir: Some(root()),
+        ..Default::default()
+    });
+    let mut restore_secs = 0.0;
+    let mut out = 0;
+    for stmt in &sluice::parse_script(&second).expect("parses") {
+        let started = Instant::now();
+        if let StatementResult::Insert(mut job) = engine.execute(stmt).expect("restores") {
+            restore_secs = started.elapsed().as_secs_f64();
+            while let Some(b) = job.blocking_next() {
+                b.expect("the restored job succeeds");
+            }
+            out = sluice::JobMetrics::get(&job.metrics.rows_out);
+            job.join();
+        }
+    }
+    println!(
+        "(i) checkpoint of {keys} keys: {} ms, {:.1} MB; restore: {restore_secs:.2} s ({out} rows out after it)",
+        sluice::JobMetrics::get(&m.last_checkpoint_duration_ms),
+        sluice::JobMetrics::get(&m.last_checkpoint_bytes) as f64 / 1e6,
+    );
 }
 
 fn report(name: &str, rows_in: u64, (secs, out, late): (f64, u64, u64), flink: Option<f64>) {
@@ -186,4 +303,6 @@ fn main() {
     let flights = std::fs::read_to_string(root().join("sql-examples/flights_hourly.sql")).unwrap();
     let d = run(&flights);
     report("(d) flights_hourly.sql end to end", 336_776, d, None);
+    checkpoint_overhead(&ddl, rows);
+    checkpoint_and_restore_1m_keys();
 }

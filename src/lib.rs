@@ -135,14 +135,16 @@ impl Engine {
             }
         }
         if k == LOCAL_TIME_ZONE {
-            let zone =
-                sluice_common::time::normalize_time_zone(v).map_err(SluiceError::Config)?;
+            let zone = sluice_common::time::normalize_time_zone(v).map_err(SluiceError::Config)?;
             self.planner.set_time_zone(&zone)?;
             self.time_zone = zone;
         }
         let previous = self.settings.insert(k.to_string(), v.to_string());
         // A setting of the wrong form fails here, not at the next job.
-        if let Err(e) = self.checkpoint_config().and_then(|_| self.job_config().map(|_| ())) {
+        if let Err(e) = self
+            .checkpoint_config()
+            .and_then(|_| self.job_config().map(|_| ()))
+        {
             match previous {
                 Some(p) => self.settings.insert(k.to_string(), p),
                 None => self.settings.remove(k),
@@ -166,7 +168,10 @@ impl Engine {
         use sluice_runtime::connectors::datagen::parse_duration_ms;
         use sluice_runtime::{CheckpointConfig, CheckpointingMode, FailPoints, RestartStrategy};
         let s = &self.settings;
-        let get = |keys: &[&str]| keys.iter().find_map(|k| s.get(*k).map(|v| v.trim().to_string()));
+        let get = |keys: &[&str]| {
+            keys.iter()
+                .find_map(|k| s.get(*k).map(|v| v.trim().to_string()))
+        };
         let count = |key: &str, default: u64| -> Result<u64> {
             match s.get(key) {
                 None => Ok(default),
@@ -176,7 +181,8 @@ impl Engine {
             }
         };
         let duration = |key: &str| -> Result<Option<std::time::Duration>> {
-            Ok(parse_duration_ms(s, key)?.map(|ms| std::time::Duration::from_millis(ms.max(0) as u64)))
+            Ok(parse_duration_ms(s, key)?
+                .map(|ms| std::time::Duration::from_millis(ms.max(0) as u64)))
         };
         let mut config = CheckpointConfig {
             interval: duration("execution.checkpointing.interval")?.filter(|d| !d.is_zero()),
@@ -208,8 +214,7 @@ impl Engine {
         }
         let restart_type = get(&["restart-strategy.type", "restart-strategy"])
             .map(|t| t.to_ascii_lowercase().replace('_', "-"));
-        let restarts_by_default =
-            config.enabled() || config.mode == CheckpointingMode::AtMostOnce;
+        let restarts_by_default = config.enabled() || config.mode == CheckpointingMode::AtMostOnce;
         config.restart = match restart_type.as_deref() {
             None if !restarts_by_default => None,
             None | Some("fixed-delay") | Some("fixeddelay") => Some(RestartStrategy {

@@ -19,7 +19,10 @@ fn temp_dir(name: &str) -> PathBuf {
 fn job_sql(out: &Path, settings: &str) -> String {
     let example = std::fs::read_to_string(root().join("sql-examples/flights_daily_to_files.sql"))
         .unwrap()
-        .replace("target/sql-examples/daily_delays", &out.display().to_string());
+        .replace(
+            "target/sql-examples/daily_delays",
+            &out.display().to_string(),
+        );
     format!("{settings}\n{example}")
 }
 
@@ -28,7 +31,12 @@ fn committed_lines(dir: &Path) -> Vec<String> {
     let mut lines = Vec::new();
     for e in std::fs::read_dir(dir).unwrap().flatten() {
         if !e.file_name().to_string_lossy().starts_with('.') {
-            lines.extend(std::fs::read_to_string(e.path()).unwrap().lines().map(String::from));
+            lines.extend(
+                std::fs::read_to_string(e.path())
+                    .unwrap()
+                    .lines()
+                    .map(String::from),
+            );
         }
     }
     lines.sort();
@@ -68,7 +76,10 @@ fn a_failed_job_resumes_from_its_latest_checkpoint() {
     let first = sluice(&["run", dir.join("job.sql").to_str().unwrap()]);
     assert!(!first.status.success());
     let stderr = String::from_utf8_lossy(&first.stderr);
-    assert!(stderr.contains("injected failure at source-after-row:250000"), "{stderr}");
+    assert!(
+        stderr.contains("injected failure at source-after-row:250000"),
+        "{stderr}"
+    );
     let partial = committed_lines(&out);
     assert!(partial.len() < expected.len());
 

@@ -169,7 +169,11 @@ fn check_case(case: &str, sink_columns: &str, points: &[Point]) {
             let label = format!(
                 "{case} / {} / {}",
                 p.name,
-                if use_sink { "filesystem sink" } else { "result stream" }
+                if use_sink {
+                    "filesystem sink"
+                } else {
+                    "result stream"
+                }
             );
             let actual = if use_sink {
                 format!("{header}\n{}", r.csv)
@@ -185,7 +189,10 @@ fn check_case(case: &str, sink_columns: &str, points: &[Point]) {
             }
             let restarts = JobMetrics::get(&r.metrics.restarts);
             if restarts != p.restarts {
-                failures.push(format!("{label}: {restarts} restarts, expected {}", p.restarts));
+                failures.push(format!(
+                    "{label}: {restarts} restarts, expected {}",
+                    p.restarts
+                ));
             }
             let restored = r.metrics.restored_checkpoint_id.load(Ordering::Relaxed);
             if restored != p.restored {
@@ -541,7 +548,10 @@ fn randomized_failures_at_least_once() {
         let _ = std::fs::remove_dir_all(&out);
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert!(with_duplicates > 0, "at-least-once showed duplicates for some seed");
+    assert!(
+        with_duplicates > 0,
+        "at-least-once showed duplicates for some seed"
+    );
 }
 
 /// At-most-once: for every window and key, the counts over all emitted rows never exceed
@@ -588,7 +598,12 @@ fn randomized_failures_at_most_once() {
 
 /// Settings for a job that checkpoints after `rows` into `dir` and fails for good (no
 /// restarts) at `fail`.
-fn stop_after(dir: &Path, rows: &str, fail: &str, parallelism: usize) -> Vec<(&'static str, String)> {
+fn stop_after(
+    dir: &Path,
+    rows: &str,
+    fail: &str,
+    parallelism: usize,
+) -> Vec<(&'static str, String)> {
     vec![
         ("execution.checkpointing.dir", dir.display().to_string()),
         ("sluice.test.checkpoint-after-rows", rows.into()),
@@ -626,7 +641,11 @@ fn restore_at_another_parallelism() {
                 Some((sink, out.as_path())),
             );
             assert!(r1.error.is_some(), "the first run fails at row 300");
-            let r2 = run(&dir, &resume_from(&chk, "latest", second), Some((sink, out.as_path())));
+            let r2 = run(
+                &dir,
+                &resume_from(&chk, "latest", second),
+                Some((sink, out.as_path())),
+            );
             assert_eq!(r2.error, None);
             assert_eq!(r2.metrics.restored_checkpoint_id.load(Ordering::Relaxed), 2);
             assert_eq!(
@@ -654,7 +673,13 @@ fn checkpoint_ids(job: &Path) -> Vec<u64> {
     let mut ids: Vec<u64> = std::fs::read_dir(job)
         .expect("job dir")
         .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().strip_prefix("chk-")?.parse().ok())
+        .filter_map(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .strip_prefix("chk-")?
+                .parse()
+                .ok()
+        })
         .collect();
     ids.sort_unstable();
     ids
@@ -690,7 +715,11 @@ fn damaged_checkpoints_fall_back_to_the_previous_one() {
         let job = job_dir(&chk);
         assert_eq!(checkpoint_ids(&job), vec![1, 2, 3], "{what}");
         damage(&job.join("chk-3"));
-        let r2 = run(&dir, &resume_from(&chk, "latest", 1), Some((TUMBLE_SINK, out.as_path())));
+        let r2 = run(
+            &dir,
+            &resume_from(&chk, "latest", 1),
+            Some((TUMBLE_SINK, out.as_path())),
+        );
         assert_eq!(r2.error, None, "{what}");
         assert_eq!(
             r2.metrics.restored_checkpoint_id.load(Ordering::Relaxed),
@@ -711,7 +740,12 @@ fn retention_and_restore_by_path() {
     let reference = run(&dir, &[], Some((TUMBLE_SINK, reference_out.as_path())));
     let chk = temp_dir("chk");
     let out = temp_dir("out");
-    let mut settings = stop_after(&chk, "50,100,150,200,250,300", "upload:6,source-after-row:320", 1);
+    let mut settings = stop_after(
+        &chk,
+        "50,100,150,200,250,300",
+        "upload:6,source-after-row:320",
+        1,
+    );
     settings.push(("execution.checkpointing.num-retained", "2".into()));
     let r1 = run(&dir, &settings, Some((TUMBLE_SINK, out.as_path())));
     assert!(r1.error.is_some());
@@ -720,7 +754,11 @@ fn retention_and_restore_by_path() {
     let job = job_dir(&chk);
     assert_eq!(checkpoint_ids(&job), vec![4, 5]);
     let path = job.join("chk-5").display().to_string();
-    let r2 = run(&dir, &resume_from(&chk, &path, 2), Some((TUMBLE_SINK, out.as_path())));
+    let r2 = run(
+        &dir,
+        &resume_from(&chk, &path, 2),
+        Some((TUMBLE_SINK, out.as_path())),
+    );
     assert_eq!(r2.error, None);
     assert_eq!(data_rows(&r2.csv, false), data_rows(&reference.csv, false));
 }
@@ -782,7 +820,9 @@ fn state_ttl_expires_idle_keys() {
         SELECT CASE WHEN id IN (1, 30) THEN 'rare' ELSE 'often' END AS k, COUNT(*) AS n
         FROM seq GROUP BY CASE WHEN id IN (1, 30) THEN 'rare' ELSE 'often' END";
     let batches = engine.collect(sql).expect("runs");
-    let table = sluice::format::fold_changelog(&batches).expect("folds").expect("rows");
+    let table = sluice::format::fold_changelog(&batches)
+        .expect("folds")
+        .expect("rows");
     let mut rows = common::slt_rows(&[table]);
     rows.sort();
     assert_eq!(

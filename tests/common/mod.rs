@@ -95,10 +95,16 @@ pub fn recovery_settings(seed: u64) -> Vec<(&'static str, String)> {
         ("execution.checkpointing.mode", "EXACTLY_ONCE".into()),
         (
             "sluice.test.checkpoint-after-rows",
-            rows.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(","),
+            rows.iter()
+                .map(|r| r.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
         ),
         ("sluice.test.failpoints", points.join(",")),
-        ("sluice.test.restart-parallelism", restart_parallelism.join(",")),
+        (
+            "sluice.test.restart-parallelism",
+            restart_parallelism.join(","),
+        ),
         ("restart-strategy.fixed-delay.attempts", "20".into()),
         ("restart-strategy.fixed-delay.delay", "0 ms".into()),
     ]

@@ -140,15 +140,17 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
                 .map(|k| k.data_type(arrow_in))
                 .collect::<datafusion_common::Result<Vec<_>>>()?;
             let (calls, aggregates) = lower_aggregates(aggregates, in_schema)?;
-            Box::new(GroupAggregateOperator::new(
-                keys,
-                &key_types,
-                calls,
-                aggregates,
-                input.is_updating(),
-                out_schema,
-            )?
-            .with_state_ttl(env.state_ttl))
+            Box::new(
+                GroupAggregateOperator::new(
+                    keys,
+                    &key_types,
+                    calls,
+                    aggregates,
+                    input.is_updating(),
+                    out_schema,
+                )?
+                .with_state_ttl(env.state_ttl),
+            )
         }
         OperatorSpec::Source(_) | OperatorSpec::Sink(_) => {
             return Err(SluiceError::Internal(
@@ -180,4 +182,3 @@ fn lower_aggregates(
     }
     Ok((calls, lowered_all))
 }
-

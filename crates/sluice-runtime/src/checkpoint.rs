@@ -410,9 +410,9 @@ impl CheckpointStorage {
                 if endpoint.starts_with("http://") {
                     builder = builder.with_allow_http(true);
                 }
-                let store = builder.build().map_err(|e| {
-                    SluiceError::Config(format!("checkpoint storage '{dir}': {e}"))
-                })?;
+                let store = builder
+                    .build()
+                    .map_err(|e| SluiceError::Config(format!("checkpoint storage '{dir}': {e}")))?;
                 (Arc::new(store), prefix.to_string(), dir.to_string())
             } else if dir.contains("://") && !dir.starts_with("file://") {
                 return Err(SluiceError::Config(format!(

@@ -350,8 +350,7 @@ impl Job {
         let keyed_count = nodes.iter().filter(|n| routing_keys(n).is_some()).count();
         // Without keys there is nothing to partition (and a global aggregate has exactly
         // one row, which one subtask must produce).
-        let has_keys =
-            |k: usize| routing_keys(nodes[k]).is_some_and(|(keys, _)| !keys.is_empty());
+        let has_keys = |k: usize| routing_keys(nodes[k]).is_some_and(|(keys, _)| !keys.is_empty());
         let hook = &self.config.restart_parallelism;
         let parallelism = match number {
             n if n > 0 && !hook.is_empty() => hook[(n as usize - 1) % hook.len()].max(1),
@@ -382,8 +381,7 @@ impl Job {
             };
             let mut sub_connectors = connectors.clone();
             sub_connectors.subtask = subtask;
-            let (operators, sink) =
-                build_tail(&nodes[first..], first, &sub_connectors, &env)?;
+            let (operators, sink) = build_tail(&nodes[first..], first, &sub_connectors, &env)?;
             let (operator_indices, operators): (Vec<usize>, Vec<Box<dyn Operator>>) =
                 operators.into_iter().unzip();
             let mut chain = Chain::new(operators);
@@ -479,9 +477,9 @@ impl Job {
                     self.try_complete(id, attempt.subtasks)
                 }
                 Event::Finished {
-                        subtask,
-                        committable,
-                    } => {
+                    subtask,
+                    committable,
+                } => {
                     finished.push((subtask, committable));
                     if finished.len() == attempt.subtasks {
                         finished.sort_by_key(|(s, _)| *s);
@@ -615,7 +613,9 @@ impl Job {
 
     fn sink_directory(&self) -> Option<PathBuf> {
         match &self.plan.spec {
-            OperatorSpec::Sink(spec) => resolve_sink_directory(&spec.options, &self.config.connectors),
+            OperatorSpec::Sink(spec) => {
+                resolve_sink_directory(&spec.options, &self.config.connectors)
+            }
             _ => None,
         }
     }
@@ -655,7 +655,10 @@ impl Job {
         let m = &self.metrics;
         m.last_checkpoint_id.store(id, Ordering::Relaxed);
         m.last_checkpoint_bytes.store(bytes, Ordering::Relaxed);
-        let took = p.started.map(|s| s.elapsed().as_millis() as u64).unwrap_or(0);
+        let took = p
+            .started
+            .map(|s| s.elapsed().as_millis() as u64)
+            .unwrap_or(0);
         m.last_checkpoint_duration_ms.store(took, Ordering::Relaxed);
         self.config
             .checkpoint

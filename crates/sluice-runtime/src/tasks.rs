@@ -200,7 +200,11 @@ impl SourceDriver {
             watermark_ms,
             rows,
             skip,
-            next_due: Instant::now() + schedule.as_ref().and_then(|s| s.interval).unwrap_or_default(),
+            next_due: Instant::now()
+                + schedule
+                    .as_ref()
+                    .and_then(|s| s.interval)
+                    .unwrap_or_default(),
             schedule,
             fail_rows,
             track_offset,
@@ -233,7 +237,11 @@ impl SourceDriver {
     /// a barrier or failpoint, and at its end.
     fn cuts(&self, n: usize) -> Vec<usize> {
         let (lo, hi) = (self.rows, self.rows + n as u64);
-        let after = self.schedule.as_ref().map(|s| &s.after_rows[..]).unwrap_or(&[]);
+        let after = self
+            .schedule
+            .as_ref()
+            .map(|s| &s.after_rows[..])
+            .unwrap_or(&[]);
         let mut cuts: Vec<usize> = after
             .iter()
             .chain(&self.fail_rows)
@@ -335,7 +343,10 @@ impl SourceDriver {
                     }
                 }
                 if self.fail_rows.contains(&self.rows)
-                    && self.ctx.failpoints.fires("source-after-row", Some(self.rows))
+                    && self
+                        .ctx
+                        .failpoints
+                        .fires("source-after-row", Some(self.rows))
                 {
                     // Deterministic tests: checkpoints already triggered settle first.
                     self.ctx.coordination.wait_settled(Duration::from_secs(10));
@@ -459,7 +470,10 @@ impl Router {
                     },
                 }
             };
-            if self.subtasks[subtask].send(Ok(Message::Data(part))).is_err() {
+            if self.subtasks[subtask]
+                .send(Ok(Message::Data(part)))
+                .is_err()
+            {
                 return Ok(false);
             }
         }
@@ -568,7 +582,9 @@ impl OperatorTask {
             Some(s) => s.pre_commit(id)?,
             None => self.take_buffered(),
         };
-        self.ctx.failpoints.check("sink-after-precommit", Some(id))?;
+        self.ctx
+            .failpoints
+            .check("sink-after-precommit", Some(id))?;
         self.ctx.report(Event::Ack {
             id,
             subtask: self.subtask,
@@ -667,5 +683,3 @@ fn with_op_column(b: &StreamBatch) -> Result<RecordBatch> {
         columns,
     )?)
 }
-
-

@@ -445,7 +445,11 @@ impl Source for DatagenSource {
         if position.is_null() {
             return Ok(());
         }
-        let bad = || SluiceError::Execution(format!("a checkpointed datagen position is unreadable: {position}"));
+        let bad = || {
+            SluiceError::Execution(format!(
+                "a checkpointed datagen position is unreadable: {position}"
+            ))
+        };
         self.produced = position["produced"].as_u64().ok_or_else(bad)?;
         self.remaining = position["remaining"].as_u64();
         self.rng = position["rng"].as_u64().ok_or_else(bad)?;
@@ -457,7 +461,9 @@ impl Source for DatagenSource {
         }
         // Keep the pace: the rows produced before the restore count as already due.
         let done = Duration::from_secs_f64(self.produced as f64 / self.rows_per_second as f64);
-        self.started = Instant::now().checked_sub(done).unwrap_or_else(Instant::now);
+        self.started = Instant::now()
+            .checked_sub(done)
+            .unwrap_or_else(Instant::now);
         Ok(())
     }
 }

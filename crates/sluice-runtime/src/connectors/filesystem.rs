@@ -140,7 +140,13 @@ impl DirectorySink {
     ///
     /// # Errors
     /// The directory cannot be created.
-    pub fn new(dir: &Path, prefix: String, json: bool, two_phase: bool, attempt: u32) -> Result<Self> {
+    pub fn new(
+        dir: &Path,
+        prefix: String,
+        json: bool,
+        two_phase: bool,
+        attempt: u32,
+    ) -> Result<Self> {
         std::fs::create_dir_all(dir).map_err(|e| {
             SluiceError::io(format!("creating sink directory '{}'", dir.display()), e)
         })?;
@@ -313,9 +319,8 @@ impl BatchSink for DirectorySink {
             csv_bytes(batch, false)?
         };
         let (w, _, _) = self.open.as_mut().expect("a file is open");
-        w.write_all(&bytes).map_err(|e| {
-            SluiceError::io(format!("writing into '{}'", self.dir.display()), e)
-        })
+        w.write_all(&bytes)
+            .map_err(|e| SluiceError::io(format!("writing into '{}'", self.dir.display()), e))
     }
 
     fn pre_commit(&mut self, checkpoint_id: u64) -> Result<Committable> {

@@ -198,7 +198,10 @@ pub fn create_source(
 /// The `'sink.delivery-guarantee'` of a `filesystem` sink: `exactly-once` (default:
 /// two-phase commit when the job checkpoints exactly-once) or `at-least-once` (direct).
 fn sink_exactly_once(options: &ConnectorOptions, table: &str) -> Result<bool> {
-    match options.get("sink.delivery-guarantee").map(|s| s.to_ascii_lowercase()) {
+    match options
+        .get("sink.delivery-guarantee")
+        .map(|s| s.to_ascii_lowercase())
+    {
         None => Ok(true),
         Some(v) if v == "exactly-once" => Ok(true),
         Some(v) if v == "at-least-once" || v == "none" => Ok(false),
@@ -210,7 +213,10 @@ fn sink_exactly_once(options: &ConnectorOptions, table: &str) -> Result<bool> {
 }
 
 /// The directory a `filesystem` sink writes into (`None` for other connectors).
-pub fn resolve_sink_directory(options: &ConnectorOptions, ctx: &ConnectorContext) -> Option<PathBuf> {
+pub fn resolve_sink_directory(
+    options: &ConnectorOptions,
+    ctx: &ConnectorContext,
+) -> Option<PathBuf> {
     match options.get("connector").map(|s| s.as_str()) {
         Some("filesystem") => options.get("path").map(|p| resolve(ctx, p)),
         _ => None,

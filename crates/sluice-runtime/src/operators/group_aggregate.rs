@@ -16,9 +16,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use datafusion_common::arrow::array::{Array, ArrayRef, Int8Array, UInt32Array};
+use datafusion_common::arrow::array::{AsArray, RecordBatch};
 use datafusion_common::arrow::compute::take;
 use datafusion_common::arrow::datatypes::{DataType, SchemaRef};
-use datafusion_common::arrow::array::{AsArray, RecordBatch};
 use datafusion_common::ScalarValue;
 use datafusion_expr::Accumulator;
 use datafusion_physical_expr::aggregate::AggregateFunctionExpr;
@@ -106,7 +106,8 @@ impl GroupAggregateOperator {
             if !self.groups.is_empty() {
                 let rows = converter.convert_columns(&key_columns)?;
                 let all: Vec<u32> = (0..self.groups.len() as u32).collect();
-                self.index.group_indices(Some(&rows), &all, &mut self.scratch);
+                self.index
+                    .group_indices(Some(&rows), &all, &mut self.scratch);
             }
         }
         Ok(())
@@ -366,7 +367,9 @@ impl Operator for GroupAggregateOperator {
         ];
         let mut columns: Vec<ArrayRef> = vec![
             Arc::new(UInt32Array::from(groups)),
-            Arc::new(Int64Array::from_iter_values(self.groups.iter().map(|g| g.rows))),
+            Arc::new(Int64Array::from_iter_values(
+                self.groups.iter().map(|g| g.rows),
+            )),
             Arc::new(BooleanArray::from_iter(
                 self.groups.iter().map(|g| Some(g.emitted.is_some())),
             )),
@@ -379,7 +382,11 @@ impl Operator for GroupAggregateOperator {
             let width = per_group.first().map(|s| s.len()).unwrap_or(0);
             for i in 0..width {
                 let c = ScalarValue::iter_to_array(per_group.iter().map(|s| s[i].clone()))?;
-                fields.push(Field::new(format!("agg_{a}_{i}"), c.data_type().clone(), true));
+                fields.push(Field::new(
+                    format!("agg_{a}_{i}"),
+                    c.data_type().clone(),
+                    true,
+                ));
                 columns.push(c);
             }
         }

@@ -412,13 +412,21 @@ impl Operator for SessionAggregateOperator {
             Arc::new(Int64Array::from(ends)),
         ];
         for (k, key) in keys.into_iter().enumerate() {
-            fields.push(Field::new(format!("key_{k}"), key.data_type().clone(), true));
+            fields.push(Field::new(
+                format!("key_{k}"),
+                key.data_type().clone(),
+                true,
+            ));
             columns.push(key);
         }
         for (a, call) in self.aggregates.iter().enumerate() {
             for k in 0..call.args.len() {
                 let arg = gather(&|b: &BufferedBatch| b.args[a][k].as_ref())?;
-                fields.push(Field::new(format!("arg_{a}_{k}"), arg.data_type().clone(), true));
+                fields.push(Field::new(
+                    format!("arg_{a}_{k}"),
+                    arg.data_type().clone(),
+                    true,
+                ));
                 columns.push(arg);
             }
             if call.filter.is_some() {
