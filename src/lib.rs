@@ -262,6 +262,31 @@ impl Engine {
             )?
             .filter(|ms| *ms > 0)
             .map(|ms| std::time::Duration::from_millis(ms as u64)),
+            idle_timeout: sluice_runtime::connectors::datagen::parse_duration_ms(
+                &self.settings,
+                "table.exec.source.idle-timeout",
+            )?
+            .filter(|ms| *ms > 0)
+            .map(|ms| std::time::Duration::from_millis(ms as u64)),
+            source_stall: match self.settings.get("sluice.test.source-stall") {
+                None => None,
+                Some(v) => {
+                    let bad = || {
+                        SluiceError::Config(format!(
+                            "'sluice.test.source-stall' must be '<subtask>:<duration>', found '{v}'"
+                        ))
+                    };
+                    let (subtask, duration) = v.split_once(':').ok_or_else(bad)?;
+                    let mut one = BTreeMap::new();
+                    one.insert("d".to_string(), duration.to_string());
+                    let ms = sluice_runtime::connectors::datagen::parse_duration_ms(&one, "d")?
+                        .ok_or_else(bad)?;
+                    Some((
+                        subtask.trim().parse().map_err(|_| bad())?,
+                        std::time::Duration::from_millis(ms.max(0) as u64),
+                    ))
+                }
+            },
             restart_parallelism: self
                 .settings
                 .get("sluice.test.restart-parallelism")
@@ -280,6 +305,8 @@ impl Engine {
                     std::process::id() & 0xffff
                 ),
                 subtask: 0,
+                source_subtask: 0,
+                source_parallelism: 1,
                 attempt: 0,
                 two_phase_sinks: false,
             },

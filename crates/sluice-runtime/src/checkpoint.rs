@@ -333,8 +333,8 @@ pub struct Manifest {
     pub parallelism: usize,
     /// Key groups (`'pipeline.max-parallelism'`).
     pub max_parallelism: u32,
-    /// The source's offset at the barrier.
-    pub source: SourceOffset,
+    /// Each source subtask's offset at the barrier (index: source subtask).
+    pub sources: Vec<SourceOffset>,
     /// The state files.
     pub files: Vec<StateFile>,
     /// Sink files pre-committed up to this checkpoint, committed when it completes (and

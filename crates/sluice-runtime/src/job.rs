@@ -42,12 +42,13 @@ use crate::checkpoint::{
 };
 use crate::connectors::{resolve_sink_directory, Committable, ConnectorContext};
 use crate::expr::physical_all;
-use crate::message::Message;
 use crate::metrics::JobMetrics;
 use crate::operator::{Chain, Operator};
+use crate::gate::InputGate;
 use crate::tasks::{
     localize_schema, op_schema, spawn_task, subtask_of_key_group, BarrierSchedule, Coordination,
-    Event, OperatorTask, ResultOutput, Router, SourceDriver, TaskContext, RECEIVER_CLOSED,
+    Envelope, Event, OperatorTask, ResultOutput, Router, SourceDriver, SourceSettings,
+    TaskContext, RECEIVER_CLOSED,
 };
 
 pub use crate::tasks::OP_COLUMN;
@@ -69,6 +70,12 @@ pub struct JobConfig {
     /// `'table.exec.state.ttl'`: keys of updating aggregates idle (no row, in processing
     /// time) for this long are forgotten (Flink's idle state retention).
     pub state_ttl: Option<std::time::Duration>,
+    /// `'table.exec.source.idle-timeout'`: a source subtask without data this long is left
+    /// out of the watermark until it sends again.
+    pub idle_timeout: Option<std::time::Duration>,
+    /// Test hook (`'sluice.test.source-stall'` = `'<subtask>:<duration>'`): that source
+    /// subtask waits before reading.
+    pub source_stall: Option<(usize, std::time::Duration)>,
     /// Test hook (`'sluice.test.restart-parallelism'`): restart `n` (1-based) runs at
     /// `restart_parallelism[(n - 1) % len]` subtasks, so recovery re-splits state.
     pub restart_parallelism: Vec<usize>,
@@ -159,6 +166,7 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
     let first_id = existing.max(restored_id.unwrap_or(0)) + 1;
     let coordination = Arc::new(Coordination::default());
     coordination.next_id.store(first_id, Ordering::SeqCst);
+    coordination.trigger.store(first_id - 1, Ordering::SeqCst);
     coordination.settled.store(first_id - 1, Ordering::SeqCst);
     let mut job = Job {
         plan: plan.clone(),
@@ -173,6 +181,7 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
         min_restore_id: restored_id.unwrap_or(first_id),
         initial: restored,
         pending: BTreeMap::new(),
+        finished_sources: BTreeMap::new(),
         uncommitted: BTreeMap::new(),
     };
     let (events_tx, events_rx) = channel();
@@ -218,6 +227,8 @@ fn check_compatible(manifest: &Manifest, fingerprint: &str, config: &JobConfig) 
 /// One attempt's tasks.
 struct Attempt {
     number: u32,
+    /// Source subtasks (each reports its offset per checkpoint).
+    sources: usize,
     /// Operator subtasks (each reports an ack per checkpoint and `Finished` at the end).
     subtasks: usize,
     cancel: Arc<AtomicBool>,
@@ -238,7 +249,8 @@ impl Attempt {
 /// A checkpoint whose barrier is on its way.
 #[derive(Default)]
 struct PendingCheckpoint {
-    offset: Option<SourceOffset>,
+    /// Per source subtask.
+    offsets: BTreeMap<usize, SourceOffset>,
     started: Option<Instant>,
     acks: Vec<Ack>,
 }
@@ -266,6 +278,8 @@ struct Job {
     /// The checkpoint the job started from (`--from-checkpoint`), if any.
     initial: Option<RestoredCheckpoint>,
     pending: BTreeMap<u64, PendingCheckpoint>,
+    /// End offsets of source subtasks that finished (this attempt).
+    finished_sources: BTreeMap<usize, SourceOffset>,
     /// What sinks pre-committed, by checkpoint id, not yet committed.
     uncommitted: BTreeMap<u64, Committable>,
 }
@@ -281,7 +295,7 @@ impl Job {
         &self,
         number: u32,
         restore: Option<&RestoredCheckpoint>,
-        resume: Option<SourceOffset>,
+        resume: Option<BTreeMap<usize, SourceOffset>>,
         events: &Sender<(u32, Event)>,
     ) -> Result<Attempt> {
         let cp = &self.config.checkpoint;
@@ -327,20 +341,55 @@ impl Job {
                 rows
             },
         });
-        let resume = restore.map(|r| r.manifest.source.clone()).or(resume);
-        let driver = SourceDriver::new(
-            source_spec,
-            source_node,
-            &connectors,
-            ctx.clone(),
-            schedule,
-            resume.as_ref(),
-            cp.mode == CheckpointingMode::AtMostOnce,
-        )?;
-        let (tx, rx) = sync_channel::<Result<Message>>(8);
-        let mut threads = vec![spawn_task("sluice-source", "source", &ctx, move || {
-            driver.run(&tx)
-        })?];
+        let sources = source_parallelism(source_spec)?;
+        let resumes: Vec<Option<SourceOffset>> = match restore {
+            Some(r) if r.manifest.sources.len() != sources => {
+                return Err(SluiceError::Config(format!(
+                    "checkpoint {} has {} source subtasks; the table's 'scan.parallelism' is \
+                     now {sources}: source offsets cannot be re-split",
+                    r.manifest.checkpoint_id,
+                    r.manifest.sources.len()
+                )))
+            }
+            Some(r) => r.manifest.sources.iter().cloned().map(Some).collect(),
+            None => match resume {
+                Some(offsets) => (0..sources).map(|s| offsets.get(&s).cloned()).collect(),
+                None => vec![None; sources],
+            },
+        };
+        let mut threads = Vec::new();
+        let mut source_rxs = Vec::new();
+        for (subtask, resume) in resumes.into_iter().enumerate() {
+            let mut source_connectors = connectors.clone();
+            source_connectors.source_subtask = subtask;
+            source_connectors.source_parallelism = sources;
+            let driver = SourceDriver::new(
+                source_spec,
+                source_node,
+                &source_connectors,
+                ctx.clone(),
+                SourceSettings {
+                    subtask,
+                    schedule: schedule.clone(),
+                    resume,
+                    track_offset: cp.mode == CheckpointingMode::AtMostOnce,
+                    idle_timeout: self.config.idle_timeout,
+                    stall: self
+                        .config
+                        .source_stall
+                        .filter(|(s, _)| *s == subtask)
+                        .map(|(_, d)| d),
+                },
+            )?;
+            let (tx, rx) = sync_channel::<Envelope>(8);
+            source_rxs.push(rx);
+            threads.push(spawn_task(
+                &format!("sluice-source-{subtask}"),
+                "source",
+                &ctx,
+                move || driver.run(&tx),
+            )?);
+        }
 
         // The keyed operator (if any) and everything after it run as `parallelism`
         // subtasks, fed by a router that sends each row to the subtask owning its key
@@ -369,16 +418,9 @@ impl Job {
             state_ttl: self.config.state_ttl,
         };
         let mut subtask_txs = Vec::new();
-        let mut subtask_rx = Some(rx);
         for subtask in 0..subtasks {
-            let srx = match split {
-                Some(_) => {
-                    let (stx, srx) = sync_channel::<Result<Message>>(8);
-                    subtask_txs.push(stx);
-                    srx
-                }
-                None => subtask_rx.take().expect("one subtask reads the source"),
-            };
+            let (stx, srx) = sync_channel::<Envelope>(8);
+            subtask_txs.push(stx);
             let mut sub_connectors = connectors.clone();
             sub_connectors.subtask = subtask;
             let (operators, sink) = build_tail(&nodes[first..], first, &sub_connectors, &env)?;
@@ -409,6 +451,7 @@ impl Job {
                 time_zone: connectors.time_zone.clone(),
                 subtask,
                 max_parallelism: self.config.max_parallelism,
+                gate: InputGate::new(sources, cp.mode == CheckpointingMode::ExactlyOnce),
                 ctx: ctx.clone(),
             };
             threads.push(spawn_task(
@@ -418,25 +461,49 @@ impl Job {
                 move || task.run(srx),
             )?);
         }
-        if let Some(k) = split {
-            // Stateless operators before the keyed one run in the router.
-            let pre: Vec<Box<dyn Operator>> = nodes[..k]
-                .iter()
-                .map(|n| build_operator(n, &env))
-                .collect::<Result<_>>()?;
-            let (key_exprs, key_schema) = routing_keys(nodes[k]).expect("a keyed node");
-            let router = Router {
-                keys: physical_all(&key_exprs, &key_schema)?,
-                subtasks: subtask_txs,
-                max_parallelism: self.config.max_parallelism,
-            };
-            let rx = subtask_rx.take().expect("the router reads the source");
-            threads.push(spawn_task("sluice-router", "router", &ctx, move || {
-                router.run(&mut Chain::new(pre), rx)
-            })?);
+        match split {
+            Some(k) => {
+                // Stateless operators before the keyed one run in one router per source
+                // subtask.
+                let (key_exprs, key_schema) = routing_keys(nodes[k]).expect("a keyed node");
+                for (input, rx) in source_rxs.into_iter().enumerate() {
+                    let pre: Vec<Box<dyn Operator>> = nodes[..k]
+                        .iter()
+                        .map(|n| build_operator(n, &env))
+                        .collect::<Result<_>>()?;
+                    let router = Router {
+                        keys: physical_all(&key_exprs, &key_schema)?,
+                        subtasks: subtask_txs.clone(),
+                        max_parallelism: self.config.max_parallelism,
+                        input,
+                    };
+                    threads.push(spawn_task(
+                        &format!("sluice-router-{input}"),
+                        "router",
+                        &ctx,
+                        move || router.run(&mut Chain::new(pre), rx),
+                    )?);
+                }
+            }
+            None => {
+                // Every source subtask feeds the one operator task directly.
+                let tx = subtask_txs.pop().expect("one operator task");
+                for rx in source_rxs {
+                    let tx = tx.clone();
+                    threads.push(spawn_task("sluice-forward", "forward", &ctx, move || {
+                        while let Ok(envelope) = rx.recv() {
+                            if tx.send(envelope).is_err() {
+                                break;
+                            }
+                        }
+                        Ok(())
+                    })?);
+                }
+            }
         }
         Ok(Attempt {
             number,
+            sources,
             subtasks,
             cancel: ctx.cancel,
             threads,
@@ -457,11 +524,17 @@ impl Job {
                 continue; // from a cancelled attempt
             }
             let outcome = match event {
-                Event::Barrier { id, offset } => {
+                Event::Barrier { id, source, offset } => {
                     let p = self.pending.entry(id).or_default();
-                    p.offset = Some(offset);
-                    p.started = Some(Instant::now());
-                    self.try_complete(id, attempt.subtasks)
+                    p.offsets.insert(source, offset);
+                    p.started.get_or_insert_with(Instant::now);
+                    self.try_complete(id, &attempt)
+                }
+                Event::SourceFinished { source, offset } => {
+                    self.finished_sources.insert(source, offset);
+                    let ids: Vec<u64> = self.pending.keys().copied().collect();
+                    ids.into_iter()
+                        .try_for_each(|id| self.try_complete(id, &attempt))
                 }
                 Event::Ack {
                     id,
@@ -474,7 +547,7 @@ impl Job {
                         states,
                         committable,
                     });
-                    self.try_complete(id, attempt.subtasks)
+                    self.try_complete(id, &attempt)
                 }
                 Event::Finished {
                     subtask,
@@ -506,6 +579,7 @@ impl Job {
             }
             finished.clear();
             self.pending.clear();
+            self.finished_sources.clear();
             match self.restart(&mut restarts, error, &events_tx) {
                 Ok(a) => attempt = a,
                 Err(e) => {
@@ -560,7 +634,7 @@ impl Job {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .clone();
-                (None, live)
+                (None, Some(live).filter(|l| !l.is_empty()))
             }
             _ => (self.restore_point()?, None),
         };
@@ -621,15 +695,25 @@ impl Job {
     }
 
     /// Completes checkpoint `id` once its barrier and every subtask's ack are in.
-    fn try_complete(&mut self, id: u64, subtasks: usize) -> Result<()> {
+    fn try_complete(&mut self, id: u64, attempt: &Attempt) -> Result<()> {
+        let offsets_in = |p: &PendingCheckpoint| {
+            (0..attempt.sources)
+                .all(|s| p.offsets.contains_key(&s) || self.finished_sources.contains_key(&s))
+        };
         let ready = self
             .pending
             .get(&id)
-            .is_some_and(|p| p.offset.is_some() && p.acks.len() == subtasks);
+            .is_some_and(|p| p.acks.len() == attempt.subtasks && offsets_in(p));
         if !ready {
             return Ok(());
         }
-        let p = self.pending.remove(&id).expect("checked above");
+        let mut p = self.pending.remove(&id).expect("checked above");
+        let sources: Vec<SourceOffset> = (0..attempt.sources)
+            .map(|s| match p.offsets.remove(&s) {
+                Some(o) => o,
+                None => self.finished_sources[&s].clone(),
+            })
+            .collect();
         let mut committable = Committable::Nothing;
         let mut states = Vec::new();
         for ack in p.acks {
@@ -639,7 +723,7 @@ impl Job {
             }
         }
         self.uncommitted.insert(id, committable);
-        let written = self.write_checkpoint(id, p.offset.expect("checked above"), states);
+        let written = self.write_checkpoint(id, sources, states);
         self.coordination.settled.store(id, Ordering::SeqCst);
         let bytes = match written {
             Ok(bytes) => bytes,
@@ -678,7 +762,7 @@ impl Job {
     fn write_checkpoint(
         &self,
         id: u64,
-        source: SourceOffset,
+        sources: Vec<SourceOffset>,
         states: Vec<(usize, usize, Vec<u8>, u64)>,
     ) -> Result<u64> {
         let storage = self
@@ -713,7 +797,7 @@ impl Job {
                 .unwrap_or(0),
             parallelism: self.config.parallelism,
             max_parallelism: self.config.max_parallelism,
-            source,
+            sources,
             files,
             pending_commits,
         };
@@ -758,6 +842,33 @@ impl Job {
         }
         Ok(())
     }
+}
+
+/// The table's `'scan.parallelism'` (default 1): source subtasks, each reading every
+/// `n`-th file of a `filesystem` path.
+///
+/// # Errors
+/// Not a positive number, or more than one subtask for a connector that cannot split.
+fn source_parallelism(spec: &sluice_common::plan::SourceSpec) -> Result<usize> {
+    let Some(v) = spec.options.get("scan.parallelism") else {
+        return Ok(1);
+    };
+    let n = v.trim().parse::<usize>().ok().filter(|n| *n > 0 && *n <= 1024).ok_or_else(|| {
+        SluiceError::Config(format!(
+            "'scan.parallelism' of table '{}' must be a whole number from 1 to 1024, found '{v}'",
+            spec.table
+        ))
+    })?;
+    let connector = spec.options.get("connector").map(|s| s.as_str());
+    if n > 1 && connector != Some("filesystem") {
+        return Err(SluiceError::NotSupported(format!(
+            "'scan.parallelism' > 1 for the '{}' connector of table '{}' (only filesystem \
+             sources split, by file)",
+            connector.unwrap_or("?"),
+            spec.table
+        )));
+    }
+    Ok(n)
 }
 
 /// The rows of snapshot `batches` whose `key_group` subtask `subtask` of `parallelism`

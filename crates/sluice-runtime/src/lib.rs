@@ -9,6 +9,7 @@ mod build;
 pub mod checkpoint;
 pub mod connectors;
 pub mod expr;
+mod gate;
 pub mod job;
 pub mod message;
 pub mod metrics;

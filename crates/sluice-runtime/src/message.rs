@@ -142,6 +142,10 @@ pub enum Message {
     /// this edge belongs to checkpoint `id`, everything after it to later ones. Operators
     /// never see it; the task driver snapshots its chain when it arrives.
     Barrier(u64),
+    /// The sending source has had no data for `'table.exec.source.idle-timeout'`: leave it
+    /// out of the watermark until it sends again (Flink's idle watermark status).
+    /// Operators never see it; the input gate consumes it.
+    Idle,
     /// The input has ended: treated as the watermark +infinity, then the end.
     End,
 }

@@ -156,7 +156,7 @@ fn run_from(
         Message::Watermark(w) => op.on_watermark(w, &mut out)?,
         Message::End => op.on_end(&mut out)?,
         // Barriers pass operators untouched; the task driver snapshots the chain.
-        Message::Barrier(_) => return sink(msg),
+        Message::Barrier(_) | Message::Idle => return sink(msg),
     }
     let mut produced = out.take();
     if is_end {

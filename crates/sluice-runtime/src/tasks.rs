@@ -29,8 +29,16 @@ use crate::operators::window_assign::event_times_ms;
 
 /// What tasks report to the job's coordinator.
 pub(crate) enum Event {
-    /// The source injected barrier `id`; `offset` is where it resumes from this checkpoint.
-    Barrier { id: u64, offset: SourceOffset },
+    /// Source subtask `source` injected barrier `id`; `offset` is where it resumes from
+    /// this checkpoint.
+    Barrier {
+        id: u64,
+        source: usize,
+        offset: SourceOffset,
+    },
+    /// Source subtask `source` read all its input; `offset` is its end (it takes part in
+    /// later checkpoints with it).
+    SourceFinished { source: usize, offset: SourceOffset },
     /// An operator subtask snapshotted for checkpoint `id`: state files `(operator index,
     /// Arrow IPC bytes, rows)` and what its sink pre-committed.
     Ack {
@@ -54,22 +62,28 @@ pub(crate) enum Event {
 pub(crate) struct Coordination {
     /// The next checkpoint id.
     pub next_id: AtomicU64,
+    /// The newest checkpoint id triggered: every source subtask injects barriers up to
+    /// it at its next batch boundary.
+    pub trigger: AtomicU64,
     /// Every checkpoint up to this id has completed or failed.
     pub settled: AtomicU64,
     /// Where the source is (for at-most-once restarts, which skip what was read).
-    pub live_offset: Mutex<Option<SourceOffset>>,
+    pub live_offset: Mutex<std::collections::BTreeMap<usize, SourceOffset>>,
 }
 
 impl Coordination {
     /// Waits (at most `timeout`) until every checkpoint triggered so far has settled.
     fn wait_settled(&self, timeout: Duration) {
         let deadline = Instant::now() + timeout;
-        let last = self.next_id.load(Ordering::SeqCst).saturating_sub(1);
+        let last = self.trigger.load(Ordering::SeqCst);
         while self.settled.load(Ordering::SeqCst) < last && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
         }
     }
 }
+
+/// A message and the index of the input (upstream task) it came from.
+pub(crate) type Envelope = (usize, Message);
 
 /// What every task of one attempt of a job holds.
 #[derive(Clone)]
@@ -126,6 +140,7 @@ fn panic_error(task: &str, payload: Box<dyn std::any::Any + Send>) -> SluiceErro
 }
 
 /// When the source injects barriers.
+#[derive(Clone)]
 pub(crate) struct BarrierSchedule {
     /// Periodic checkpoints.
     pub interval: Option<Duration>,
@@ -153,7 +168,27 @@ pub(crate) struct SourceDriver {
     fail_rows: Vec<u64>,
     /// Keep `Coordination::live_offset` current (at-most-once restarts).
     track_offset: bool,
+    /// Which source subtask this is (its input index downstream).
+    subtask: usize,
+    /// The last barrier id injected.
+    injected: u64,
+    /// `'table.exec.source.idle-timeout'`.
+    idle_timeout: Option<Duration>,
+    /// Test hook (`'sluice.test.source-stall'`): wait this long before reading.
+    stall: Option<Duration>,
     ctx: TaskContext,
+}
+
+/// How a source subtask runs besides its connector.
+pub(crate) struct SourceSettings {
+    /// Which source subtask (of the table's `'scan.parallelism'`).
+    pub subtask: usize,
+    /// Barriers: only subtask 0 triggers them (the others follow its trigger).
+    pub schedule: Option<BarrierSchedule>,
+    pub resume: Option<SourceOffset>,
+    pub track_offset: bool,
+    pub idle_timeout: Option<Duration>,
+    pub stall: Option<Duration>,
 }
 
 impl SourceDriver {
@@ -163,10 +198,17 @@ impl SourceDriver {
         node: &PlanNode,
         connectors: &ConnectorContext,
         ctx: TaskContext,
-        schedule: Option<BarrierSchedule>,
-        resume: Option<&SourceOffset>,
-        track_offset: bool,
+        settings: SourceSettings,
     ) -> Result<Self> {
+        let SourceSettings {
+            subtask,
+            schedule,
+            resume,
+            track_offset,
+            idle_timeout,
+            stall,
+        } = settings;
+        let resume = resume.as_ref();
         let mut source = create_source(
             &spec.table,
             &spec.options,
@@ -208,8 +250,66 @@ impl SourceDriver {
             schedule,
             fail_rows,
             track_offset,
+            subtask,
+            injected: ctx.coordination.trigger.load(Ordering::SeqCst),
+            idle_timeout,
+            stall,
             ctx,
         })
+    }
+
+    /// Injects the barriers triggered since the last one (all with `offset`).
+    fn inject_barriers(
+        &mut self,
+        tx: &SyncSender<Envelope>,
+        offset: &dyn Fn() -> SourceOffset,
+    ) -> bool {
+        let triggered = self.ctx.coordination.trigger.load(Ordering::SeqCst);
+        while self.injected < triggered {
+            self.injected += 1;
+            let id = self.injected;
+            self.ctx.report(Event::Barrier {
+                id,
+                source: self.subtask,
+                offset: offset(),
+            });
+            if tx.send((self.subtask, Message::Barrier(id))).is_err() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The test hook's stall: waits, declaring the source idle after the idle timeout and
+    /// passing on barriers meanwhile.
+    fn stall(&mut self, tx: &SyncSender<Envelope>) -> bool {
+        let Some(stall) = self.stall else {
+            return true;
+        };
+        let started = Instant::now();
+        let mut idle = false;
+        let offset = SourceOffset {
+            position: self.source.position(),
+            skip_rows: 0,
+            rows: self.rows,
+            watermark_ms: self.watermark_ms,
+        };
+        while started.elapsed() < stall {
+            if self.ctx.cancelled() {
+                return false;
+            }
+            if !idle && self.idle_timeout.is_some_and(|t| started.elapsed() >= t) {
+                idle = true;
+                if tx.send((self.subtask, Message::Idle)).is_err() {
+                    return false;
+                }
+            }
+            if !self.inject_barriers(tx, &|| offset.clone()) {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        true
     }
 
     /// Per-row watermarks of `data` (the watermark in effect when each row arrives) and
@@ -254,9 +354,13 @@ impl SourceDriver {
         cuts
     }
 
-    pub(crate) fn run(mut self, tx: &SyncSender<Result<Message>>) -> Result<()> {
-        let send = |m: Message| tx.send(Ok(m)).is_ok();
+    pub(crate) fn run(mut self, tx: &SyncSender<Envelope>) -> Result<()> {
+        let me = self.subtask;
+        let send = |m: Message| tx.send((me, m)).is_ok();
         if self.watermark_ms > WATERMARK_MIN && !send(Message::Watermark(self.watermark_ms)) {
+            return Ok(());
+        }
+        if !self.stall(tx) {
             return Ok(());
         }
         loop {
@@ -328,19 +432,19 @@ impl SourceDriver {
                     },
                 };
                 if self.track_offset {
-                    *self
-                        .ctx
+                    self.ctx
                         .coordination
                         .live_offset
                         .lock()
-                        .unwrap_or_else(|e| e.into_inner()) = Some(here());
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(self.subtask, here());
                 }
                 if self.barrier_due(b == n) {
                     let id = self.ctx.coordination.next_id.fetch_add(1, Ordering::SeqCst);
-                    self.ctx.report(Event::Barrier { id, offset: here() });
-                    if !send(Message::Barrier(id)) {
-                        return Ok(());
-                    }
+                    self.ctx.coordination.trigger.fetch_max(id, Ordering::SeqCst);
+                }
+                if !self.inject_barriers(tx, &here) {
+                    return Ok(());
                 }
                 if self.fail_rows.contains(&self.rows)
                     && self
@@ -355,6 +459,15 @@ impl SourceDriver {
                 a = b;
             }
         }
+        self.ctx.report(Event::SourceFinished {
+            source: self.subtask,
+            offset: SourceOffset {
+                position: self.source.position(),
+                skip_rows: 0,
+                rows: self.rows,
+                watermark_ms: self.watermark_ms,
+            },
+        });
         let _ = send(Message::End);
         Ok(())
     }
@@ -365,6 +478,9 @@ impl SourceDriver {
         let Some(schedule) = &self.schedule else {
             return false;
         };
+        if self.subtask != 0 {
+            return false; // subtask 0 triggers; the others follow
+        }
         if schedule.after_rows.binary_search(&self.rows).is_ok() {
             return true;
         }
@@ -383,8 +499,10 @@ impl SourceDriver {
 /// all.
 pub(crate) struct Router {
     pub keys: Vec<Arc<dyn PhysicalExpr>>,
-    pub subtasks: Vec<SyncSender<Result<Message>>>,
+    pub subtasks: Vec<SyncSender<Envelope>>,
     pub max_parallelism: u32,
+    /// This router's input index at the subtasks (its source subtask).
+    pub input: usize,
 }
 
 /// The subtask (of `parallelism`) that owns `key_group` (of `max_parallelism`).
@@ -393,11 +511,9 @@ pub fn subtask_of_key_group(key_group: u32, parallelism: usize, max_parallelism:
 }
 
 impl Router {
-    pub(crate) fn run(&self, chain: &mut Chain, rx: Receiver<Result<Message>>) -> Result<()> {
-        while let Ok(msg) = rx.recv() {
-            let Ok(msg) = msg else {
-                return Ok(()); // the source reports its own error
-            };
+    pub(crate) fn run(&self, chain: &mut Chain, rx: Receiver<Envelope>) -> Result<()> {
+        // The source's channel closes without an end when it fails (it reports why).
+        while let Ok((_, msg)) = rx.recv() {
             let mut ended = false;
             let mut stopped = false;
             chain.push(msg, &mut |m: Message| {
@@ -420,7 +536,9 @@ impl Router {
     }
 
     fn broadcast(&self, m: Message) -> bool {
-        self.subtasks.iter().all(|s| s.send(Ok(m.clone())).is_ok())
+        self.subtasks
+            .iter()
+            .all(|s| s.send((self.input, m.clone())).is_ok())
     }
 
     fn route(&self, b: StreamBatch) -> Result<bool> {
@@ -471,7 +589,7 @@ impl Router {
                 }
             };
             if self.subtasks[subtask]
-                .send(Ok(Message::Data(part)))
+                .send((self.input, Message::Data(part)))
                 .is_err()
             {
                 return Ok(false);
@@ -503,17 +621,31 @@ pub(crate) struct OperatorTask {
     pub time_zone: String,
     pub subtask: usize,
     pub max_parallelism: u32,
+    /// Combines the inputs (source subtasks or their routers).
+    pub gate: crate::gate::InputGate,
     pub ctx: TaskContext,
 }
 
 impl OperatorTask {
-    pub(crate) fn run(mut self, rx: Receiver<Result<Message>>) -> Result<()> {
+    pub(crate) fn run(mut self, rx: Receiver<Envelope>) -> Result<()> {
+        let mut ready = Vec::new();
         loop {
-            let msg = match rx.recv() {
-                Ok(Ok(m)) => m,
+            let Ok((input, msg)) = rx.recv() else {
                 // Upstream failed (and reports it) or the attempt was cancelled.
-                _ => return Ok(()),
+                return Ok(());
             };
+            self.gate.push(input, msg, &mut ready);
+            for msg in std::mem::take(&mut ready) {
+                if self.process(msg)? {
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Processes one message the gate passed on; `true` at the end.
+    fn process(&mut self, msg: Message) -> Result<bool> {
+        {
             match msg {
                 Message::Barrier(id) => self.on_barrier(id)?,
                 Message::End => {
@@ -529,7 +661,7 @@ impl OperatorTask {
                         subtask: self.subtask,
                         committable,
                     });
-                    return Ok(());
+                    return Ok(true);
                 }
                 msg => {
                     let is_data = matches!(msg, Message::Data(_));
@@ -544,6 +676,7 @@ impl OperatorTask {
                 }
             }
         }
+        Ok(false)
     }
 
     fn run_chain(&mut self, msg: Message) -> Result<Vec<Message>> {

@@ -365,6 +365,20 @@ pub struct CsvSource {
 }
 
 impl CsvSource {
+    /// Keeps files `subtask`, `subtask + parallelism`, ... of the sorted list: this
+    /// source subtask's share.
+    pub fn split(mut self, subtask: usize, parallelism: usize) -> Self {
+        if parallelism > 1 {
+            self.files = std::mem::take(&mut self.files)
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| i % parallelism == subtask)
+                .map(|(_, f)| f)
+                .collect();
+        }
+        self
+    }
+
     /// Makes every batch a pseudo-random size in `1..=batch_size`, from `seed` (tests use
     /// it to show that results do not depend on how the input is cut into batches).
     pub fn randomize_batch_sizes(&mut self, seed: u64) {

@@ -101,6 +101,12 @@ pub struct ConnectorContext {
     pub job_id: String,
     /// Which parallel subtask the connector serves (part-file names).
     pub subtask: usize,
+    /// Which source subtask a source serves, of how many (`'scan.parallelism'`): a
+    /// filesystem source reads files `source_subtask`, `+ source_parallelism`, ... of its
+    /// sorted list.
+    pub source_subtask: usize,
+    /// Source subtasks of the table.
+    pub source_parallelism: usize,
     /// How many times the job has been restarted (direct sinks write a new file per run).
     pub attempt: u32,
     /// The job checkpoints exactly-once: sinks that can, commit in two phases (unless
@@ -167,11 +173,13 @@ pub fn create_source(
                 FileFormat::Csv => {
                     let csv = filesystem::CsvOptions::from_options(options)?;
                     csv_source::CsvSource::new(&path, physical_schema, csv, tz, ctx.batch_size, metrics)?
+                        .split(ctx.source_subtask, ctx.source_parallelism)
                 }
                 FileFormat::Json => {
                     let ignore = filesystem::bool_option(options, "json.ignore-parse-errors", false)?;
                     let format = Arc::new(json_format::JsonFormat::new(physical_schema, tz, ignore));
                     csv_source::CsvSource::with_format(&path, format, None, false, ctx.batch_size, metrics)?
+                        .split(ctx.source_subtask, ctx.source_parallelism)
                 }
             };
             if let Some(seed) = ctx.batch_size_seed {
