@@ -834,3 +834,108 @@ fn state_ttl_expires_idle_keys() {
         ]
     );
 }
+
+/// A directory `input/` of `files` CSV files (`k,v,ts`, 5 keys) read with
+/// `'scan.parallelism' = '<scan>'`. Within each file timestamps rise with disorder below
+/// the watermark delay, so no row is ever late, whatever the interleaving of the files:
+/// results are deterministic at any source parallelism. File `i` starts `i * offset_ms`
+/// later (files do not overlap in time when `offset_ms` > 135 s).
+fn parallel_case(query: &str, files: usize, scan: usize, offset_ms: i64) -> PathBuf {
+    let dir = temp_dir("par");
+    std::fs::create_dir_all(dir.join("input")).unwrap();
+    let mut rng = Rng::new(7);
+    for f in 0..files {
+        let mut csv = String::from("k,v,ts\n");
+        let mut t: i64 = 1_700_000_000_000 + f as i64 * offset_ms;
+        for _ in 0..150 {
+            t += rng.range(0, 900) as i64;
+            let ts = t - rng.range(0, 800) as i64; // delay is 1 s: never late
+            csv.push_str(&format!(
+                "{},{},{}\n",
+                rng.range(0, 4),
+                rng.range(1, 100),
+                sluice::format_timestamp_ms(ts)
+            ));
+        }
+        std::fs::write(dir.join(format!("input/part-{f}.csv")), csv).unwrap();
+    }
+    let ddl = format!(
+        "CREATE TABLE events (k INT, v INT, ts TIMESTAMP(3), \
+         WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH ('connector' = 'filesystem', \
+         'path' = 'input', 'format' = 'csv', 'csv.header' = 'true', 'scan.parallelism' = '{scan}');\n"
+    );
+    std::fs::write(dir.join("query.sql"), format!("{ddl}{query}")).unwrap();
+    dir
+}
+
+/// Parallel sources: every source and keyed parallelism gives the single-source result,
+/// and so does exactly-once recovery with random failures (barriers aligned over the
+/// source subtasks, per-source offsets restored).
+#[test]
+fn parallel_sources_with_failures() {
+    let n = seeds(4);
+    let mut failures = Vec::new();
+    for (query, sink) in [(TUMBLE_QUERY, TUMBLE_SINK), (SESSION_QUERY, SESSION_SINK)] {
+        // Files one after another in event time: read in sequence nothing is late either.
+        let single = parallel_case(query, 3, 1, 200_000);
+        let out = temp_dir("ref");
+        let reference = run(&single, &[], Some((sink, out.as_path())));
+        assert_eq!(reference.error, None);
+        let expected = data_rows(&reference.csv, false);
+        assert!(expected.len() > 10);
+        for scan in [2, 3] {
+            let dir = parallel_case(query, 3, scan, 200_000);
+            let out = temp_dir("out");
+            let plain = run(&dir, &[], Some((sink, out.as_path())));
+            if data_rows(&plain.csv, false) != expected {
+                failures.push(format!("{query}: scan.parallelism {scan} differs"));
+            }
+            for seed in 0..n {
+                let mut rng = Rng::new(seed + 4000 + scan as u64);
+                let settings = mode_settings(&unique("par"), "EXACTLY_ONCE", &mut rng);
+                let out = temp_dir("out");
+                let r = run(&dir, &settings, Some((sink, out.as_path())));
+                if r.error.is_some() || data_rows(&r.csv, false) != expected {
+                    failures.push(format!(
+                        "{query}: scan {scan}, seed {seed} {settings:?}: error {:?}, {} rows, expected {}",
+                        r.error,
+                        data_rows(&r.csv, false).len(),
+                        expected.len()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `'table.exec.source.idle-timeout'`: a source subtask that has sent nothing for the
+/// timeout no longer holds the watermark back. Source subtask 1 stalls for 1.5 s at the
+/// start (a test hook); its file is 10 minutes older than subtask 0's. Without the
+/// timeout the watermark waits for it and nothing is late; with a 100 ms timeout subtask
+/// 0's windows fire meanwhile and every row of the stalled file arrives late.
+#[test]
+fn idle_source_does_not_hold_the_watermark_back() {
+    let dir = parallel_case(TUMBLE_QUERY, 2, 2, 0);
+    // Make file 1 ten minutes older than file 0.
+    let f1 = dir.join("input/part-1.csv");
+    let text = std::fs::read_to_string(&f1)
+        .unwrap()
+        .replace("2023-11-14 22:", "2023-11-14 21:");
+    std::fs::write(&f1, text).unwrap();
+    let rows_in_file_1 = 150;
+    for (timeout, expected_late) in [(None, 0), (Some("100 ms"), rows_in_file_1)] {
+        let mut settings = vec![("sluice.test.source-stall", "1:1500 ms".to_string())];
+        if let Some(t) = timeout {
+            settings.push(("table.exec.source.idle-timeout", t.to_string()));
+        }
+        let out = temp_dir("out");
+        let r = run(&dir, &settings, Some((TUMBLE_SINK, out.as_path())));
+        assert_eq!(r.error, None);
+        assert_eq!(
+            JobMetrics::get(&r.metrics.late_rows_dropped),
+            expected_late,
+            "idle timeout {timeout:?}"
+        );
+    }
+}

@@ -5,7 +5,8 @@
 //!   over its active inputs. An input that ended counts as +infinity; an input that
 //!   declared itself idle ([`Message::Idle`], after `'table.exec.source.idle-timeout'`
 //!   without data) is left out until it sends again, so it does not hold event time back
-//!   forever. Rows keep the per-row watermark contract of [`crate::message::StreamBatch`]:
+//!   forever; when every live input is idle, the watermark moves to the maximum over all
+//!   inputs (Flink's `StatusWatermarkValve`). Rows keep the per-row watermark contract of [`crate::message::StreamBatch`]:
 //!   a row's watermark becomes the minimum of its own input's and the other active
 //!   inputs' watermarks.
 //! - **Barriers** (asynchronous barrier snapshotting, Carbone et al. 2015): barrier `id` is
@@ -75,9 +76,8 @@ impl InputGate {
                 if others < WATERMARK_MAX {
                     if let Some(w) = &b.row_watermarks {
                         if w.values().iter().any(|v| *v > others) {
-                            b.row_watermarks = Some(
-                                w.values().iter().map(|v| (*v).min(others)).collect(),
-                            );
+                            b.row_watermarks =
+                                Some(w.values().iter().map(|v| (*v).min(others)).collect());
                         }
                     }
                 }
@@ -126,13 +126,23 @@ impl InputGate {
             .unwrap_or(WATERMARK_MAX)
     }
 
-    /// Passes on the combined watermark when it advanced (and some input is active).
+    /// Passes on the combined watermark when it advanced. When every input that has not
+    /// ended is idle, the watermark moves to the maximum over all inputs (as Flink's
+    /// `StatusWatermarkValve` does when its last active channel goes idle).
     fn advance(&mut self, out: &mut Vec<Message>) {
         let active = (0..self.inputs()).any(|k| !self.ended[k] && !self.idle[k]);
-        if !active {
+        let any_idle = (0..self.inputs()).any(|k| !self.ended[k] && self.idle[k]);
+        let w = if active {
+            self.min_watermark(None)
+        } else if any_idle {
+            self.watermarks
+                .iter()
+                .copied()
+                .max()
+                .unwrap_or(WATERMARK_MIN)
+        } else {
             return;
-        }
-        let w = self.min_watermark(None);
+        };
         if w > self.emitted && w < WATERMARK_MAX {
             self.emitted = w;
             out.push(Message::Watermark(w));
@@ -151,11 +161,7 @@ impl InputGate {
         }
         let (id, _) = self.barrier.take().expect("checked above");
         out.push(Message::Barrier(id));
-        let held: Vec<VecDeque<Message>> = self
-            .blocked
-            .iter_mut()
-            .map(std::mem::take)
-            .collect();
+        let held: Vec<VecDeque<Message>> = self.blocked.iter_mut().map(std::mem::take).collect();
         for (input, queue) in held.into_iter().enumerate() {
             for msg in queue {
                 self.push(input, msg, out);
@@ -188,7 +194,12 @@ mod tests {
             .map(|m| match m {
                 Message::Data(b) => format!(
                     "row {} wm {}",
-                    b.data.column(0).as_any().downcast_ref::<Int32Array>().unwrap().value(0),
+                    b.data
+                        .column(0)
+                        .as_any()
+                        .downcast_ref::<Int32Array>()
+                        .unwrap()
+                        .value(0),
                     match b.watermark_at(0) {
                         WATERMARK_MIN => "min".to_string(),
                         w => w.to_string(),
@@ -220,8 +231,27 @@ mod tests {
         g.push(0, Message::End, &mut out);
         assert_eq!(
             describe(&out),
-            ["wm 5", "wm 10", "row 1 wm 10", "wm 20", "wm 30", "wm 40", "end"]
+            [
+                "wm 5",
+                "wm 10",
+                "row 1 wm 10",
+                "wm 20",
+                "wm 30",
+                "wm 40",
+                "end"
+            ]
         );
+    }
+
+    #[test]
+    fn when_the_live_inputs_are_idle_the_watermark_moves_to_the_maximum() {
+        let mut g = InputGate::new(2, true);
+        let mut out = Vec::new();
+        g.push(0, Message::Watermark(50), &mut out);
+        g.push(0, Message::End, &mut out);
+        g.push(1, Message::Idle, &mut out);
+        g.push(1, data(3, 0), &mut out);
+        assert_eq!(describe(&out), ["wm 50", "row 3 wm 0"]);
     }
 
     #[test]
@@ -242,7 +272,10 @@ mod tests {
         g.push(1, data(1, 0), &mut out); // before input 1's barrier: processed
         g.push(1, Message::Barrier(1), &mut out);
         // Rows are capped by the other input's watermark (none yet: min).
-        assert_eq!(describe(&out), ["row 1 wm min", "barrier 1", "row 2 wm min"]);
+        assert_eq!(
+            describe(&out),
+            ["row 1 wm min", "barrier 1", "row 2 wm min"]
+        );
     }
 
     #[test]
@@ -253,7 +286,10 @@ mod tests {
         g.push(0, data(2, 0), &mut out); // processed before the snapshot: replayed later
         g.push(1, data(1, 0), &mut out);
         g.push(1, Message::Barrier(1), &mut out);
-        assert_eq!(describe(&out), ["row 2 wm min", "row 1 wm min", "barrier 1"]);
+        assert_eq!(
+            describe(&out),
+            ["row 2 wm min", "row 1 wm min", "barrier 1"]
+        );
     }
 
     #[test]

@@ -42,13 +42,13 @@ use crate::checkpoint::{
 };
 use crate::connectors::{resolve_sink_directory, Committable, ConnectorContext};
 use crate::expr::physical_all;
+use crate::gate::InputGate;
 use crate::metrics::JobMetrics;
 use crate::operator::{Chain, Operator};
-use crate::gate::InputGate;
 use crate::tasks::{
     localize_schema, op_schema, spawn_task, subtask_of_key_group, BarrierSchedule, Coordination,
-    Envelope, Event, OperatorTask, ResultOutput, Router, SourceDriver, SourceSettings,
-    TaskContext, RECEIVER_CLOSED,
+    Envelope, Event, OperatorTask, ResultOutput, Router, SourceDriver, SourceSettings, TaskContext,
+    RECEIVER_CLOSED,
 };
 
 pub use crate::tasks::OP_COLUMN;
@@ -853,12 +853,17 @@ fn source_parallelism(spec: &sluice_common::plan::SourceSpec) -> Result<usize> {
     let Some(v) = spec.options.get("scan.parallelism") else {
         return Ok(1);
     };
-    let n = v.trim().parse::<usize>().ok().filter(|n| *n > 0 && *n <= 1024).ok_or_else(|| {
-        SluiceError::Config(format!(
+    let n = v
+        .trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|n| *n > 0 && *n <= 1024)
+        .ok_or_else(|| {
+            SluiceError::Config(format!(
             "'scan.parallelism' of table '{}' must be a whole number from 1 to 1024, found '{v}'",
             spec.table
         ))
-    })?;
+        })?;
     let connector = spec.options.get("connector").map(|s| s.as_str());
     if n > 1 && connector != Some("filesystem") {
         return Err(SluiceError::NotSupported(format!(

@@ -441,7 +441,10 @@ impl SourceDriver {
                 }
                 if self.barrier_due(b == n) {
                     let id = self.ctx.coordination.next_id.fetch_add(1, Ordering::SeqCst);
-                    self.ctx.coordination.trigger.fetch_max(id, Ordering::SeqCst);
+                    self.ctx
+                        .coordination
+                        .trigger
+                        .fetch_max(id, Ordering::SeqCst);
                 }
                 if !self.inject_barriers(tx, &here) {
                     return Ok(());
