@@ -939,3 +939,43 @@ fn idle_source_does_not_hold_the_watermark_back() {
         );
     }
 }
+
+#[test]
+fn debug_seed() {
+    let Ok(spec) = std::env::var("SLUICE_DEBUG_CASE") else {
+        return;
+    };
+    let (rows, fps, par) = {
+        let v: Vec<&str> = spec.split('|').collect();
+        (v[0].to_string(), v[1].to_string(), v[2].to_string())
+    };
+    let single = parallel_case(TUMBLE_QUERY, 3, 1, 200_000);
+    let out = temp_dir("ref");
+    let reference = run(&single, &[], Some((TUMBLE_SINK, out.as_path())));
+    let expected = data_rows(&reference.csv, false);
+    let dir = parallel_case(TUMBLE_QUERY, 3, 2, 200_000);
+    let mut settings = base_settings(&unique("dbg"));
+    settings.push(("sluice.test.checkpoint-after-rows", rows));
+    settings.push(("sluice.test.failpoints", fps));
+    settings.push(("parallelism.default", par));
+    let out = temp_dir("out");
+    let r = run(&dir, &settings, Some((TUMBLE_SINK, out.as_path())));
+    let actual = data_rows(&r.csv, false);
+    let missing: Vec<_> = expected.iter().filter(|e| !actual.contains(e)).collect();
+    eprintln!(
+        "restored {} restarts {} rows {} expected {} missing {:?}",
+        r.metrics.restored_checkpoint_id.load(Ordering::Relaxed),
+        JobMetrics::get(&r.metrics.restarts),
+        actual.len(),
+        expected.len(),
+        &missing[..missing.len().min(10)]
+    );
+    eprintln!(
+        "files: {:?}",
+        std::fs::read_dir(&out)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect::<Vec<_>>()
+    );
+}

@@ -31,8 +31,9 @@ pub(crate) struct InputGate {
     emitted: i64,
     /// Exactly-once: hold inputs whose barrier arrived.
     align: bool,
-    /// The barrier being aligned and which inputs delivered it.
-    barrier: Option<(u64, Vec<bool>)>,
+    /// Barriers in flight and which inputs delivered each (exactly-once: at most one, the
+    /// one being aligned).
+    barriers: std::collections::BTreeMap<u64, Vec<bool>>,
     blocked: Vec<VecDeque<Message>>,
 }
 
@@ -45,7 +46,7 @@ impl InputGate {
             idle: vec![false; inputs],
             emitted: WATERMARK_MIN,
             align,
-            barrier: None,
+            barriers: Default::default(),
             blocked: (0..inputs).map(|_| VecDeque::new()).collect(),
         }
     }
@@ -63,11 +64,9 @@ impl InputGate {
             }
             return;
         }
-        if let Some((_, got)) = &self.barrier {
-            if self.align && got[input] {
-                self.blocked[input].push_back(msg);
-                return;
-            }
+        if self.align && self.barriers.values().any(|got| got[input]) {
+            self.blocked[input].push_back(msg);
+            return;
         }
         match msg {
             Message::Data(mut b) => {
@@ -93,14 +92,10 @@ impl InputGate {
                 self.advance(out);
             }
             Message::Barrier(id) => {
-                match &mut self.barrier {
-                    Some((current, got)) if *current == id => got[input] = true,
-                    _ => {
-                        let mut got = vec![false; self.inputs()];
-                        got[input] = true;
-                        self.barrier = Some((id, got));
-                    }
-                }
+                let inputs = self.inputs();
+                self.barriers
+                    .entry(id)
+                    .or_insert_with(|| vec![false; inputs])[input] = true;
                 self.release(out);
             }
             Message::End => {
@@ -152,15 +147,22 @@ impl InputGate {
     /// Passes the aligned barrier on once every live input delivered it, then the
     /// messages held behind it.
     fn release(&mut self, out: &mut Vec<Message>) {
-        let complete = match &self.barrier {
-            Some((_, got)) => (0..self.inputs()).all(|k| got[k] || self.ended[k]),
-            None => false,
-        };
-        if !complete {
+        // Barriers complete in id order (every input sends them in that order).
+        let mut released = false;
+        while let Some((&id, got)) = self.barriers.iter().next() {
+            if !(0..self.inputs()).all(|k| got[k] || self.ended[k]) {
+                break;
+            }
+            self.barriers.remove(&id);
+            out.push(Message::Barrier(id));
+            released = true;
+            if self.align {
+                break;
+            }
+        }
+        if !self.align || !released {
             return;
         }
-        let (id, _) = self.barrier.take().expect("checked above");
-        out.push(Message::Barrier(id));
         let held: Vec<VecDeque<Message>> = self.blocked.iter_mut().map(std::mem::take).collect();
         for (input, queue) in held.into_iter().enumerate() {
             for msg in queue {
@@ -290,6 +292,17 @@ mod tests {
             describe(&out),
             ["row 2 wm min", "row 1 wm min", "barrier 1"]
         );
+    }
+
+    #[test]
+    fn at_least_once_tracks_several_barriers_in_flight() {
+        let mut g = InputGate::new(2, false);
+        let mut out = Vec::new();
+        g.push(0, Message::Barrier(1), &mut out);
+        g.push(0, Message::Barrier(2), &mut out);
+        g.push(1, Message::Barrier(1), &mut out);
+        g.push(1, Message::Barrier(2), &mut out);
+        assert_eq!(describe(&out), ["barrier 1", "barrier 2"]);
     }
 
     #[test]

@@ -359,6 +359,7 @@ impl Job {
         };
         let mut threads = Vec::new();
         let mut source_rxs = Vec::new();
+        let injected = self.coordination.trigger.load(Ordering::SeqCst);
         for (subtask, resume) in resumes.into_iter().enumerate() {
             let mut source_connectors = connectors.clone();
             source_connectors.source_subtask = subtask;
@@ -379,6 +380,7 @@ impl Job {
                         .source_stall
                         .filter(|(s, _)| *s == subtask)
                         .map(|(_, d)| d),
+                    injected,
                 },
             )?;
             let (tx, rx) = sync_channel::<Envelope>(8);
@@ -519,7 +521,24 @@ impl Job {
     ) {
         let mut restarts = 0u32;
         let mut finished: Vec<(usize, Committable)> = Vec::new();
-        while let Ok((number, event)) = events.recv() {
+        loop {
+            let (number, event) = match events.recv_timeout(std::time::Duration::from_millis(200)) {
+                Ok(e) => e,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    // Never wait for tasks that are gone: that is a failure too.
+                    if attempt.threads.iter().all(|t| t.is_finished()) {
+                        (
+                            attempt.number,
+                            Event::Failed(SluiceError::Internal(
+                                "every task of the job stopped without finishing".into(),
+                            )),
+                        )
+                    } else {
+                        continue;
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+            };
             if number != attempt.number {
                 continue; // from a cancelled attempt
             }

@@ -189,6 +189,9 @@ pub(crate) struct SourceSettings {
     pub track_offset: bool,
     pub idle_timeout: Option<Duration>,
     pub stall: Option<Duration>,
+    /// The newest barrier id triggered before the attempt started (no source injects
+    /// it or earlier ones); read once for all source subtasks, before any runs.
+    pub injected: u64,
 }
 
 impl SourceDriver {
@@ -207,6 +210,7 @@ impl SourceDriver {
             track_offset,
             idle_timeout,
             stall,
+            injected,
         } = settings;
         let resume = resume.as_ref();
         let mut source = create_source(
@@ -251,7 +255,7 @@ impl SourceDriver {
             fail_rows,
             track_offset,
             subtask,
-            injected: ctx.coordination.trigger.load(Ordering::SeqCst),
+            injected,
             idle_timeout,
             stall,
             ctx,
