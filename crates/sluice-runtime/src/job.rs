@@ -24,7 +24,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{channel, sync_channel, Receiver, Sender};
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -358,7 +358,7 @@ impl Job {
             },
         };
         let mut threads = Vec::new();
-        let mut source_rxs = Vec::new();
+        let mut drivers = Vec::new();
         let injected = self.coordination.trigger.load(Ordering::SeqCst);
         for (subtask, resume) in resumes.into_iter().enumerate() {
             let mut source_connectors = connectors.clone();
@@ -383,15 +383,17 @@ impl Job {
                     injected,
                 },
             )?;
-            let (tx, rx) = sync_channel::<Envelope>(8);
-            source_rxs.push(rx);
-            threads.push(spawn_task(
+            drivers.push(driver);
+        }
+        let spawn_source = |driver: SourceDriver, tx: SyncSender<Envelope>| {
+            let subtask = driver.subtask();
+            spawn_task(
                 &format!("sluice-source-{subtask}"),
                 "source",
                 &ctx,
                 move || driver.run(&tx),
-            )?);
-        }
+            )
+        };
 
         // The keyed operator (if any) and everything after it run as `parallelism`
         // subtasks, fed by a router that sends each row to the subtask owning its key
@@ -468,7 +470,9 @@ impl Job {
                 // Stateless operators before the keyed one run in one router per source
                 // subtask.
                 let (key_exprs, key_schema) = routing_keys(nodes[k]).expect("a keyed node");
-                for (input, rx) in source_rxs.into_iter().enumerate() {
+                for (input, driver) in drivers.into_iter().enumerate() {
+                    let (tx, rx) = sync_channel::<Envelope>(8);
+                    threads.push(spawn_source(driver, tx)?);
                     let pre: Vec<Box<dyn Operator>> = nodes[..k]
                         .iter()
                         .map(|n| build_operator(n, &env))
@@ -490,16 +494,8 @@ impl Job {
             None => {
                 // Every source subtask feeds the one operator task directly.
                 let tx = subtask_txs.pop().expect("one operator task");
-                for rx in source_rxs {
-                    let tx = tx.clone();
-                    threads.push(spawn_task("sluice-forward", "forward", &ctx, move || {
-                        while let Ok(envelope) = rx.recv() {
-                            if tx.send(envelope).is_err() {
-                                break;
-                            }
-                        }
-                        Ok(())
-                    })?);
+                for driver in drivers {
+                    threads.push(spawn_source(driver, tx.clone())?);
                 }
             }
         }

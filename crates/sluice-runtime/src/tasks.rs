@@ -316,6 +316,11 @@ impl SourceDriver {
         true
     }
 
+    /// Which source subtask this is.
+    pub(crate) fn subtask(&self) -> usize {
+        self.subtask
+    }
+
     /// Per-row watermarks of `data` (the watermark in effect when each row arrives) and
     /// the watermark after its last row.
     fn row_watermarks(&self, data: &RecordBatch) -> Result<(Option<Int64Array>, i64)> {
