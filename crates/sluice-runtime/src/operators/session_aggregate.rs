@@ -71,6 +71,11 @@ pub struct SessionAggregateOperator {
     batches: HashMap<u64, BufferedBatch>,
     next_batch_id: u64,
     key_ids: hashbrown::HashMap<Box<[u8]>, u32>,
+    /// The key of each key id (to forget a key whose last session fired).
+    key_of: Vec<Box<[u8]>>,
+    /// Key ids free for reuse: a key with no open session is forgotten, so state stays
+    /// bounded by the keys with open sessions.
+    free_ids: Vec<u32>,
     sessions: Vec<Vec<Session>>,
     /// (end, key id) timers, earliest first. A timer is set when a session opens and
     /// re-armed at the key's earliest open session end when it finds that session grew.
@@ -108,6 +113,8 @@ impl SessionAggregateOperator {
             batches: HashMap::new(),
             next_batch_id: 0,
             key_ids: hashbrown::HashMap::new(),
+            key_of: Vec::new(),
+            free_ids: Vec::new(),
             sessions: Vec::new(),
             timers: BinaryHeap::new(),
             watermark_ms: WATERMARK_MIN,
@@ -119,10 +126,24 @@ impl SessionAggregateOperator {
         if let Some(id) = self.key_ids.get(key) {
             return *id;
         }
-        let id = self.sessions.len() as u32;
+        let id = match self.free_ids.pop() {
+            Some(id) => {
+                self.key_of[id as usize] = key.into();
+                id
+            }
+            None => {
+                self.sessions.push(Vec::new());
+                self.key_of.push(key.into());
+                (self.sessions.len() - 1) as u32
+            }
+        };
         self.key_ids.insert(key.into(), id);
-        self.sessions.push(Vec::new());
         id
+    }
+
+    /// Number of keys with state (open sessions), for tests.
+    pub fn keys_in_state(&self) -> usize {
+        self.key_ids.len()
     }
 
     /// Adds one row to its key's sessions; returns false when the row is late.
@@ -199,8 +220,15 @@ impl SessionAggregateOperator {
                 }
             }
             // Sessions that grew since their timer was set: re-arm at their new end.
-            if let Some(next_end) = sessions.iter().map(|s| s.end_ms).min() {
-                self.timers.push(Reverse((next_end, key)));
+            match sessions.iter().map(|s| s.end_ms).min() {
+                Some(next_end) => self.timers.push(Reverse((next_end, key))),
+                None => {
+                    // No open session left: forget the key (stale timers for its id
+                    // find no fired session and do nothing).
+                    let bytes = std::mem::take(&mut self.key_of[key as usize]);
+                    self.key_ids.remove(&bytes);
+                    self.free_ids.push(key);
+                }
             }
         }
         if fired.is_empty() {
@@ -518,5 +546,104 @@ impl Operator for SessionAggregateOperator {
             );
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion_common::arrow::array::{Int32Array, Int64Array, TimestampMillisecondArray};
+    use datafusion_common::arrow::datatypes::{Field, Schema, TimeUnit};
+    use datafusion_physical_expr::aggregate::AggregateExprBuilder;
+    use datafusion_physical_expr::expressions::col;
+    use sluice_common::plan::{WindowKind, WindowSpec};
+
+    fn operator() -> SessionAggregateOperator {
+        let input = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int32, false),
+            Field::new(
+                "ts",
+                DataType::Timestamp(TimeUnit::Millisecond, None),
+                false,
+            ),
+        ]));
+        let k = col("k", &input).unwrap();
+        let count = Arc::new(
+            AggregateExprBuilder::new(
+                datafusion_functions_aggregate::count::count_udaf(),
+                vec![Arc::clone(&k)],
+            )
+            .schema(Arc::clone(&input))
+            .alias("n")
+            .build()
+            .unwrap(),
+        );
+        let output = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int32, true),
+            Field::new("n", DataType::Int64, true),
+        ]));
+        SessionAggregateOperator::new(
+            WindowSpec {
+                kind: WindowKind::Session { gap_ms: 10 },
+                offset_ms: 0,
+                time_zone: None,
+            },
+            10,
+            1,
+            vec![Arc::clone(&k)],
+            &[DataType::Int32],
+            vec![AggregateCall {
+                args: vec![k],
+                filter: None,
+            }],
+            AccumulatorFactory::new(vec![count]),
+            vec![GroupOutput::Key(0)],
+            output,
+            Arc::new(JobMetrics::default()),
+        )
+        .unwrap()
+    }
+
+    fn rows(keys: &[i32], ts: &[i64]) -> StreamBatch {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int32, false),
+            Field::new(
+                "ts",
+                DataType::Timestamp(TimeUnit::Millisecond, None),
+                false,
+            ),
+        ]));
+        StreamBatch {
+            data: RecordBatch::try_new(
+                schema,
+                vec![
+                    Arc::new(Int32Array::from(keys.to_vec())),
+                    Arc::new(TimestampMillisecondArray::from(ts.to_vec())),
+                ],
+            )
+            .unwrap(),
+            row_watermarks: Some(Int64Array::from(vec![WATERMARK_MIN; keys.len()])),
+            ops: None,
+        }
+    }
+
+    /// State is bounded: a key whose sessions all fired is forgotten, and its id reused.
+    #[test]
+    fn keys_without_open_sessions_are_forgotten() {
+        let mut op = operator();
+        let mut out = Collector::default();
+        op.process_batch(rows(&[1, 2, 3], &[0, 5, 100]), &mut out)
+            .unwrap();
+        assert_eq!(op.keys_in_state(), 3);
+        // Sessions of keys 1 and 2 end at 10 and 15: fired by watermark 20.
+        op.on_watermark(20, &mut out).unwrap();
+        assert_eq!(op.keys_in_state(), 1);
+        // New keys reuse the freed ids; key 1 comes back as a new session.
+        op.process_batch(rows(&[4, 1], &[30, 31]), &mut out)
+            .unwrap();
+        assert_eq!(op.keys_in_state(), 3);
+        assert_eq!(op.sessions.len(), 3, "ids reused, none added");
+        op.on_end(&mut out).unwrap();
+        assert_eq!(op.keys_in_state(), 0);
     }
 }
