@@ -222,13 +222,15 @@ impl SessionAggregateOperator {
             // Sessions that grew since their timer was set: re-arm at their new end.
             match sessions.iter().map(|s| s.end_ms).min() {
                 Some(next_end) => self.timers.push(Reverse((next_end, key))),
-                None => {
-                    // No open session left: forget the key (stale timers for its id
-                    // find no fired session and do nothing).
+                // No open session left: forget the key, once (a stale timer for an id
+                // already freed finds no session either; stale timers for a reused id
+                // find no fired session and only re-arm).
+                None if self.key_ids.get(&self.key_of[key as usize]) == Some(&key) => {
                     let bytes = std::mem::take(&mut self.key_of[key as usize]);
                     self.key_ids.remove(&bytes);
                     self.free_ids.push(key);
                 }
+                None => {}
             }
         }
         if fired.is_empty() {
@@ -645,5 +647,25 @@ mod tests {
         assert_eq!(op.sessions.len(), 3, "ids reused, none added");
         op.on_end(&mut out).unwrap();
         assert_eq!(op.keys_in_state(), 0);
+        assert_eq!(op.free_ids.len(), 3, "each id freed once");
+    }
+
+    /// A key's extra timers (its session grew) pop after the key was forgotten: the id
+    /// must not be freed twice (two keys would then share it).
+    #[test]
+    fn stale_timers_never_free_an_id_twice() {
+        let mut op = operator();
+        let mut out = Collector::default();
+        // Key 1's session grows from [0, 10) to [0, 18): two timers, at 10 and 18.
+        op.process_batch(rows(&[1], &[0]), &mut out).unwrap();
+        op.process_batch(rows(&[1], &[8]), &mut out).unwrap();
+        op.on_watermark(9, &mut out).unwrap(); // timer 10 pops: re-armed at 18
+        op.on_watermark(30, &mut out).unwrap(); // fires; key 1 forgotten
+        assert_eq!(op.free_ids, vec![0]);
+        // Two new keys must get two different ids.
+        op.process_batch(rows(&[2, 3], &[40, 41]), &mut out)
+            .unwrap();
+        assert_eq!(op.keys_in_state(), 2);
+        assert_ne!(op.key_ids.values().min(), op.key_ids.values().max());
     }
 }
