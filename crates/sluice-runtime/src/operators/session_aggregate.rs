@@ -650,17 +650,17 @@ mod tests {
         assert_eq!(op.free_ids.len(), 3, "each id freed once");
     }
 
-    /// A key's extra timers (its session grew) pop after the key was forgotten: the id
-    /// must not be freed twice (two keys would then share it).
+    /// A key's extra timers pop after the key was forgotten: the id must not be freed
+    /// twice (two keys would then share it).
     #[test]
     fn stale_timers_never_free_an_id_twice() {
         let mut op = operator();
         let mut out = Collector::default();
-        // Key 1's session grows from [0, 10) to [0, 18): two timers, at 10 and 18.
-        op.process_batch(rows(&[1], &[0]), &mut out).unwrap();
-        op.process_batch(rows(&[1], &[8]), &mut out).unwrap();
-        op.on_watermark(9, &mut out).unwrap(); // timer 10 pops: re-armed at 18
-        op.on_watermark(30, &mut out).unwrap(); // fires; key 1 forgotten
+        // Key 1 has two sessions, [0, 10) and [100, 110): timers at 10 and 110. When the
+        // first fires, the key's timer is re-armed at 110: two timers at 110.
+        op.process_batch(rows(&[1, 1], &[0, 100]), &mut out).unwrap();
+        op.on_watermark(20, &mut out).unwrap();
+        op.on_watermark(200, &mut out).unwrap(); // both pop; key 1 forgotten once
         assert_eq!(op.free_ids, vec![0]);
         // Two new keys must get two different ids.
         op.process_batch(rows(&[2, 3], &[40, 41]), &mut out)
