@@ -434,6 +434,45 @@ impl WindowAggregateState {
     }
 }
 
+/// Reads the columns of an operator's state snapshot by name, failing with one clear
+/// error when the snapshot does not match the operator (another query's checkpoint).
+pub struct SnapshotReader<'a> {
+    batch: &'a RecordBatch,
+    /// Which state, for the error ("session", "aggregate").
+    what: &'static str,
+}
+
+impl<'a> SnapshotReader<'a> {
+    /// A reader over `batch`, a snapshot of `what` state.
+    pub fn new(batch: &'a RecordBatch, what: &'static str) -> Self {
+        SnapshotReader { batch, what }
+    }
+
+    /// The column `name`.
+    ///
+    /// # Errors
+    /// The snapshot has no such column.
+    pub fn column(&self, name: &str) -> Result<ArrayRef> {
+        self.batch.column_by_name(name).cloned().ok_or_else(|| {
+            sluice_common::SluiceError::Execution(format!(
+                "a {} state snapshot does not match the operator's keys and aggregates (no \
+                 column '{name}')",
+                self.what
+            ))
+        })
+    }
+
+    /// The key columns `key_0`, ... `key_<count - 1>`.
+    ///
+    /// # Errors
+    /// One is missing.
+    pub fn keys(&self, count: usize) -> Result<Vec<ArrayRef>> {
+        (0..count)
+            .map(|k| self.column(&format!("key_{k}")))
+            .collect()
+    }
+}
+
 /// Arrow IPC (stream format) bytes of a batch: how snapshots are written.
 pub fn to_ipc(batch: &RecordBatch) -> Result<Vec<u8>> {
     let mut out = Vec::new();

@@ -414,20 +414,12 @@ impl Operator for GroupAggregateOperator {
             if n == 0 {
                 continue;
             }
-            let mismatch = || {
-                sluice_common::SluiceError::Execution(
-                    "an aggregate state snapshot does not match the operator's keys and aggregates"
-                        .into(),
-                )
-            };
-            let column = |name: &str| snap.column_by_name(name).cloned().ok_or_else(mismatch);
-            let rows = column("rows")?;
+            let reader = crate::state::SnapshotReader::new(snap, "aggregate");
+            let rows = reader.column("rows")?;
             let rows = rows.as_primitive::<Int64Type>().clone();
-            let emitted = column("emitted")?;
+            let emitted = reader.column("emitted")?;
             let emitted = emitted.as_boolean().clone();
-            let keys = (0..key_count)
-                .map(|k| column(&format!("key_{k}")))
-                .collect::<Result<Vec<_>>>()?;
+            let keys = reader.keys(key_count)?;
             let mut state_columns: Vec<Vec<ArrayRef>> = Vec::new();
             for a in 0..self.calls.len() {
                 let prefix = format!("agg_{a}_");
@@ -441,7 +433,7 @@ impl Operator for GroupAggregateOperator {
                 state_columns.push(cols);
             }
             let outs = (0..self.calls.len())
-                .map(|a| column(&format!("out_{a}")))
+                .map(|a| reader.column(&format!("out_{a}")))
                 .collect::<Result<Vec<_>>>()?;
             let key_rows = match &self.converter {
                 Some(c) => Some(c.convert_columns(&keys)?),

@@ -482,30 +482,22 @@ impl Operator for SessionAggregateOperator {
             if n == 0 {
                 continue;
             }
-            let mismatch = || {
-                sluice_common::SluiceError::Execution(
-                    "a session state snapshot does not match the operator's keys and aggregates"
-                        .into(),
-                )
-            };
-            let column = |name: &str| snap.column_by_name(name).cloned().ok_or_else(mismatch);
-            let starts = column("session_start")?;
-            let ends = column("session_end")?;
+            let reader = crate::state::SnapshotReader::new(snap, "session");
+            let starts = reader.column("session_start")?;
+            let ends = reader.column("session_end")?;
             let starts = starts.as_primitive::<Int64Type>();
             let ends = ends.as_primitive::<Int64Type>();
-            let keys = (0..self.keys.len())
-                .map(|k| column(&format!("key_{k}")))
-                .collect::<Result<Vec<_>>>()?;
+            let keys = reader.keys(self.keys.len())?;
             let mut args = Vec::new();
             let mut filters = Vec::new();
             for (a, call) in self.aggregates.iter().enumerate() {
                 args.push(
                     (0..call.args.len())
-                        .map(|k| column(&format!("arg_{a}_{k}")))
+                        .map(|k| reader.column(&format!("arg_{a}_{k}")))
                         .collect::<Result<Vec<_>>>()?,
                 );
                 filters.push(match call.filter {
-                    Some(_) => Some(column(&format!("filter_{a}"))?.as_boolean().clone()),
+                    Some(_) => Some(reader.column(&format!("filter_{a}"))?.as_boolean().clone()),
                     None => None,
                 });
             }
@@ -658,7 +650,8 @@ mod tests {
         let mut out = Collector::default();
         // Key 1 has two sessions, [0, 10) and [100, 110): timers at 10 and 110. When the
         // first fires, the key's timer is re-armed at 110: two timers at 110.
-        op.process_batch(rows(&[1, 1], &[0, 100]), &mut out).unwrap();
+        op.process_batch(rows(&[1, 1], &[0, 100]), &mut out)
+            .unwrap();
         op.on_watermark(20, &mut out).unwrap();
         op.on_watermark(200, &mut out).unwrap(); // both pop; key 1 forgotten once
         assert_eq!(op.free_ids, vec![0]);
