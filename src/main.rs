@@ -198,9 +198,10 @@ fn summary(m: &JobMetrics, started: Instant) {
     if restored > 0 {
         line.push_str(&format!(", restored checkpoint {restored}"));
     }
-    let restarts = JobMetrics::get(&m.restarts);
-    if restarts > 0 {
-        line.push_str(&format!(", {restarts} restarts"));
+    match JobMetrics::get(&m.restarts) {
+        0 => {}
+        1 => line.push_str(", 1 restart"),
+        n => line.push_str(&format!(", {n} restarts")),
     }
     eprintln!("{line}");
     let _ = std::io::stderr().flush();

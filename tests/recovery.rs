@@ -686,10 +686,14 @@ fn checkpoint_ids(job: &Path) -> Vec<u64> {
 }
 
 /// A corrupt, incomplete or damaged newest checkpoint is detected and the previous
-/// complete one is restored.
+/// complete one is restored; the sink output that the newest one committed is rewound, so
+/// the committed output is still exactly the failure-free one.
 #[test]
 fn damaged_checkpoints_fall_back_to_the_previous_one() {
     let dir = generated_case(TUMBLE_QUERY);
+    let reference_out = temp_dir("ref");
+    let reference = run(&dir, &[], Some((TUMBLE_SINK, reference_out.as_path())));
+    let expected = data_rows(&reference.csv, false);
     type Damage = fn(&Path);
     let damages: [(&str, Damage); 3] = [
         ("flipped byte", |chk: &Path| {
@@ -726,6 +730,7 @@ fn damaged_checkpoints_fall_back_to_the_previous_one() {
             2,
             "{what}: restored the previous complete checkpoint"
         );
+        assert_eq!(data_rows(&r2.csv, false), expected, "{what}: exactly once");
         let _ = std::fs::remove_dir_all(&chk);
         let _ = std::fs::remove_dir_all(&out);
     }
@@ -753,6 +758,19 @@ fn retention_and_restore_by_path() {
     assert_eq!(JobMetrics::get(&r1.metrics.checkpoints_failed), 1);
     let job = job_dir(&chk);
     assert_eq!(checkpoint_ids(&job), vec![4, 5]);
+    let missing = Engine::new(EngineConfig::default())
+        .collect(&format!(
+            "SET 'execution.state-recovery.path' = '{}';\n{}",
+            job.join("chk-1").display(),
+            std::fs::read_to_string(dir.join("query.sql")).unwrap()
+        ))
+        .expect_err("checkpoint 1 was pruned");
+    assert!(
+        missing
+            .to_string()
+            .contains("chk-1/_manifest.json' does not exist"),
+        "{missing}"
+    );
     let path = job.join("chk-5").display().to_string();
     let r2 = run(
         &dir,
@@ -938,44 +956,4 @@ fn idle_source_does_not_hold_the_watermark_back() {
             "idle timeout {timeout:?}"
         );
     }
-}
-
-#[test]
-fn debug_seed() {
-    let Ok(spec) = std::env::var("SLUICE_DEBUG_CASE") else {
-        return;
-    };
-    let (rows, fps, par) = {
-        let v: Vec<&str> = spec.split('|').collect();
-        (v[0].to_string(), v[1].to_string(), v[2].to_string())
-    };
-    let single = parallel_case(TUMBLE_QUERY, 3, 1, 200_000);
-    let out = temp_dir("ref");
-    let reference = run(&single, &[], Some((TUMBLE_SINK, out.as_path())));
-    let expected = data_rows(&reference.csv, false);
-    let dir = parallel_case(TUMBLE_QUERY, 3, 2, 200_000);
-    let mut settings = base_settings(&unique("dbg"));
-    settings.push(("sluice.test.checkpoint-after-rows", rows));
-    settings.push(("sluice.test.failpoints", fps));
-    settings.push(("parallelism.default", par));
-    let out = temp_dir("out");
-    let r = run(&dir, &settings, Some((TUMBLE_SINK, out.as_path())));
-    let actual = data_rows(&r.csv, false);
-    let missing: Vec<_> = expected.iter().filter(|e| !actual.contains(e)).collect();
-    eprintln!(
-        "restored {} restarts {} rows {} expected {} missing {:?}",
-        r.metrics.restored_checkpoint_id.load(Ordering::Relaxed),
-        JobMetrics::get(&r.metrics.restarts),
-        actual.len(),
-        expected.len(),
-        &missing[..missing.len().min(10)]
-    );
-    eprintln!(
-        "files: {:?}",
-        std::fs::read_dir(&out)
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name())
-            .collect::<Vec<_>>()
-    );
 }

@@ -385,6 +385,11 @@ impl CheckpointStorage {
     /// An unsupported URL scheme, a local directory that cannot be created, S3 settings
     /// missing from the environment.
     pub fn open(dir: &str, working_dir: &FsPath, job: &str) -> Result<Self> {
+        Self::open_with(dir, working_dir, job, true)
+    }
+
+    /// [`Self::open`]; a local directory is created only when `create`.
+    fn open_with(dir: &str, working_dir: &FsPath, job: &str, create: bool) -> Result<Self> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -426,12 +431,19 @@ impl CheckpointStorage {
                 } else {
                     working_dir.join(path)
                 };
-                std::fs::create_dir_all(&path).map_err(|e| {
-                    SluiceError::io(
-                        format!("creating checkpoint directory '{}'", path.display()),
-                        e,
-                    )
-                })?;
+                if create {
+                    std::fs::create_dir_all(&path).map_err(|e| {
+                        SluiceError::io(
+                            format!("creating checkpoint directory '{}'", path.display()),
+                            e,
+                        )
+                    })?;
+                } else if !path.is_dir() {
+                    return Err(SluiceError::Config(format!(
+                        "checkpoint directory '{}' does not exist",
+                        path.display()
+                    )));
+                }
                 let store = object_store::local::LocalFileSystem::new_with_prefix(&path)
                     .map_err(storage_error(format!("opening '{}'", path.display())))?;
                 local_root = Some(path.clone());
@@ -474,7 +486,7 @@ impl CheckpointStorage {
             .ok_or_else(bad)?;
         let (dir, job) = parent.rsplit_once('/').unwrap_or((".", parent));
         let dir = if dir.is_empty() { "/" } else { dir };
-        Ok((Self::open(dir, working_dir, job)?, id))
+        Ok((Self::open_with(dir, working_dir, job, false)?, id))
     }
 
     /// Where the checkpoints are, for messages.
@@ -503,7 +515,16 @@ impl CheckpointStorage {
         let bytes = self
             .runtime
             .block_on(async { self.store.get(&path).await?.bytes().await })
-            .map_err(storage_error(format!("reading checkpoint file '{path}'")))?;
+            .map_err(|e| match e {
+                object_store::Error::NotFound { .. } => SluiceError::Execution(format!(
+                    "'{}/chk-{id}/{name}' does not exist",
+                    self.display
+                )),
+                e => SluiceError::Execution(format!(
+                    "reading '{}/chk-{id}/{name}': {e}",
+                    self.display
+                )),
+            })?;
         Ok(bytes.to_vec())
     }
 
@@ -599,9 +620,12 @@ impl CheckpointStorage {
     /// file, a size or checksum mismatch, undecodable state.
     pub fn load(&self, id: u64) -> Result<RestoredCheckpoint> {
         let where_ = format!("checkpoint {id} in '{}'", self.display);
-        let manifest = self
-            .get(id, "_manifest.json")
-            .map_err(|e| SluiceError::Execution(format!("{where_} is incomplete: {e}")))?;
+        let manifest = self.get(id, "_manifest.json").map_err(|e| {
+            SluiceError::Execution(format!(
+                "{where_} is incomplete or missing (no manifest): {}",
+                e.to_string().trim_start_matches("Execution error: ")
+            ))
+        })?;
         let manifest: Manifest = serde_json::from_slice(&manifest).map_err(|e| {
             SluiceError::Execution(format!("{where_} has an unreadable manifest: {e}"))
         })?;

@@ -132,6 +132,11 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
         .name
         .clone()
         .unwrap_or_else(|| format!("job-{fingerprint}"));
+    // Part files are named after the job (stable across runs of the same query) and the
+    // run, so a restore finds what earlier runs of the job left behind.
+    let mut config = config.clone();
+    config.connectors.job_id = format!("{job_name}-{}", config.connectors.job_id);
+    let config = &config;
     let cp = &config.checkpoint;
     let working_dir = &config.connectors.working_dir;
     let storage = if cp.enabled() || cp.restore.is_some() {
@@ -142,7 +147,7 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
     let restored = match (cp.restore.as_deref(), &storage) {
         (None, _) | (_, None) => None,
         (Some("latest"), Some(storage)) => {
-            let found = storage.latest(&mut |w| eprintln!("sluice: {w}"))?;
+            let found = storage.latest(&mut |w| warn(&w))?;
             Some(found.ok_or_else(|| {
                 SluiceError::Config(format!(
                     "no complete checkpoint of this query in '{}' to start from",
@@ -152,7 +157,12 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
         }
         (Some(path), Some(_)) => {
             let (other, id) = CheckpointStorage::open_checkpoint_path(path, working_dir)?;
-            Some(other.load(id)?)
+            Some(other.load(id).map_err(|e| {
+                SluiceError::Config(format!(
+                    "cannot start from '{path}': {}",
+                    e.to_string().trim_start_matches("Execution error: ")
+                ))
+            })?)
         }
     };
     if let Some(r) = &restored {
@@ -203,6 +213,12 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
         output: out_rx,
         coordinator: Some(coordinator),
     })
+}
+
+/// Reports something the job survived (a failed checkpoint, a restart) on stderr, as the
+/// CLI reports its own warnings.
+fn warn(message: &str) {
+    eprintln!("[WARN] {message}");
 }
 
 /// A checkpoint restores only into the query that took it, with the same key groups.
@@ -627,10 +643,10 @@ impl Job {
             };
             *restarts += 1;
             JobMetrics::add(&self.metrics.restarts, 1);
-            eprintln!(
-                "sluice: job '{}' failed: {error}; restarting ({} of {})",
+            warn(&format!(
+                "job '{}' failed: {error}; restarting ({} of {})",
                 self.job_name, restarts, strategy.attempts
-            );
+            ));
             std::thread::sleep(strategy.delay);
             match self.relaunch(*restarts, events) {
                 Ok(a) => return Ok(a),
@@ -665,14 +681,14 @@ impl Job {
         if !self.config.checkpoint.enabled() {
             return Ok(self.initial.clone());
         }
-        let warn = |w: String| eprintln!("sluice: {w}");
+
         for id in storage.checkpoint_ids()?.into_iter().rev() {
             if id < self.min_restore_id {
                 break;
             }
             match storage.load(id) {
                 Ok(c) => return Ok(Some(c)),
-                Err(e) => warn(format!("skipping checkpoint {id}: {e}")),
+                Err(e) => warn(&format!("skipping checkpoint {id}: {e}")),
             }
         }
         Ok(self.initial.clone())
@@ -690,11 +706,21 @@ impl Job {
         self.uncommitted.clear();
         if self.config.checkpoint.two_phase() {
             if let Some(dir) = self.sink_directory() {
-                crate::connectors::filesystem::discard_uncommitted(
-                    &dir,
-                    &self.config.connectors.job_id,
-                    &[],
-                )?;
+                use crate::connectors::filesystem::{discard_committed_after, discard_uncommitted};
+                // Uncommitted files of any run of this job.
+                discard_uncommitted(&dir, &self.job_name, &[])?;
+                // Output committed after the restored checkpoint (the newest checkpoint
+                // was damaged, or an older one was chosen) is produced again by the replay.
+                let after = restore.map(|r| r.manifest.checkpoint_id).unwrap_or(0);
+                let removed = discard_committed_after(&dir, &self.job_name, after)?;
+                if !removed.is_empty() {
+                    warn(&format!(
+                        "restoring checkpoint {after}: removed {} part file(s) committed after \
+                         it, which the replay writes again: {}",
+                        removed.len(),
+                        removed.join(", ")
+                    ));
+                }
             }
         }
         Ok(())
@@ -746,7 +772,7 @@ impl Job {
                 // The job goes on; what this checkpoint pre-committed is committed with
                 // the next one that completes.
                 JobMetrics::add(&self.metrics.checkpoints_failed, 1);
-                eprintln!("sluice: checkpoint {id} failed: {e}");
+                warn(&format!("checkpoint {id} failed: {e}"));
                 return Ok(());
             }
         };
@@ -766,7 +792,7 @@ impl Job {
         self.commit_up_to(id)?;
         if let Some(storage) = &self.storage {
             if let Err(e) = storage.prune(id, self.config.checkpoint.num_retained) {
-                eprintln!("sluice: removing old checkpoints failed: {e}");
+                warn(&format!("removing old checkpoints failed: {e}"));
             }
         }
         Ok(())

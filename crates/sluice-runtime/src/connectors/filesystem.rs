@@ -115,12 +115,12 @@ pub fn list_files(path: &Path) -> Result<Vec<PathBuf>> {
 /// - **two-phase commit** (`'sink.delivery-guarantee' = 'exactly-once'`, the default when
 ///   the job checkpoints exactly-once): rows go to a hidden in-progress file
 ///   `.<prefix>-<n>.<ext>.inprogress`; at a checkpoint barrier it is flushed, synced and
-///   renamed to `.<prefix>-<n>.<ext>.pending` (pre-commit), where `n` is the checkpoint id
-///   (`end` for the last file, closed at the end of the input); the job renames it to
-///   `<prefix>-<n>.<ext>` (commit) only once that checkpoint is complete. Names starting
+///   renamed to `.<prefix>-c<n>.<ext>.pending` (pre-commit), where `n` is the checkpoint id
+///   (`-end` for the last file, closed at the end of the input); the job renames it to
+///   `<prefix>-c<n>.<ext>` (commit) only once that checkpoint is complete. Names starting
 ///   with `.` are hidden from readers (and from Sluice's own sources).
 /// - **direct** (at-least-once, at-most-once, no checkpoints): one visible file
-///   `<prefix>-<attempt>.<ext>` per run of the job (a restarted job writes a new file, so
+///   `<prefix>-a<attempt>.<ext>` per run of the job (a restarted job writes a new file, so
 ///   nothing written before a failure is lost).
 pub struct DirectorySink {
     dir: PathBuf,
@@ -221,16 +221,17 @@ impl PendingFile {
     }
 }
 
-/// Deletes the hidden in-progress and pending files of job `job_id` in `dir` that are not
-/// in `keep`: on recovery, what was written after the restored checkpoint is discarded.
+/// Deletes the hidden in-progress and pending files of job `job` (any run of it: part
+/// files are named `part-<job>-<run>-...`) in `dir` that are not in `keep`: on recovery,
+/// what was written after the restored checkpoint is discarded.
 ///
 /// # Errors
 /// The directory cannot be listed or a file cannot be deleted.
-pub fn discard_uncommitted(dir: &Path, job_id: &str, keep: &[PendingFile]) -> Result<usize> {
+pub fn discard_uncommitted(dir: &Path, job: &str, keep: &[PendingFile]) -> Result<usize> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Ok(0); // nothing written yet
     };
-    let prefix = format!(".part-{job_id}-");
+    let prefix = format!(".part-{job}-");
     let mut removed = 0;
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().to_string();
@@ -243,6 +244,44 @@ pub fn discard_uncommitted(dir: &Path, job_id: &str, keep: &[PendingFile]) -> Re
             removed += 1;
         }
     }
+    Ok(removed)
+}
+
+/// Deletes the committed part files of job `job` in `dir` that a checkpoint after
+/// `checkpoint_id` committed (`part-<job>-...-c<id>.<ext>` with a larger id, or `-end`):
+/// restoring an older checkpoint rewinds the sink to it, so the replay does not write
+/// those rows twice. Returns the names deleted.
+///
+/// # Errors
+/// A file cannot be deleted.
+pub fn discard_committed_after(dir: &Path, job: &str, checkpoint_id: u64) -> Result<Vec<String>> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(Vec::new());
+    };
+    let prefix = format!("part-{job}-");
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        let Some(rest) = name.strip_prefix(&prefix) else {
+            continue;
+        };
+        let stem = rest.rsplit_once('.').map(|(s, _)| s).unwrap_or(rest);
+        let transaction = stem.rsplit('-').next().unwrap_or("");
+        let newer = match transaction {
+            "end" => true,
+            t => t
+                .strip_prefix('c')
+                .and_then(|id| id.parse::<u64>().ok())
+                .is_some_and(|id| id > checkpoint_id),
+        };
+        if newer {
+            std::fs::remove_file(entry.path()).map_err(|e| {
+                SluiceError::io(format!("discarding '{}'", entry.path().display()), e)
+            })?;
+            removed.push(name);
+        }
+    }
+    removed.sort();
     Ok(removed)
 }
 
@@ -306,7 +345,7 @@ impl BatchSink for DirectorySink {
                 let name = format!(".{}-{n:x}.{}.inprogress", self.prefix, self.extension);
                 (self.dir.join(name), PathBuf::new())
             } else {
-                let name = format!("{}-{}.{}", self.prefix, self.attempt, self.extension);
+                let name = format!("{}-a{}.{}", self.prefix, self.attempt, self.extension);
                 (self.dir.join(&name), self.dir.join(&name))
             };
             let f = File::create(&path)
@@ -333,7 +372,7 @@ impl BatchSink for DirectorySink {
             }
             return Ok(Committable::Nothing);
         }
-        self.close(&checkpoint_id.to_string())
+        self.close(&format!("c{checkpoint_id}"))
     }
 
     fn finish(&mut self) -> Result<Committable> {
