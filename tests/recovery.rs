@@ -928,8 +928,9 @@ fn parallel_sources_with_failures() {
 }
 
 /// `'table.exec.source.idle-timeout'`: a source subtask that has sent nothing for the
-/// timeout no longer holds the watermark back. Source subtask 1 stalls for 1.5 s at the
-/// start (a test hook); its file is 10 minutes older than subtask 0's. Without the
+/// timeout (its watchdog declares it idle) no longer holds the watermark back. Source
+/// subtask 1 stalls for 1.5 s at the start (a test hook: it just sleeps); its file is an
+/// hour older than subtask 0's. Without the
 /// timeout the watermark waits for it and nothing is late; with a 100 ms timeout subtask
 /// 0's windows fire meanwhile and every row of the stalled file arrives late.
 #[test]

@@ -291,7 +291,6 @@ impl SourceDriver {
             return true;
         };
         let started = Instant::now();
-        let mut idle = false;
         let offset = SourceOffset {
             position: self.source.position(),
             skip_rows: 0,
@@ -301,12 +300,6 @@ impl SourceDriver {
         while started.elapsed() < stall {
             if self.ctx.cancelled() {
                 return false;
-            }
-            if !idle && self.idle_timeout.is_some_and(|t| started.elapsed() >= t) {
-                idle = true;
-                if tx.send((self.subtask, Message::Idle)).is_err() {
-                    return false;
-                }
             }
             if !self.inject_barriers(tx, &|| offset.clone()) {
                 return false;
@@ -365,7 +358,16 @@ impl SourceDriver {
 
     pub(crate) fn run(mut self, tx: &SyncSender<Envelope>) -> Result<()> {
         let me = self.subtask;
-        let send = |m: Message| tx.send((me, m)).is_ok();
+        let watchdog = self
+            .idle_timeout
+            .map(|t| IdleWatchdog::start(t, me, tx.clone()))
+            .transpose()?;
+        let send = |m: Message| {
+            if let Some(w) = &watchdog {
+                w.touch();
+            }
+            tx.send((me, m)).is_ok()
+        };
         if self.watermark_ms > WATERMARK_MIN && !send(Message::Watermark(self.watermark_ms)) {
             return Ok(());
         }
@@ -503,6 +505,66 @@ impl SourceDriver {
             }
             _ => false,
         }
+    }
+}
+
+/// Declares a source subtask idle (`Message::Idle`) when it has sent nothing for
+/// `'table.exec.source.idle-timeout'`: a helper thread watches the time of the source's
+/// last message (the source itself may be blocked reading). The next message the source
+/// sends makes it active again (the input gate clears the status on data or watermarks).
+struct IdleWatchdog {
+    started: Instant,
+    /// Milliseconds since `started` of the source's last message.
+    last_ms: Arc<AtomicU64>,
+    idle: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+}
+
+impl IdleWatchdog {
+    fn start(timeout: Duration, subtask: usize, tx: SyncSender<Envelope>) -> Result<Self> {
+        let w = IdleWatchdog {
+            started: Instant::now(),
+            last_ms: Arc::new(AtomicU64::new(0)),
+            idle: Arc::new(AtomicBool::new(false)),
+            stop: Arc::new(AtomicBool::new(false)),
+        };
+        let (last_ms, idle, stop, started) = (
+            Arc::clone(&w.last_ms),
+            Arc::clone(&w.idle),
+            Arc::clone(&w.stop),
+            w.started,
+        );
+        let tick = (timeout / 4).clamp(Duration::from_millis(1), Duration::from_millis(50));
+        std::thread::Builder::new()
+            .name(format!("sluice-idle-{subtask}"))
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(tick);
+                    let quiet = started.elapsed().as_millis() as u64
+                        - last_ms
+                            .load(Ordering::Relaxed)
+                            .min(started.elapsed().as_millis() as u64);
+                    if quiet >= timeout.as_millis() as u64 && !idle.swap(true, Ordering::Relaxed) {
+                        // A full channel means the source is not idle: skip.
+                        let _ = tx.try_send((subtask, Message::Idle));
+                    }
+                }
+            })
+            .map_err(|e| SluiceError::io("starting the idle-source watchdog", e))?;
+        Ok(w)
+    }
+
+    /// The source sends a message now.
+    fn touch(&self) {
+        self.last_ms
+            .store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
+        self.idle.store(false, Ordering::Relaxed);
+    }
+}
+
+impl Drop for IdleWatchdog {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
     }
 }
 
