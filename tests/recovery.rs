@@ -394,6 +394,11 @@ const SESSION_QUERY: &str = "SELECT k, window_start, window_end, COUNT(*) AS cnt
 const SESSION_SINK: &str = "k INT, window_start TIMESTAMP(3), window_end TIMESTAMP(3), cnt BIGINT";
 const GROUP_QUERY: &str = "SELECT k, COUNT(*) AS cnt, SUM(v) AS total, MAX(v) AS top \
     FROM events GROUP BY k";
+/// Two keyed operators (two exchanges at parallelism > 1) over a window aggregate.
+const AGG_OF_AGG_QUERY: &str = "SELECT cnt, COUNT(*) AS windows, MIN(total) AS low \
+    FROM (SELECT k, window_start, COUNT(*) AS cnt, SUM(v) AS total \
+    FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '5' SECOND)) \
+    GROUP BY k, window_start, window_end) GROUP BY cnt";
 
 /// Random failures: 1-3 failpoints of every kind, checkpoints every 5-40 rows.
 fn random_failures(rng: &mut Rng) -> (String, String) {
@@ -471,6 +476,7 @@ fn randomized_failures_exactly_once() {
         (TUMBLE_QUERY, Some(TUMBLE_SINK)),
         (SESSION_QUERY, Some(SESSION_SINK)),
         (GROUP_QUERY, None),
+        (AGG_OF_AGG_QUERY, None),
     ];
     let mut failures = Vec::new();
     let mut restarts = 0;

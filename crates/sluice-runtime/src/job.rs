@@ -411,110 +411,144 @@ impl Job {
             )
         };
 
-        // The keyed operator (if any) and everything after it run as `parallelism`
-        // subtasks, fed by a router that sends each row to the subtask owning its key
-        // group. Not yet: a second keyed operator would need its own exchange; such plans
-        // run at parallelism 1.
-        let keyed = nodes.iter().position(|n| routing_keys(n).is_some());
-        let keyed_count = nodes.iter().filter(|n| routing_keys(n).is_some()).count();
-        // Without keys there is nothing to partition (and a global aggregate has exactly
-        // one row, which one subtask must produce).
-        let has_keys = |k: usize| routing_keys(nodes[k]).is_some_and(|(keys, _)| !keys.is_empty());
+        // Stages: each keyed operator (a window or updating aggregate) starts one and runs,
+        // with the stateless operators after it, as `parallelism` subtasks (one when it
+        // has no keys: a global aggregate), fed by an exchange that sends each row to the
+        // subtask owning its key group. The stateless operators before the first keyed
+        // one run in a router behind each source subtask. At parallelism 1 the whole
+        // chain is one task.
         let hook = &self.config.restart_parallelism;
         let parallelism = match number {
             n if n > 0 && !hook.is_empty() => hook[(n as usize - 1) % hook.len()].max(1),
             _ => self.config.parallelism,
         };
-        let split = match keyed {
-            Some(k) if parallelism > 1 && keyed_count == 1 && has_keys(k) => Some(k),
-            _ => None,
-        };
-        let (first, subtasks) = match split {
-            Some(k) => (k, parallelism),
-            None => (0, 1),
-        };
+        let keyed: Vec<usize> = (0..nodes.len())
+            .filter(|k| routing_keys(nodes[*k]).is_some())
+            .collect();
+        let has_keys = |k: usize| routing_keys(nodes[k]).is_some_and(|(keys, _)| !keys.is_empty());
         let env = OperatorEnv {
             metrics: Arc::clone(&self.metrics),
             state_ttl: self.config.state_ttl,
         };
-        let mut subtask_txs = Vec::new();
-        for subtask in 0..subtasks {
-            let (stx, srx) = sync_channel::<Envelope>(8);
-            subtask_txs.push(stx);
-            let mut sub_connectors = connectors.clone();
-            sub_connectors.subtask = subtask;
-            let (operators, sink) = build_tail(&nodes[first..], first, &sub_connectors, &env)?;
-            let (operator_indices, operators): (Vec<usize>, Vec<Box<dyn Operator>>) =
-                operators.into_iter().unzip();
-            let mut chain = Chain::new(operators);
-            if let Some(r) = restore {
-                let per_operator = operator_indices
-                    .iter()
-                    .map(|i| {
-                        let batches = r.state.get(i).map(|b| &b[..]).unwrap_or(&[]);
-                        owned_key_groups(batches, subtask, subtasks, self.config.max_parallelism)
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                chain.restore(&per_operator)?;
-            }
-            let output = if sink.is_none() && cp.two_phase() {
-                ResultOutput::Buffered(Vec::new())
-            } else {
-                ResultOutput::Direct(self.out_tx.clone())
-            };
-            let task = OperatorTask {
-                chain,
-                operator_indices,
-                sink,
-                output,
-                updating: self.updating,
-                time_zone: connectors.time_zone.clone(),
-                subtask,
-                max_parallelism: self.config.max_parallelism,
-                gate: InputGate::new(sources, cp.mode == CheckpointingMode::ExactlyOnce),
-                ctx: ctx.clone(),
-            };
-            threads.push(spawn_task(
-                &format!("sluice-subtask-{subtask}"),
-                "operator",
-                &ctx,
-                move || task.run(srx),
-            )?);
-        }
-        match split {
-            Some(k) => {
-                // Stateless operators before the keyed one run in one router per source
-                // subtask.
-                let (key_exprs, key_schema) = routing_keys(nodes[k]).expect("a keyed node");
-                for (input, driver) in drivers.into_iter().enumerate() {
-                    let (tx, rx) = sync_channel::<Envelope>(8);
-                    threads.push(spawn_source(driver, tx)?);
-                    let pre: Vec<Box<dyn Operator>> = nodes[..k]
+        let align = cp.mode == CheckpointingMode::ExactlyOnce;
+        // (first node, end node, subtasks) per stage.
+        let staged = parallelism > 1 && !keyed.is_empty();
+        let stages: Vec<(usize, usize, usize)> = if staged {
+            keyed
+                .iter()
+                .enumerate()
+                .map(|(i, &k)| {
+                    let end = keyed.get(i + 1).copied().unwrap_or(nodes.len());
+                    (k, end, if has_keys(k) { parallelism } else { 1 })
+                })
+                .collect()
+        } else {
+            vec![(0, nodes.len(), 1)]
+        };
+        let mut total_subtasks = 0;
+        // The channels of the stage after the one being built, and its keys.
+        let mut next: Option<(Vec<SyncSender<Envelope>>, usize)> = None;
+        for (i, &(from, to, subtasks)) in stages.iter().enumerate().rev() {
+            let inputs = if i == 0 { sources } else { stages[i - 1].2 };
+            let mut txs = Vec::new();
+            for subtask in 0..subtasks {
+                let (stx, srx) = sync_channel::<Envelope>(8);
+                txs.push(stx);
+                let mut sub_connectors = connectors.clone();
+                sub_connectors.subtask = subtask;
+                let (operators, sink) = build_tail(&nodes[from..to], from, &sub_connectors, &env)?;
+                let (operator_indices, operators): (Vec<usize>, Vec<Box<dyn Operator>>) =
+                    operators.into_iter().unzip();
+                let mut chain = Chain::new(operators);
+                if let Some(r) = restore {
+                    let per_operator = operator_indices
                         .iter()
-                        .map(|n| build_operator(n, &env))
-                        .collect::<Result<_>>()?;
-                    let router = Router {
-                        keys: physical_all(&key_exprs, &key_schema)?,
-                        subtasks: subtask_txs.clone(),
-                        max_parallelism: self.config.max_parallelism,
-                        input,
-                    };
-                    threads.push(spawn_task(
-                        &format!("sluice-router-{input}"),
-                        "router",
-                        &ctx,
-                        move || router.run(&mut Chain::new(pre), rx),
-                    )?);
+                        .map(|i| {
+                            let batches = r.state.get(i).map(|b| &b[..]).unwrap_or(&[]);
+                            owned_key_groups(
+                                batches,
+                                subtask,
+                                subtasks,
+                                self.config.max_parallelism,
+                            )
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    chain.restore(&per_operator)?;
                 }
+                let exchange = match &next {
+                    Some((next_txs, k)) => {
+                        let (key_exprs, key_schema) =
+                            routing_keys(nodes[*k]).expect("a keyed node");
+                        Some(Router {
+                            keys: physical_all(&key_exprs, &key_schema)?,
+                            subtasks: next_txs.clone(),
+                            max_parallelism: self.config.max_parallelism,
+                            input: subtask,
+                        })
+                    }
+                    None => None,
+                };
+                let output = if sink.is_none() && exchange.is_none() && cp.two_phase() {
+                    ResultOutput::Buffered(Vec::new())
+                } else {
+                    ResultOutput::Direct(self.out_tx.clone())
+                };
+                let task = OperatorTask {
+                    chain,
+                    operator_indices,
+                    sink,
+                    output,
+                    exchange,
+                    updating: self.updating,
+                    time_zone: connectors.time_zone.clone(),
+                    // Subtasks are numbered over all stages (state file names).
+                    subtask: total_subtasks + subtask,
+                    max_parallelism: self.config.max_parallelism,
+                    gate: InputGate::new(inputs, align),
+                    ctx: ctx.clone(),
+                };
+                threads.push(spawn_task(
+                    &format!("sluice-stage{i}-{subtask}"),
+                    "operator",
+                    &ctx,
+                    move || task.run(srx),
+                )?);
             }
-            None => {
-                // Every source subtask feeds the one operator task directly.
-                let tx = subtask_txs.pop().expect("one operator task");
-                for driver in drivers {
-                    threads.push(spawn_source(driver, tx.clone())?);
-                }
+            total_subtasks += subtasks;
+            next = Some((txs, from));
+        }
+        let (first_txs, first_keyed) = next.expect("at least one stage");
+        if !staged {
+            // One task runs the whole chain: every source subtask feeds it directly.
+            for driver in drivers {
+                threads.push(spawn_source(driver, first_txs[0].clone())?);
+            }
+        } else {
+            // Stateless operators before the first keyed one run in one router per
+            // source subtask.
+            let (key_exprs, key_schema) = routing_keys(nodes[first_keyed]).expect("keyed");
+            for (input, driver) in drivers.into_iter().enumerate() {
+                let (tx, rx) = sync_channel::<Envelope>(8);
+                threads.push(spawn_source(driver, tx)?);
+                let pre: Vec<Box<dyn Operator>> = nodes[..first_keyed]
+                    .iter()
+                    .map(|n| build_operator(n, &env))
+                    .collect::<Result<_>>()?;
+                let router = Router {
+                    keys: physical_all(&key_exprs, &key_schema)?,
+                    subtasks: first_txs.clone(),
+                    max_parallelism: self.config.max_parallelism,
+                    input,
+                };
+                threads.push(spawn_task(
+                    &format!("sluice-router-{input}"),
+                    "router",
+                    &ctx,
+                    move || router.run(&mut Chain::new(pre), rx),
+                )?);
             }
         }
+        let subtasks = total_subtasks;
         Ok(Attempt {
             number,
             sources,
@@ -537,14 +571,19 @@ impl Job {
             let (number, event) = match events.recv_timeout(std::time::Duration::from_millis(200)) {
                 Ok(e) => e,
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    // Never wait for tasks that are gone: that is a failure too.
+                    // Never wait for tasks that are gone: that is a failure too (unless
+                    // their last events arrived meanwhile).
                     if attempt.threads.iter().all(|t| t.is_finished()) {
-                        (
-                            attempt.number,
-                            Event::Failed(SluiceError::Internal(
-                                "every task of the job stopped without finishing".into(),
-                            )),
-                        )
+                        if let Ok(e) = events.try_recv() {
+                            e
+                        } else {
+                            (
+                                attempt.number,
+                                Event::Failed(SluiceError::Internal(
+                                    "every task of the job stopped without finishing".into(),
+                                )),
+                            )
+                        }
                     } else {
                         continue;
                     }

@@ -609,13 +609,13 @@ impl Router {
         Ok(())
     }
 
-    fn broadcast(&self, m: Message) -> bool {
+    pub(crate) fn broadcast(&self, m: Message) -> bool {
         self.subtasks
             .iter()
             .all(|s| s.send((self.input, m.clone())).is_ok())
     }
 
-    fn route(&self, b: StreamBatch) -> Result<bool> {
+    pub(crate) fn route(&self, b: StreamBatch) -> Result<bool> {
         use datafusion_common::arrow::array::UInt32Array;
         use datafusion_common::arrow::compute::take;
         let n = self.subtasks.len();
@@ -681,6 +681,11 @@ pub(crate) enum ResultOutput {
     Buffered(Vec<RecordBatch>),
 }
 
+/// The error of a stage whose next stage stopped (that stage reports its own failure).
+fn downstream_stopped() -> SluiceError {
+    SluiceError::Execution("the next stage of the job stopped".into())
+}
+
 /// The error an operator task stops with when the job's reader has gone away.
 pub(crate) const RECEIVER_CLOSED: &str = "result receiver closed";
 
@@ -691,6 +696,9 @@ pub(crate) struct OperatorTask {
     pub operator_indices: Vec<usize>,
     pub sink: Option<Box<dyn BatchSink>>,
     pub output: ResultOutput,
+    /// An intermediate stage: rows go to the next keyed operator's subtasks by key group,
+    /// watermarks, barriers and the end to all of them (no sink, no result output).
+    pub exchange: Option<Router>,
     pub updating: bool,
     pub time_zone: String,
     pub subtask: usize,
@@ -802,6 +810,17 @@ impl OperatorTask {
     }
 
     fn deliver(&mut self, m: Message) -> Result<()> {
+        if let Some(exchange) = &self.exchange {
+            let delivered = match m {
+                Message::Data(b) => exchange.route(b)?,
+                other => exchange.broadcast(other),
+            };
+            return if delivered {
+                Ok(())
+            } else {
+                Err(downstream_stopped())
+            };
+        }
         let Message::Data(mut b) = m else {
             return Ok(()); // watermarks, barriers and the end stop here
         };
