@@ -287,12 +287,14 @@ fn case_028_watermark_and_offsets_exactly_once() {
                 restarts: 1,
                 restored: 1,
             },
+            // Checkpoint 2's upload fails; the job goes on, checkpoint 3 (after row 8)
+            // succeeds and is the one restored.
             Point {
                 name: "a failed upload fails only that checkpoint",
                 checkpoint_after_rows: "3,5,8",
-                failpoints: "upload:2,source-after-row:7",
+                failpoints: "upload:2,source-after-row:8",
                 restarts: 1,
-                restored: 1,
+                restored: 3,
             },
         ],
     );
