@@ -52,9 +52,19 @@ struct Run {
 /// checkpoints in `store`. `sink`: write the query into a filesystem sink with these
 /// columns instead of reading its result stream.
 fn run(dir: &Path, settings: &[(&str, String)], sink: Option<(&str, &Path)>) -> Run {
+    run_batches(dir, settings, sink, 2)
+}
+
+/// [`run`] with `batch_size` rows per source batch.
+fn run_batches(
+    dir: &Path,
+    settings: &[(&str, String)],
+    sink: Option<(&str, &Path)>,
+    batch_size: usize,
+) -> Run {
     let mut engine = Engine::new(EngineConfig {
         working_dir: Some(dir.to_path_buf()),
-        batch_size: 2,
+        batch_size,
         ..Default::default()
     });
     let mut sql = String::new();
@@ -965,4 +975,111 @@ fn idle_source_does_not_hold_the_watermark_back() {
             "idle timeout {timeout:?}"
         );
     }
+}
+
+/// A restore brings back the watermark each stage had reached, not only the sources':
+/// with source subtask 1 idle (stalled), subtask 0's watermark fired window 00:00:00
+/// before the checkpoint. After a failure and restore, subtask 1 is not idle yet, so the
+/// gate caps subtask 0's rows at subtask 1's watermark (none); a late row of subtask 0
+/// for that window must still be dropped, not recreate the window (found by review).
+#[test]
+fn a_restore_keeps_the_watermark_an_idle_input_let_advance() {
+    let dir = temp_dir("idle-restore");
+    std::fs::create_dir_all(dir.join("input")).unwrap();
+    // Enough rows that subtask 1 is idle (after 100 ms) long before subtask 0 reaches
+    // the checkpoint after row 200 000.
+    // Row 200 005 of subtask 0 is late (00:00:01, long after window 00:00:00 fired).
+    let mut a = String::new();
+    for i in 0..300_000 {
+        if i == 200_004 {
+            a.push_str("1,2024-01-01 00:00:01\n");
+        }
+        a.push_str(&format!(
+            "1,2024-01-01 {:02}:{:02}:{:02}\n",
+            i / 36_000,
+            (i / 600) % 60,
+            (i / 10) % 60
+        ));
+    }
+    std::fs::write(dir.join("input/a.csv"), a).unwrap();
+    std::fs::write(dir.join("input/b.csv"), "2,2024-01-01 09:00:00\n").unwrap();
+    std::fs::write(
+        dir.join("query.sql"),
+        "CREATE TABLE events (k INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) \
+         WITH ('connector' = 'filesystem', 'path' = 'input', 'format' = 'csv', 'scan.parallelism' = '2');\n\
+         SELECT window_start, COUNT(*) AS c FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '5' SECOND)) \
+         GROUP BY window_start, window_end",
+    )
+    .unwrap();
+    let hooks = |fail: &str| {
+        let mut s = base_settings(&unique("idle-restore"));
+        s.push(("sluice.test.source-stall", "1:1500 ms".into()));
+        s.push(("table.exec.source.idle-timeout", "100 ms".into()));
+        s.push(("sluice.test.checkpoint-after-rows", "200000".into()));
+        if !fail.is_empty() {
+            s.push(("sluice.test.failpoints", fail.into()));
+        }
+        s
+    };
+    let reference = run_batches(&dir, &hooks(""), None, 1000);
+    let recovered = run_batches(&dir, &hooks("source-after-row:200001"), None, 1000);
+    assert_eq!(JobMetrics::get(&recovered.metrics.restarts), 1);
+    assert_eq!(
+        recovered
+            .metrics
+            .restored_checkpoint_id
+            .load(Ordering::Relaxed),
+        1
+    );
+    let rows = data_rows(&reference.csv, true);
+    assert!(
+        rows.iter().any(|r| r.starts_with("2024-01-01 00:00:00,")),
+        "{rows:?}"
+    );
+    assert_eq!(data_rows(&recovered.csv, true), rows);
+}
+
+/// Barriers pass through exchanges: an aggregate over an aggregate at parallelism 2 (two
+/// stages) completes checkpoints and restores from one (found by review: the second
+/// stage never saw the barrier, so no checkpoint completed).
+#[test]
+fn checkpoints_complete_across_exchanges() {
+    let dir = generated_case(AGG_OF_AGG_QUERY);
+    let reference = run(&dir, &[], None);
+    let mut settings = base_settings(&unique("stages"));
+    settings.push(("parallelism.default", "2".into()));
+    settings.push(("sluice.test.checkpoint-after-rows", "100,200".into()));
+    settings.push(("sluice.test.failpoints", "source-after-row:250".into()));
+    let r = run(&dir, &settings, None);
+    assert_eq!(r.error, None);
+    assert_eq!(JobMetrics::get(&r.metrics.checkpoints_completed), 2);
+    assert_eq!(r.metrics.restored_checkpoint_id.load(Ordering::Relaxed), 2);
+    assert_eq!(folded(&r.csv), folded(&reference.csv));
+}
+
+/// A job started from an older checkpoint by path, failing before its own first
+/// checkpoint, restarts from that checkpoint, never from a newer one an earlier run left
+/// in the same directory (found by review).
+#[test]
+fn a_restart_never_restores_another_runs_checkpoint() {
+    let dir = generated_case(TUMBLE_QUERY);
+    let reference_out = temp_dir("ref");
+    let reference = run(&dir, &[], Some((TUMBLE_SINK, reference_out.as_path())));
+    let chk = temp_dir("chk");
+    let out = temp_dir("out");
+    let first = stop_after(&chk, "50,100,150,200", "source-after-row:250", 1);
+    assert!(run(&dir, &first, Some((TUMBLE_SINK, out.as_path())))
+        .error
+        .is_some());
+    let job = job_dir(&chk);
+    assert_eq!(checkpoint_ids(&job), vec![2, 3, 4]);
+    // From checkpoint 2 (after row 100); dies at row 120 once, before checkpoint 5.
+    let mut second = resume_from(&chk, &job.join("chk-2").display().to_string(), 1);
+    second.push(("sluice.test.failpoints", "source-after-row:120".into()));
+    second.push(("restart-strategy.fixed-delay.delay", "0 ms".into()));
+    let r = run(&dir, &second, Some((TUMBLE_SINK, out.as_path())));
+    assert_eq!(r.error, None);
+    assert_eq!(JobMetrics::get(&r.metrics.restarts), 1);
+    assert_eq!(r.metrics.restored_checkpoint_id.load(Ordering::Relaxed), 2);
+    assert_eq!(data_rows(&r.csv, false), data_rows(&reference.csv, false));
 }

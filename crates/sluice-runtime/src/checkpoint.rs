@@ -335,6 +335,11 @@ pub struct Manifest {
     pub max_parallelism: u32,
     /// Each source subtask's offset at the barrier (index: source subtask).
     pub sources: Vec<SourceOffset>,
+    /// The watermark (ms) each stage's operators had reached at the barrier (minimum
+    /// over its subtasks), by the index of the stage's first operator: restored so that no
+    /// late row recreates a window that had fired.
+    #[serde(default)]
+    pub stage_watermarks: BTreeMap<usize, i64>,
     /// The state files.
     pub files: Vec<StateFile>,
     /// Sink files pre-committed up to this checkpoint, committed when it completes (and

@@ -134,8 +134,14 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
         .unwrap_or_else(|| format!("job-{fingerprint}"));
     // Part files are named after the job (stable across runs of the same query) and the
     // run, so a restore finds what earlier runs of the job left behind.
+    // `-` separates the parts of a part file's name, so it never appears in the job's:
+    // job `orders` must not match the files of job `orders-eu`.
+    let file_job: String = job_name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
     let mut config = config.clone();
-    config.connectors.job_id = format!("{job_name}-{}", config.connectors.job_id);
+    config.connectors.job_id = format!("{file_job}-{}", config.connectors.job_id);
     let config = &config;
     let cp = &config.checkpoint;
     let working_dir = &config.connectors.working_dir;
@@ -174,10 +180,7 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
     };
     let restored_id = restored.as_ref().map(|r| r.manifest.checkpoint_id);
     let first_id = existing.max(restored_id.unwrap_or(0)) + 1;
-    let coordination = Arc::new(Coordination::default());
-    coordination.next_id.store(first_id, Ordering::SeqCst);
-    coordination.trigger.store(first_id - 1, Ordering::SeqCst);
-    coordination.settled.store(first_id - 1, Ordering::SeqCst);
+    let coordination = Arc::new(Coordination::new(first_id, cp.interval));
     let mut job = Job {
         plan: plan.clone(),
         config: config.clone(),
@@ -187,8 +190,9 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
         storage,
         coordination,
         job_name,
+        file_job,
         fingerprint,
-        min_restore_id: restored_id.unwrap_or(first_id),
+        first_id,
         initial: restored,
         pending: BTreeMap::new(),
         finished_sources: BTreeMap::new(),
@@ -275,6 +279,8 @@ struct Ack {
     subtask: usize,
     states: Vec<(usize, Vec<u8>, u64)>,
     committable: Committable,
+    stage: usize,
+    watermark_ms: i64,
 }
 
 /// The coordinator's view of a job.
@@ -287,10 +293,12 @@ struct Job {
     storage: Option<CheckpointStorage>,
     coordination: Arc<Coordination>,
     job_name: String,
+    /// The job's name in part-file names (`[A-Za-z0-9_]` only).
+    file_job: String,
     fingerprint: String,
-    /// Checkpoints in storage below this id belong to earlier runs: a restart never
-    /// restores them (unless the job started from one: then it is this id).
-    min_restore_id: u64,
+    /// This run's first checkpoint id: checkpoints below it belong to earlier runs, and
+    /// a restart never restores them (it falls back to the one the job started from).
+    first_id: u64,
     /// The checkpoint the job started from (`--from-checkpoint`), if any.
     initial: Option<RestoredCheckpoint>,
     pending: BTreeMap<u64, PendingCheckpoint>,
@@ -505,6 +513,12 @@ impl Job {
                     subtask: total_subtasks + subtask,
                     max_parallelism: self.config.max_parallelism,
                     gate: InputGate::new(inputs, align),
+                    // The watermark this stage had reached at the restored checkpoint.
+                    restored_watermark: restore
+                        .and_then(|r| r.manifest.stage_watermarks.get(&from).copied())
+                        .filter(|w| *w > sluice_common::time::WATERMARK_MIN),
+                    stage: from,
+                    watermark_ms: sluice_common::time::WATERMARK_MIN,
                     ctx: ctx.clone(),
                 };
                 threads.push(spawn_task(
@@ -611,11 +625,15 @@ impl Job {
                     subtask,
                     states,
                     committable,
+                    stage,
+                    watermark_ms,
                 } => {
                     self.pending.entry(id).or_default().acks.push(Ack {
                         subtask,
                         states,
                         committable,
+                        stage,
+                        watermark_ms,
                     });
                     self.try_complete(id, &attempt)
                 }
@@ -722,7 +740,7 @@ impl Job {
         }
 
         for id in storage.checkpoint_ids()?.into_iter().rev() {
-            if id < self.min_restore_id {
+            if id < self.first_id {
                 break;
             }
             match storage.load(id) {
@@ -747,11 +765,11 @@ impl Job {
             if let Some(dir) = self.sink_directory() {
                 use crate::connectors::filesystem::{discard_committed_after, discard_uncommitted};
                 // Uncommitted files of any run of this job.
-                discard_uncommitted(&dir, &self.job_name, &[])?;
+                discard_uncommitted(&dir, &self.file_job, &[])?;
                 // Output committed after the restored checkpoint (the newest checkpoint
                 // was damaged, or an older one was chosen) is produced again by the replay.
                 let after = restore.map(|r| r.manifest.checkpoint_id).unwrap_or(0);
-                let removed = discard_committed_after(&dir, &self.job_name, after)?;
+                let removed = discard_committed_after(&dir, &self.file_job, after)?;
                 if !removed.is_empty() {
                     warn(&format!(
                         "restoring checkpoint {after}: removed {} part file(s) committed after \
@@ -796,14 +814,19 @@ impl Job {
             .collect();
         let mut committable = Committable::Nothing;
         let mut states = Vec::new();
+        let mut stage_watermarks: BTreeMap<usize, i64> = BTreeMap::new();
         for ack in p.acks {
+            let w = stage_watermarks
+                .entry(ack.stage)
+                .or_insert(ack.watermark_ms);
+            *w = (*w).min(ack.watermark_ms);
             committable.append(ack.committable);
             for (operator, bytes, rows) in ack.states {
                 states.push((operator, ack.subtask, bytes, rows));
             }
         }
         self.uncommitted.insert(id, committable);
-        let written = self.write_checkpoint(id, sources, states);
+        let written = self.write_checkpoint(id, sources, stage_watermarks, states);
         self.coordination.settled.store(id, Ordering::SeqCst);
         let bytes = match written {
             Ok(bytes) => bytes,
@@ -843,6 +866,7 @@ impl Job {
         &self,
         id: u64,
         sources: Vec<SourceOffset>,
+        stage_watermarks: BTreeMap<usize, i64>,
         states: Vec<(usize, usize, Vec<u8>, u64)>,
     ) -> Result<u64> {
         let storage = self
@@ -878,6 +902,7 @@ impl Job {
             parallelism: self.config.parallelism,
             max_parallelism: self.config.max_parallelism,
             sources,
+            stage_watermarks,
             files,
             pending_commits,
         };

@@ -46,6 +46,10 @@ pub(crate) enum Event {
         subtask: usize,
         states: Vec<(usize, Vec<u8>, u64)>,
         committable: Committable,
+        /// The subtask's stage (index of its first plan node) and the watermark its
+        /// operators had reached at the barrier (ms).
+        stage: usize,
+        watermark_ms: i64,
     },
     /// An operator subtask processed its whole input; `committable` commits its last
     /// output.
@@ -58,8 +62,11 @@ pub(crate) enum Event {
 }
 
 /// What the coordinator shares with the tasks of all attempts.
-#[derive(Default)]
 pub(crate) struct Coordination {
+    /// When the job started (the clock of `next_due_ms`).
+    pub started: Instant,
+    /// When the next periodic checkpoint is due (ms since `started`).
+    pub next_due_ms: AtomicU64,
     /// The next checkpoint id.
     pub next_id: AtomicU64,
     /// The newest checkpoint id triggered: every source subtask injects barriers up to
@@ -72,6 +79,18 @@ pub(crate) struct Coordination {
 }
 
 impl Coordination {
+    /// Checkpoint ids start at `first_id`; the first periodic one is due after `interval`.
+    pub(crate) fn new(first_id: u64, interval: Option<Duration>) -> Self {
+        Coordination {
+            started: Instant::now(),
+            next_due_ms: AtomicU64::new(interval.map(|i| i.as_millis() as u64).unwrap_or(0)),
+            next_id: AtomicU64::new(first_id),
+            trigger: AtomicU64::new(first_id - 1),
+            settled: AtomicU64::new(first_id - 1),
+            live_offset: Default::default(),
+        }
+    }
+
     /// Waits (at most `timeout`) until every checkpoint triggered so far has settled.
     fn wait_settled(&self, timeout: Duration) {
         let deadline = Instant::now() + timeout;
@@ -163,7 +182,6 @@ pub(crate) struct SourceDriver {
     /// Rows still to skip after a restore (they were emitted before the checkpoint).
     skip: u64,
     schedule: Option<BarrierSchedule>,
-    next_due: Instant,
     /// Rows after which a `source-after-row` failpoint may fire (sorted).
     fail_rows: Vec<u64>,
     /// Keep `Coordination::live_offset` current (at-most-once restarts).
@@ -246,11 +264,6 @@ impl SourceDriver {
             watermark_ms,
             rows,
             skip,
-            next_due: Instant::now()
-                + schedule
-                    .as_ref()
-                    .and_then(|s| s.interval)
-                    .unwrap_or_default(),
             schedule,
             fail_rows,
             track_offset,
@@ -291,9 +304,10 @@ impl SourceDriver {
             return true;
         };
         let started = Instant::now();
+        // Nothing read yet: the restored position and the rows still to skip after it.
         let offset = SourceOffset {
             position: self.source.position(),
-            skip_rows: 0,
+            skip_rows: self.skip,
             rows: self.rows,
             watermark_ms: self.watermark_ms,
         };
@@ -364,9 +378,13 @@ impl SourceDriver {
             .transpose()?;
         let send = |m: Message| {
             if let Some(w) = &watchdog {
-                w.touch();
+                w.sending(true);
             }
-            tx.send((me, m)).is_ok()
+            let sent = tx.send((me, m)).is_ok();
+            if let Some(w) = &watchdog {
+                w.sending(false);
+            }
+            sent
         };
         if self.watermark_ms > WATERMARK_MIN && !send(Message::Watermark(self.watermark_ms)) {
             return Ok(());
@@ -492,16 +510,26 @@ impl SourceDriver {
         let Some(schedule) = &self.schedule else {
             return false;
         };
-        if self.subtask != 0 {
-            return false; // subtask 0 triggers; the others follow
-        }
-        if schedule.after_rows.binary_search(&self.rows).is_ok() {
+        // The test hook's rows are source subtask 0's.
+        if self.subtask == 0 && schedule.after_rows.binary_search(&self.rows).is_ok() {
             return true;
         }
+        // The interval: whichever source subtask first sees it elapsed triggers, so
+        // checkpoints go on when some subtasks have finished.
         match schedule.interval {
-            Some(interval) if batch_end && Instant::now() >= self.next_due => {
-                self.next_due = Instant::now() + interval;
-                true
+            Some(interval) if batch_end => {
+                let c = &self.ctx.coordination;
+                let now = c.started.elapsed().as_millis() as u64;
+                let due = c.next_due_ms.load(Ordering::SeqCst);
+                now >= due
+                    && c.next_due_ms
+                        .compare_exchange(
+                            due,
+                            now + interval.as_millis() as u64,
+                            Ordering::SeqCst,
+                            Ordering::SeqCst,
+                        )
+                        .is_ok()
             }
             _ => false,
         }
@@ -517,6 +545,8 @@ struct IdleWatchdog {
     /// Milliseconds since `started` of the source's last message.
     last_ms: Arc<AtomicU64>,
     idle: Arc<AtomicBool>,
+    /// The source is inside a send (maybe waiting for room: backpressure is not idleness).
+    busy: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
 }
 
@@ -526,11 +556,13 @@ impl IdleWatchdog {
             started: Instant::now(),
             last_ms: Arc::new(AtomicU64::new(0)),
             idle: Arc::new(AtomicBool::new(false)),
+            busy: Arc::new(AtomicBool::new(false)),
             stop: Arc::new(AtomicBool::new(false)),
         };
-        let (last_ms, idle, stop, started) = (
+        let (last_ms, idle, busy, stop, started) = (
             Arc::clone(&w.last_ms),
             Arc::clone(&w.idle),
+            Arc::clone(&w.busy),
             Arc::clone(&w.stop),
             w.started,
         );
@@ -544,7 +576,10 @@ impl IdleWatchdog {
                         - last_ms
                             .load(Ordering::Relaxed)
                             .min(started.elapsed().as_millis() as u64);
-                    if quiet >= timeout.as_millis() as u64 && !idle.swap(true, Ordering::Relaxed) {
+                    if quiet >= timeout.as_millis() as u64
+                        && !busy.load(Ordering::SeqCst)
+                        && !idle.swap(true, Ordering::SeqCst)
+                    {
                         // A full channel means the source is not idle: skip.
                         let _ = tx.try_send((subtask, Message::Idle));
                     }
@@ -554,11 +589,12 @@ impl IdleWatchdog {
         Ok(w)
     }
 
-    /// The source sends a message now.
-    fn touch(&self) {
+    /// The source starts (`true`) or ends (`false`) sending a message.
+    fn sending(&self, busy: bool) {
+        self.busy.store(busy, Ordering::SeqCst);
         self.last_ms
-            .store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
-        self.idle.store(false, Ordering::Relaxed);
+            .store(self.started.elapsed().as_millis() as u64, Ordering::SeqCst);
+        self.idle.store(false, Ordering::SeqCst);
     }
 }
 
@@ -705,11 +741,22 @@ pub(crate) struct OperatorTask {
     pub max_parallelism: u32,
     /// Combines the inputs (source subtasks or their routers).
     pub gate: crate::gate::InputGate,
+    /// After a restore: the watermark the stage had reached at the checkpoint, passed
+    /// through the chain first so the operators do not start below it.
+    pub restored_watermark: Option<i64>,
+    /// The stage (index of its first plan node), reported with each ack.
+    pub stage: usize,
+    /// The last watermark passed to the chain (ms).
+    pub watermark_ms: i64,
     pub ctx: TaskContext,
 }
 
 impl OperatorTask {
     pub(crate) fn run(mut self, rx: Receiver<Envelope>) -> Result<()> {
+        if let Some(w) = self.restored_watermark {
+            self.gate.restore_watermark(w);
+            self.process(Message::Watermark(w))?;
+        }
         let mut ready = Vec::new();
         loop {
             let Ok((input, msg)) = rx.recv() else {
@@ -747,6 +794,9 @@ impl OperatorTask {
                 }
                 msg => {
                     let is_data = matches!(msg, Message::Data(_));
+                    if let Message::Watermark(w) = msg {
+                        self.watermark_ms = self.watermark_ms.max(w);
+                    }
                     let produced = self.run_chain(msg)?;
                     if is_data {
                         // State is updated; its output has not reached the sink yet.
@@ -805,7 +855,15 @@ impl OperatorTask {
             subtask: self.subtask,
             states,
             committable,
+            stage: self.stage,
+            watermark_ms: self.watermark_ms,
         });
+        // An intermediate stage passes the barrier on after its snapshot.
+        if let Some(exchange) = &self.exchange {
+            if !exchange.broadcast(Message::Barrier(id)) {
+                return Err(downstream_stopped());
+            }
+        }
         Ok(())
     }
 
