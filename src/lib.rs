@@ -269,22 +269,31 @@ impl Engine {
             .filter(|ms| *ms > 0)
             .map(|ms| std::time::Duration::from_millis(ms as u64)),
             source_stall: match self.settings.get("sluice.test.source-stall") {
-                None => None,
+                None => Vec::new(),
                 Some(v) => {
                     let bad = || {
                         SluiceError::Config(format!(
-                            "'sluice.test.source-stall' must be '<subtask>:<duration>', found '{v}'"
+                            "'sluice.test.source-stall' must list '<subtask>:<duration>[:first]', found '{v}'"
                         ))
                     };
-                    let (subtask, duration) = v.split_once(':').ok_or_else(bad)?;
-                    let mut one = BTreeMap::new();
-                    one.insert("d".to_string(), duration.to_string());
-                    let ms = sluice_runtime::connectors::datagen::parse_duration_ms(&one, "d")?
-                        .ok_or_else(bad)?;
-                    Some((
-                        subtask.trim().parse().map_err(|_| bad())?,
-                        std::time::Duration::from_millis(ms.max(0) as u64),
-                    ))
+                    let mut stalls = Vec::new();
+                    for item in v.split(',').filter(|i| !i.trim().is_empty()) {
+                        let (subtask, rest) = item.split_once(':').ok_or_else(bad)?;
+                        let (duration, first_only) = match rest.strip_suffix(":first") {
+                            Some(d) => (d, true),
+                            None => (rest, false),
+                        };
+                        let mut one = BTreeMap::new();
+                        one.insert("d".to_string(), duration.to_string());
+                        let ms = sluice_runtime::connectors::datagen::parse_duration_ms(&one, "d")?
+                            .ok_or_else(bad)?;
+                        stalls.push((
+                            subtask.trim().parse().map_err(|_| bad())?,
+                            std::time::Duration::from_millis(ms.max(0) as u64),
+                            first_only,
+                        ));
+                    }
+                    stalls
                 }
             },
             restart_parallelism: self

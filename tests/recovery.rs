@@ -1013,7 +1013,14 @@ fn a_restore_keeps_the_watermark_an_idle_input_let_advance() {
     .unwrap();
     let hooks = |fail: &str| {
         let mut s = base_settings(&unique("idle-restore"));
-        s.push(("sluice.test.source-stall", "1:1500 ms".into()));
+        // First run: subtask 0 starts after 500 ms, when subtask 1 is long idle (after
+        // 100 ms), so window 00:00:00 fires as soon as subtask 0's watermark passes it,
+        // whatever the load. After the restart subtask 0 starts at once: its late row comes
+        // while subtask 1 is stalled but not yet idle.
+        s.push((
+            "sluice.test.source-stall",
+            "1:1500 ms,0:500 ms:first".into(),
+        ));
         s.push(("table.exec.source.idle-timeout", "100 ms".into()));
         s.push(("sluice.test.checkpoint-after-rows", "200000".into()));
         if !fail.is_empty() {

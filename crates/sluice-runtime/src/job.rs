@@ -73,9 +73,10 @@ pub struct JobConfig {
     /// `'table.exec.source.idle-timeout'`: a source subtask without data this long is left
     /// out of the watermark until it sends again.
     pub idle_timeout: Option<std::time::Duration>,
-    /// Test hook (`'sluice.test.source-stall'` = `'<subtask>:<duration>'`): that source
-    /// subtask waits before reading.
-    pub source_stall: Option<(usize, std::time::Duration)>,
+    /// Test hook (`'sluice.test.source-stall'` = `'<subtask>:<duration>[:first],...'`):
+    /// those source subtasks wait before reading (`first`: only in the job's first
+    /// attempt, not after restarts).
+    pub source_stall: Vec<(usize, std::time::Duration, bool)>,
     /// Test hook (`'sluice.test.restart-parallelism'`): restart `n` (1-based) runs at
     /// `restart_parallelism[(n - 1) % len]` subtasks, so recovery re-splits state.
     pub restart_parallelism: Vec<usize>,
@@ -402,8 +403,9 @@ impl Job {
                     stall: self
                         .config
                         .source_stall
-                        .filter(|(s, _)| *s == subtask)
-                        .map(|(_, d)| d),
+                        .iter()
+                        .find(|(s, _, first_only)| *s == subtask && (!first_only || number == 0))
+                        .map(|(_, d, _)| *d),
                     injected,
                 },
             )?;
