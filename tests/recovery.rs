@@ -406,6 +406,11 @@ const SESSION_QUERY: &str = "SELECT k, window_start, window_end, COUNT(*) AS cnt
 const SESSION_SINK: &str = "k INT, window_start TIMESTAMP(3), window_end TIMESTAMP(3), cnt BIGINT";
 const GROUP_QUERY: &str = "SELECT k, COUNT(*) AS cnt, SUM(v) AS total, MAX(v) AS top \
     FROM events GROUP BY k";
+/// COUNT(DISTINCT) over a changelog: keys often share a count, so a restored
+/// accumulator must keep how many keys hold each value (DataFusion's sliding one keeps only
+/// the values in its state).
+const DISTINCT_OVER_CHANGELOG_QUERY: &str = "SELECT COUNT(DISTINCT cnt) AS counts, \
+    COUNT(*) AS ks, MAX(cnt) AS top FROM (SELECT v, COUNT(*) AS cnt FROM events GROUP BY v)";
 /// Two keyed operators (two exchanges at parallelism > 1) over a window aggregate.
 const AGG_OF_AGG_QUERY: &str = "SELECT cnt, COUNT(*) AS windows, MIN(total) AS low \
     FROM (SELECT k, window_start, COUNT(*) AS cnt, SUM(v) AS total \
@@ -489,6 +494,7 @@ fn randomized_failures_exactly_once() {
         (SESSION_QUERY, Some(SESSION_SINK)),
         (GROUP_QUERY, None),
         (AGG_OF_AGG_QUERY, None),
+        (DISTINCT_OVER_CHANGELOG_QUERY, None),
     ];
     let mut failures = Vec::new();
     let mut restarts = 0;
@@ -501,7 +507,7 @@ fn randomized_failures_exactly_once() {
             Some(_) => data_rows(&reference.csv, false),
             None => folded(&reference.csv),
         };
-        assert!(expected.len() > 3, "the reference has rows: {expected:?}");
+        assert!(!expected.is_empty(), "the reference has rows");
         for seed in 0..n {
             let mut rng = Rng::new(seed + 1000);
             let settings = mode_settings(&unique("rnd"), "EXACTLY_ONCE", &mut rng);

@@ -148,10 +148,27 @@ impl GroupAggregateOperator {
                 match a.fun().name() {
                     // DataFusion's sliding MIN/MAX retract in arrival order only (window
                     // frames); a changelog retracts any value, so keep them all.
-                    "min" | "max" => Ok(Box::new(MultisetMinMax::new(
-                        a.fun().name() == "min",
+                    "min" | "max" => Ok(Box::new(Multiset::new(
+                        if a.fun().name() == "min" {
+                            MultisetKind::Min
+                        } else {
+                            MultisetKind::Max
+                        },
                         a.field().data_type().clone(),
                     ))),
+                    // DataFusion's sliding COUNT(DISTINCT) keeps counts, but its state
+                    // (what a checkpoint holds) only the values: a restored one would lose
+                    // multiplicities. Ours keeps both in its state.
+                    "count" if a.is_distinct() => {
+                        let values_type = match a.state_fields()?[0].data_type() {
+                            DataType::List(item) => item.data_type().clone(),
+                            other => other.clone(),
+                        };
+                        Ok(Box::new(Multiset::new(
+                            MultisetKind::CountDistinct,
+                            values_type,
+                        )))
+                    }
                     _ => Ok(a.create_sliding_accumulator()?),
                 }
             })
@@ -473,9 +490,19 @@ impl Operator for GroupAggregateOperator {
     }
 }
 
-/// MIN or MAX that can retract any value: keeps every value with its count.
-struct MultisetMinMax {
-    is_min: bool,
+/// What a [`Multiset`] computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MultisetKind {
+    Min,
+    Max,
+    CountDistinct,
+}
+
+/// MIN, MAX or COUNT(DISTINCT) that can retract any value: keeps every value with its
+/// count (its state, for checkpoints, is the list of values repeated by their counts).
+struct Multiset {
+    kind: MultisetKind,
+    /// Type of the values (and of MIN/MAX's result).
     data_type: DataType,
     values: BTreeMap<OrdScalar, usize>,
 }
@@ -498,23 +525,23 @@ impl Ord for OrdScalar {
     }
 }
 
-impl MultisetMinMax {
-    fn new(is_min: bool, data_type: DataType) -> Self {
-        MultisetMinMax {
-            is_min,
+impl Multiset {
+    fn new(kind: MultisetKind, data_type: DataType) -> Self {
+        Multiset {
+            kind,
             data_type,
             values: BTreeMap::new(),
         }
     }
 }
 
-impl fmt::Debug for MultisetMinMax {
+impl fmt::Debug for Multiset {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "MultisetMinMax({} values)", self.values.len())
+        write!(f, "Multiset({:?}, {} values)", self.kind, self.values.len())
     }
 }
 
-impl Accumulator for MultisetMinMax {
+impl Accumulator for Multiset {
     fn update_batch(&mut self, values: &[ArrayRef]) -> datafusion_common::Result<()> {
         let array = &values[0];
         for i in 0..array.len() {
@@ -549,10 +576,12 @@ impl Accumulator for MultisetMinMax {
     }
 
     fn evaluate(&mut self) -> datafusion_common::Result<ScalarValue> {
-        let v = if self.is_min {
-            self.values.keys().next()
-        } else {
-            self.values.keys().next_back()
+        let v = match self.kind {
+            MultisetKind::CountDistinct => {
+                return Ok(ScalarValue::Int64(Some(self.values.len() as i64)))
+            }
+            MultisetKind::Min => self.values.keys().next(),
+            MultisetKind::Max => self.values.keys().next_back(),
         };
         match v {
             Some(v) => Ok(v.0.clone()),
