@@ -115,6 +115,15 @@ fn run_batches(
     }
 }
 
+/// The sorted rows a run without failures or checkpoints commits into a filesystem sink
+/// with columns `sink`.
+fn failure_free(dir: &Path, sink: &str) -> Vec<String> {
+    let out = temp_dir("ref");
+    let reference = run(dir, &[], Some((sink, out.as_path())));
+    assert_eq!(reference.error, None, "the failure-free run succeeds");
+    data_rows(&reference.csv, false)
+}
+
 /// The visible files of a sink directory, concatenated (hidden in-progress and pending
 /// files do not count).
 fn committed_files(dir: &Path) -> String {
@@ -540,9 +549,7 @@ fn randomized_failures_exactly_once() {
 fn randomized_failures_at_least_once() {
     let n = seeds(6);
     let dir = generated_case(TUMBLE_QUERY);
-    let reference_out = temp_dir("ref");
-    let reference = run(&dir, &[], Some((TUMBLE_SINK, reference_out.as_path())));
-    let expected = data_rows(&reference.csv, false);
+    let expected = failure_free(&dir, TUMBLE_SINK);
     let mut failures = Vec::new();
     let mut with_duplicates = 0;
     for seed in 0..n {
@@ -653,9 +660,7 @@ fn resume_from(dir: &Path, path: &str, parallelism: usize) -> Vec<(&'static str,
 fn restore_at_another_parallelism() {
     for (query, sink) in [(TUMBLE_QUERY, TUMBLE_SINK), (SESSION_QUERY, SESSION_SINK)] {
         let dir = generated_case(query);
-        let reference_out = temp_dir("ref");
-        let reference = run(&dir, &[], Some((sink, reference_out.as_path())));
-        let expected = data_rows(&reference.csv, false);
+        let expected = failure_free(&dir, sink);
         for (first, second) in [(2, 3), (3, 1), (1, 2)] {
             let chk = temp_dir("chk");
             let out = temp_dir("out");
@@ -715,9 +720,7 @@ fn checkpoint_ids(job: &Path) -> Vec<u64> {
 #[test]
 fn damaged_checkpoints_fall_back_to_the_previous_one() {
     let dir = generated_case(TUMBLE_QUERY);
-    let reference_out = temp_dir("ref");
-    let reference = run(&dir, &[], Some((TUMBLE_SINK, reference_out.as_path())));
-    let expected = data_rows(&reference.csv, false);
+    let expected = failure_free(&dir, TUMBLE_SINK);
     type Damage = fn(&Path);
     let damages: [(&str, Damage); 3] = [
         ("flipped byte", |chk: &Path| {
@@ -765,8 +768,7 @@ fn damaged_checkpoints_fall_back_to_the_previous_one() {
 #[test]
 fn retention_and_restore_by_path() {
     let dir = generated_case(TUMBLE_QUERY);
-    let reference_out = temp_dir("ref");
-    let reference = run(&dir, &[], Some((TUMBLE_SINK, reference_out.as_path())));
+    let expected = failure_free(&dir, TUMBLE_SINK);
     let chk = temp_dir("chk");
     let out = temp_dir("out");
     let mut settings = stop_after(
@@ -802,7 +804,7 @@ fn retention_and_restore_by_path() {
         Some((TUMBLE_SINK, out.as_path())),
     );
     assert_eq!(r2.error, None);
-    assert_eq!(data_rows(&r2.csv, false), data_rows(&reference.csv, false));
+    assert_eq!(data_rows(&r2.csv, false), expected);
 }
 
 /// Checkpoints on S3-compatible storage (`s3://bucket/prefix`, endpoint and credentials
@@ -817,9 +819,7 @@ fn checkpoints_on_s3() {
     };
     let url = format!("s3://{bucket}/{}", unique("chk"));
     let dir = generated_case(TUMBLE_QUERY);
-    let reference_out = temp_dir("ref");
-    let reference = run(&dir, &[], Some((TUMBLE_SINK, reference_out.as_path())));
-    let expected = data_rows(&reference.csv, false);
+    let expected = failure_free(&dir, TUMBLE_SINK);
     // Restarts inside the job.
     let out = temp_dir("out");
     let mut settings = base_settings("unused");
@@ -920,10 +920,7 @@ fn parallel_sources_with_failures() {
     for (query, sink) in [(TUMBLE_QUERY, TUMBLE_SINK), (SESSION_QUERY, SESSION_SINK)] {
         // Files one after another in event time: read in sequence nothing is late either.
         let single = parallel_case(query, 3, 1, 200_000);
-        let out = temp_dir("ref");
-        let reference = run(&single, &[], Some((sink, out.as_path())));
-        assert_eq!(reference.error, None);
-        let expected = data_rows(&reference.csv, false);
+        let expected = failure_free(&single, sink);
         assert!(expected.len() > 10);
         for scan in [2, 3] {
             let dir = parallel_case(query, 3, scan, 200_000);
@@ -1076,8 +1073,7 @@ fn checkpoints_complete_across_exchanges() {
 #[test]
 fn a_restart_never_restores_another_runs_checkpoint() {
     let dir = generated_case(TUMBLE_QUERY);
-    let reference_out = temp_dir("ref");
-    let reference = run(&dir, &[], Some((TUMBLE_SINK, reference_out.as_path())));
+    let expected = failure_free(&dir, TUMBLE_SINK);
     let chk = temp_dir("chk");
     let out = temp_dir("out");
     let first = stop_after(&chk, "50,100,150,200", "source-after-row:250", 1);
@@ -1094,5 +1090,5 @@ fn a_restart_never_restores_another_runs_checkpoint() {
     assert_eq!(r.error, None);
     assert_eq!(JobMetrics::get(&r.metrics.restarts), 1);
     assert_eq!(r.metrics.restored_checkpoint_id.load(Ordering::Relaxed), 2);
-    assert_eq!(data_rows(&r.csv, false), data_rows(&reference.csv, false));
+    assert_eq!(data_rows(&r.csv, false), expected);
 }
