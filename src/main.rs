@@ -1,4 +1,9 @@
-//! The `sluice` command: `sluice run FILE.sql` runs every statement of a SQL file.
+//! The `sluice` command: `sluice run FILE.sql` runs every statement of a SQL file
+//! (`-` reads standard input; `-e "SQL"` runs the given text).
+//!
+//! Exit codes: 0 success; 1 a job failed while running (data, I/O, an operator, after its
+//! restarts); 2 bad command-line arguments; 3 the SQL is wrong (does not parse, does not
+//! plan, not supported, bad setting); 4 the SQL file cannot be read.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -27,8 +32,16 @@ enum Command {
     /// Runs every statement of a SQL file in order. Results of a SELECT go to stdout;
     /// summaries, late-row counts and warnings go to stderr.
     Run {
-        /// The SQL file.
-        file: PathBuf,
+        /// The SQL file (`-`: standard input). Not with `-e`.
+        #[arg(required_unless_present = "execute", conflicts_with = "execute")]
+        file: Option<PathBuf>,
+        /// Runs this SQL text instead of a file.
+        #[arg(short = 'e', long = "execute", value_name = "SQL")]
+        execute: Option<String>,
+        /// Sets a session property before the first statement, as `SET 'key' = 'value'`
+        /// (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
         /// How results print.
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
@@ -62,21 +75,41 @@ fn main() -> ExitCode {
     match cli.command {
         Some(Command::Run {
             file,
+            execute,
+            set,
             format,
             from_checkpoint,
-        }) => match run_file(&file, format.into(), from_checkpoint.as_deref()) {
-            Ok(()) => ExitCode::SUCCESS,
-            // The reader of stdout went away (e.g. `| head`): stop quietly.
-            Err(SluiceError::Io { source, .. })
-                if source.kind() == std::io::ErrorKind::BrokenPipe =>
-            {
-                ExitCode::SUCCESS
+        }) => {
+            let script = match (&execute, &file) {
+                (Some(sql), _) => Ok(Script {
+                    name: "-e".into(),
+                    sql: sql.clone(),
+                }),
+                (None, Some(path)) => read_script(path),
+                (None, None) => unreachable!("clap requires a file or -e"),
+            };
+            let result = script.and_then(|script| {
+                run_script(&script, &set, format.into(), from_checkpoint.as_deref())
+            });
+            match result {
+                Ok(()) => ExitCode::SUCCESS,
+                // The reader of stdout went away (e.g. `| head`): stop quietly.
+                Err(Failure::Run(SluiceError::Io { source, .. }))
+                    if source.kind() == std::io::ErrorKind::BrokenPipe =>
+                {
+                    ExitCode::SUCCESS
+                }
+                Err(f) => {
+                    let (code, e) = match f {
+                        Failure::Run(e) => (1, e),
+                        Failure::Sql(e) => (3, e),
+                        Failure::Input(e) => (4, e),
+                    };
+                    eprintln!("[ERROR] {e}");
+                    ExitCode::from(code)
+                }
             }
-            Err(e) => {
-                eprintln!("[ERROR] {e}");
-                ExitCode::FAILURE
-            }
-        },
+        }
         None => {
             eprintln!(
                 "The interactive SQL shell is not available yet. Run a SQL file with:\n  \
@@ -87,23 +120,94 @@ fn main() -> ExitCode {
     }
 }
 
-fn run_file(
-    file: &PathBuf,
+/// SQL text to run and where it came from (for messages).
+struct Script {
+    name: String,
+    sql: String,
+}
+
+/// Why `sluice run` failed, which decides its exit code.
+enum Failure {
+    /// A job failed while running (exit code 1).
+    Run(SluiceError),
+    /// The SQL or a setting is wrong: nothing ran (exit code 3).
+    Sql(SluiceError),
+    /// The SQL file cannot be read (exit code 4).
+    Input(SluiceError),
+}
+
+impl From<SluiceError> for Failure {
+    fn from(e: SluiceError) -> Self {
+        Failure::Run(e)
+    }
+}
+
+fn read_script(path: &PathBuf) -> Result<Script, Failure> {
+    let stdin = path.as_os_str() == "-";
+    let sql = if stdin {
+        std::io::read_to_string(std::io::stdin())
+            .map_err(|e| Failure::Input(SluiceError::io("reading standard input", e)))?
+    } else {
+        std::fs::read_to_string(path).map_err(|e| {
+            Failure::Input(SluiceError::io(format!("reading '{}'", path.display()), e))
+        })?
+    };
+    Ok(Script {
+        name: if stdin {
+            "<stdin>".into()
+        } else {
+            path.display().to_string()
+        },
+        sql,
+    })
+}
+
+/// Errors found before a job runs: the SQL text, planning, settings.
+fn is_sql_error(e: &SluiceError) -> bool {
+    matches!(
+        e,
+        SluiceError::Sql(_)
+            | SluiceError::Plan(_)
+            | SluiceError::NotSupported(_)
+            | SluiceError::Config(_)
+            | SluiceError::DataFusion(_)
+    )
+}
+
+fn run_script(
+    script: &Script,
+    settings: &[String],
     format: OutputFormat,
     from_checkpoint: Option<&str>,
-) -> Result<(), SluiceError> {
-    let sql = std::fs::read_to_string(file)
-        .map_err(|e| SluiceError::io(format!("reading '{}'", file.display()), e))?;
-    let statements = parse_script(&sql).map_err(|e| in_file(file, e))?;
+) -> Result<(), Failure> {
+    let sql_failure = |e: SluiceError| {
+        let e = in_file(&script.name, e);
+        if is_sql_error(&e) {
+            Failure::Sql(e)
+        } else {
+            Failure::Run(e)
+        }
+    };
+    let statements = parse_script(&script.sql).map_err(sql_failure)?;
     if statements.is_empty() {
-        eprintln!("[WARN] '{}' contains no SQL statement", file.display());
+        eprintln!("[WARN] '{}' contains no SQL statement", script.name);
     }
     let mut engine = Engine::new(EngineConfig::default());
+    for pair in settings {
+        let (key, value) = pair.split_once('=').ok_or_else(|| {
+            Failure::Sql(SluiceError::Config(format!(
+                "--set expects KEY=VALUE, found '{pair}'"
+            )))
+        })?;
+        engine.set(key.trim(), value.trim()).map_err(Failure::Sql)?;
+    }
     if let Some(path) = from_checkpoint {
-        engine.set("execution.state-recovery.path", path)?;
+        engine
+            .set("execution.state-recovery.path", path)
+            .map_err(Failure::Sql)?;
     }
     for stmt in &statements {
-        let result = engine.execute(stmt).map_err(|e| in_file(file, e))?;
+        let result = engine.execute(stmt).map_err(sql_failure)?;
         match result {
             StatementResult::Done(msg) => eprintln!("[INFO] {msg}"),
             StatementResult::Info(batch)
@@ -125,9 +229,9 @@ fn run_file(
     Ok(())
 }
 
-fn in_file(file: &std::path::Path, e: SluiceError) -> SluiceError {
+fn in_file(name: &str, e: SluiceError) -> SluiceError {
     match e {
-        SluiceError::Sql(m) => SluiceError::Sql(format!("{}: {m}", file.display())),
+        SluiceError::Sql(m) => SluiceError::Sql(format!("{name}: {m}")),
         other => other,
     }
 }

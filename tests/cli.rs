@@ -98,3 +98,100 @@ fn a_failed_job_resumes_from_its_latest_checkpoint() {
     assert_eq!(committed_lines(&out), expected);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn run_with_stdin(args: &[&str], stdin: &str) -> std::process::Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .current_dir(root())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("sluice starts");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().expect("sluice ends")
+}
+
+const CLICKS: &str = "CREATE TABLE clicks (uid STRING, url STRING, amount INT, price DOUBLE, \
+    ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '2' SECOND) WITH ('connector' = \
+    'filesystem', 'path' = 'tests/slt/data/clicks.csv', 'format' = 'csv');";
+
+/// `-e`, `-` (stdin), `--set`, the summary line, and exit codes that say what failed.
+#[test]
+fn run_options_and_exit_codes() {
+    let query =
+        format!("{CLICKS} SELECT uid, COUNT(*) AS n FROM clicks WHERE uid = 'alice' GROUP BY uid");
+    // -e: the final table of an updating result, and a summary line on stderr.
+    let e = sluice(&["run", "-e", &query]);
+    assert_eq!(
+        e.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&e.stderr)
+    );
+    let out = String::from_utf8_lossy(&e.stdout);
+    assert!(
+        out.lines()
+            .any(|l| l.contains("alice") && l.trim_end().ends_with(" 4 |")),
+        "{out}"
+    );
+    let err = String::from_utf8_lossy(&e.stderr);
+    assert!(err.contains("[INFO] Job finished: 9 rows in"), "{err}");
+    // stdin, csv, with --set.
+    let s = run_with_stdin(
+        &[
+            "run",
+            "-",
+            "--format",
+            "csv",
+            "--set",
+            "parallelism.default=2",
+        ],
+        &query,
+    );
+    assert_eq!(
+        s.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&s.stderr)
+    );
+    let out = String::from_utf8_lossy(&s.stdout);
+    assert!(
+        out.starts_with("op,uid,n\n") && out.contains(",alice,4"),
+        "{out}"
+    );
+    // 3: SQL that does not parse (the message names line and column), a bad setting.
+    let bad = sluice(&["run", "-e", "SELEC 1"]);
+    assert_eq!(bad.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("Line: 1, Column"));
+    let bad_set = sluice(&["run", "-e", &query, "--set", "parallelism.default=zero"]);
+    assert_eq!(bad_set.status.code(), Some(3));
+    let no_pair = sluice(&["run", "-e", &query, "--set", "nonsense"]);
+    assert_eq!(no_pair.status.code(), Some(3));
+    // 4: the file cannot be read.
+    let missing = sluice(&["run", "/nonexistent/job.sql"]);
+    assert_eq!(missing.status.code(), Some(4));
+    // 1: a job that fails while running (a row that does not parse).
+    let dir = temp_dir("exit");
+    std::fs::write(dir.join("bad.csv"), "a,1\nb,x\n").unwrap();
+    let data_error = sluice(&[
+        "run",
+        "-e",
+        &format!(
+            "CREATE TABLE t (s STRING, n INT) WITH ('connector' = 'filesystem', 'path' = '{}', \
+             'format' = 'csv'); SELECT s, n FROM t",
+            dir.join("bad.csv").display()
+        ),
+    ]);
+    assert_eq!(data_error.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&data_error.stderr).contains("bad.csv:2:2"));
+    // 2: bad command-line arguments.
+    assert_eq!(sluice(&["run"]).status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
