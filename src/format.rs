@@ -346,32 +346,149 @@ pub fn fold_changelog(batches: &[RecordBatch]) -> Result<Option<RecordBatch>> {
     )?))
 }
 
-/// The physical operator graph as indented text, root first.
-pub fn explain(plan: &PlanNode) -> String {
-    let mut out = String::new();
-    explain_node(plan, 0, &mut out);
+/// How a plan would run, for EXPLAIN: the session's parallelism and key groups.
+#[derive(Debug, Clone)]
+pub struct ExplainContext {
+    /// `'parallelism.default'`.
+    pub parallelism: usize,
+    /// `'pipeline.max-parallelism'` (key groups).
+    pub max_parallelism: u32,
+    /// `'table.exec.state.ttl'` as written, if set.
+    pub state_ttl: Option<String>,
+}
+
+/// One operator of the physical graph as EXPLAIN shows it.
+struct ExplainedNode {
+    /// What it does (operator name and arguments).
+    label: String,
+    /// Subtasks.
+    parallelism: usize,
+    /// How its input is distributed: `forward`, `hash[keys]`, `single`, `merge`.
+    input: Option<String>,
+    /// Its state: kind and key.
+    state: Option<String>,
+}
+
+/// The operators from the source up to the root, with parallelism, input partitioning
+/// and state, computed as `sluice_runtime::job` runs them: each keyed operator starts a
+/// stage of `parallelism` subtasks (one without keys) fed by a hash exchange; at
+/// parallelism 1 everything is one chain.
+fn explained_nodes(plan: &PlanNode, ctx: &ExplainContext) -> Vec<ExplainedNode> {
+    let mut chain = Vec::new();
+    let mut cur = plan;
+    loop {
+        chain.push(cur);
+        match cur.inputs.first() {
+            Some(i) => cur = i,
+            None => break,
+        }
+    }
+    chain.reverse();
+    let keys_of = |n: &PlanNode| -> Option<Vec<String>> {
+        match &n.spec {
+            OperatorSpec::WindowAggregate(a) => {
+                Some(a.keys.iter().map(|k| clean(&k.to_string())).collect())
+            }
+            OperatorSpec::GroupAggregate { keys, .. } => {
+                Some(keys.iter().map(|k| clean(&k.to_string())).collect())
+            }
+            _ => None,
+        }
+    };
+    let staged = ctx.parallelism > 1 && chain.iter().any(|n| keys_of(n).is_some());
+    let mut sources = 1;
+    let mut current = 1;
+    let mut out = Vec::new();
+    for (i, node) in chain.iter().enumerate() {
+        let keys = keys_of(node);
+        let (parallelism, input) = match (&node.spec, &keys) {
+            (OperatorSpec::Source(s), _) => {
+                sources = s
+                    .options
+                    .get("scan.parallelism")
+                    .and_then(|p| p.parse().ok())
+                    .unwrap_or(1);
+                current = sources;
+                (sources, None)
+            }
+            (_, Some(keys)) if staged => {
+                current = if keys.is_empty() { 1 } else { ctx.parallelism };
+                let input = if keys.is_empty() {
+                    "single".to_string()
+                } else {
+                    format!("hash[{}]", keys.join(", "))
+                };
+                (current, Some(input))
+            }
+            _ if !staged && i == 1 && sources > 1 => {
+                current = 1;
+                (1, Some("merge".to_string()))
+            }
+            _ => (current, Some("forward".to_string())),
+        };
+        let key_text = |keys: &Option<Vec<String>>| match keys {
+            Some(k) if !k.is_empty() => format!("keyed by [{}]", k.join(", ")),
+            _ => "one global key".to_string(),
+        };
+        let ttl = ctx
+            .state_ttl
+            .as_ref()
+            .map(|t| format!(", ttl {t}"))
+            .unwrap_or_default();
+        let state = match &node.spec {
+            OperatorSpec::WindowAggregate(a)
+                if matches!(
+                    a.window.kind,
+                    sluice_common::plan::WindowKind::Session { .. }
+                ) =>
+            {
+                Some(format!("session rows and timers, {}", key_text(&keys)))
+            }
+            OperatorSpec::WindowAggregate(_) => {
+                Some(format!("window accumulators, {}", key_text(&keys)))
+            }
+            OperatorSpec::GroupAggregate { .. } => {
+                Some(format!("accumulators, {}{ttl}", key_text(&keys)))
+            }
+            _ => None,
+        };
+        let state = state.map(|s| format!("{s}, {} key groups", ctx.max_parallelism));
+        out.push(ExplainedNode {
+            label: label(node),
+            parallelism,
+            input,
+            state,
+        });
+    }
     out
 }
 
-fn explain_node(node: &PlanNode, depth: usize, out: &mut String) {
-    let indent = "  ".repeat(depth);
+/// The operator's name and arguments.
+fn label(node: &PlanNode) -> String {
     let line = match &node.spec {
         OperatorSpec::Source(s) => {
             let wm = s
                 .watermark
                 .as_ref()
                 .map(|w| format!(", watermark=[{}]", w.text))
-                .unwrap_or_default();
+                .unwrap_or_else(|| ", no watermark".to_string());
             format!(
                 "Source: table={}, connector={}{wm}",
                 s.table,
-                s.options.get("connector").map(|s| s.as_str()).unwrap_or("?")
+                s.options
+                    .get("connector")
+                    .map(|s| s.as_str())
+                    .unwrap_or("?")
             )
         }
         OperatorSpec::Filter { predicate } => format!("Filter: {predicate}"),
         OperatorSpec::Project { exprs } => format!(
             "Project: {}",
-            exprs.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")
+            exprs
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
         OperatorSpec::WindowAssign { window, .. } => format!("WindowAssign: {window}"),
         OperatorSpec::WindowAggregate(a) => {
@@ -389,33 +506,95 @@ fn explain_node(node: &PlanNode, depth: usize, out: &mut String) {
                 sluice_common::plan::WindowInput::Columns { .. } => "",
             };
             format!(
-                "WindowAggregate: {}{assign}, groupBy=[{}], aggregates=[{}], state=keyed window accumulators",
+                "WindowAggregate: {}{assign}, groupBy=[{}], aggregates=[{}]",
                 a.window,
                 groups.join(", "),
-                a.aggregates.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")
+                a.aggregates
+                    .iter()
+                    .map(|e| e.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )
         }
         OperatorSpec::GroupAggregate { keys, aggregates } => format!(
-            "GroupAggregate: groupBy=[{}], aggregates=[{}], state=keyed accumulators, changelog output",
-            keys.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", "),
-            aggregates.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")
+            "GroupAggregate: groupBy=[{}], aggregates=[{}], changelog output",
+            keys.iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            aggregates
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
         OperatorSpec::Sink(s) => format!(
             "Sink: table={}, connector={}",
             s.table,
-            s.options.get("connector").map(|s| s.as_str()).unwrap_or("?")
+            s.options
+                .get("connector")
+                .map(|s| s.as_str())
+                .unwrap_or("?")
         ),
     };
-    // Placeholder qualifiers of lifted window calls are internal names.
-    let mut line = line;
+    clean(&line)
+}
+
+/// Drops the placeholder qualifiers of lifted window calls (internal names).
+fn clean(text: &str) -> String {
+    let mut line = text.to_string();
     while let Some(p) = line.find("__sluice_tvf_") {
         let end = line[p..].find('.').map(|d| p + d + 1).unwrap_or(line.len());
         line.replace_range(p..end, "");
     }
-    out.push_str(&indent);
-    out.push_str(&line);
-    out.push('\n');
-    for input in &node.inputs {
-        explain_node(input, depth + 1, out);
+    line
+}
+
+/// The physical operator graph as indented text, root first (as Flink prints plans):
+/// each operator with its parallelism, how its input is partitioned (`forward`,
+/// `hash[keys]` into key groups, `single`, `merge` of source subtasks), and its state.
+pub fn explain(plan: &PlanNode, ctx: &ExplainContext) -> String {
+    let nodes = explained_nodes(plan, ctx);
+    let mut out = String::new();
+    for (depth, n) in nodes.iter().rev().enumerate() {
+        out.push_str(&"  ".repeat(depth));
+        out.push_str(&n.label);
+        out.push_str(&format!(" [parallelism={}", n.parallelism));
+        if let Some(i) = &n.input {
+            out.push_str(&format!(", input={i}"));
+        }
+        if let Some(s) = &n.state {
+            out.push_str(&format!(", state={s}"));
+        }
+        out.push_str("]\n");
     }
+    out
+}
+
+/// The physical operator graph as a Graphviz digraph (`dot -Tpng`): one box per
+/// operator (label, parallelism, state), edges from source to root labelled with the
+/// input partitioning.
+pub fn explain_dot(plan: &PlanNode, ctx: &ExplainContext) -> String {
+    let nodes = explained_nodes(plan, ctx);
+    let escape = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
+    let mut out = String::from(
+        "digraph plan {\n  rankdir=BT;\n  node [shape=box, fontname=\"monospace\"];\n",
+    );
+    for (i, n) in nodes.iter().enumerate() {
+        let mut label = format!("{}\\nparallelism={}", escape(&n.label), n.parallelism);
+        if let Some(s) = &n.state {
+            label.push_str(&format!("\\nstate: {}", escape(s)));
+        }
+        out.push_str(&format!("  n{i} [label=\"{label}\"];\n"));
+    }
+    for (i, n) in nodes.iter().enumerate().skip(1) {
+        let input = n.input.as_deref().unwrap_or("forward");
+        out.push_str(&format!(
+            "  n{} -> n{i} [label=\"{}\"];\n",
+            i - 1,
+            escape(input)
+        ));
+    }
+    out.push_str("}\n");
+    out
 }

@@ -332,7 +332,9 @@ impl Engine {
             )));
         }
         match statements.remove(0).statement {
-            Statement::Query(q) | Statement::Explain(q) => self.planner.plan_query(&q),
+            Statement::Query(q) | Statement::Explain(q) | Statement::ExplainDot(q) => {
+                self.planner.plan_query(&q)
+            }
             _ => Err(SluiceError::Plan("expected a query".into())),
         }
     }
@@ -377,12 +379,19 @@ impl Engine {
                     &self.job_config()?,
                 )?))
             }
-            Statement::Explain(q) => {
+            Statement::Explain(q) | Statement::ExplainDot(q) => {
                 let plan = self.planner.plan_query(q)?;
-                Ok(StatementResult::Info(single_column(
-                    "plan",
-                    vec![format::explain(&plan)],
-                )))
+                let config = self.job_config()?;
+                let ctx = format::ExplainContext {
+                    parallelism: config.parallelism,
+                    max_parallelism: config.max_parallelism,
+                    state_ttl: self.settings.get("table.exec.state.ttl").cloned(),
+                };
+                let text = match &stmt.statement {
+                    Statement::ExplainDot(_) => format::explain_dot(&plan, &ctx),
+                    _ => format::explain(&plan, &ctx),
+                };
+                Ok(StatementResult::Info(single_column("plan", vec![text])))
             }
             Statement::Set { pair: Some((k, v)) } => {
                 self.set(k, v)?;

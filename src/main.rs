@@ -211,7 +211,10 @@ fn run_script(
         match result {
             StatementResult::Done(msg) => eprintln!("[INFO] {msg}"),
             StatementResult::Info(batch)
-                if matches!(stmt.statement, sluice::Statement::Explain(_)) =>
+                if matches!(
+                    stmt.statement,
+                    sluice::Statement::Explain(_) | sluice::Statement::ExplainDot(_)
+                ) =>
             {
                 // EXPLAIN prints the plan as plain text (as Flink does).
                 let plan = sluice::format::row_values(&batch, 0)?.join("");

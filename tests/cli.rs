@@ -195,3 +195,34 @@ fn run_options_and_exit_codes() {
     assert_eq!(sluice(&["run"]).status.code(), Some(2));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// EXPLAIN goldens (`tests/explain/`): the indented text at parallelism 3 (two stages
+/// behind hash exchanges, two source subtasks) and the Graphviz form at parallelism 1
+/// (one chain, source subtasks merged). The goldens were checked by hand against how
+/// `sluice_runtime::job` builds stages.
+#[test]
+fn explain_goldens() {
+    let dir = root().join("tests/explain");
+    let text = sluice(&[
+        "run",
+        "tests/explain/agg_of_agg.sql",
+        "--set",
+        "parallelism.default=3",
+    ]);
+    assert_eq!(text.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&text.stdout),
+        std::fs::read_to_string(dir.join("agg_of_agg_p3.txt")).unwrap()
+    );
+    let dot = sluice(&["run", "tests/explain/agg_of_agg_dot.sql"]);
+    assert_eq!(dot.status.code(), Some(0));
+    let dot = String::from_utf8_lossy(&dot.stdout).to_string();
+    assert_eq!(
+        dot,
+        std::fs::read_to_string(dir.join("agg_of_agg_p1.dot")).unwrap()
+    );
+    assert_eq!(dot.matches(" -> ").count(), 6, "a chain of 7 operators");
+    let bad = sluice(&["run", "-e", "EXPLAIN FORMAT JSON SELECT 1"]);
+    assert_eq!(bad.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("must be TEXT or DOT"));
+}

@@ -63,8 +63,10 @@ pub enum Statement {
     },
     /// A `SELECT` (or `WITH ... SELECT`, `VALUES`) whose results go to the caller.
     Query(QueryStatement),
-    /// `EXPLAIN query`: the physical operator graph as text.
+    /// `EXPLAIN [FORMAT TEXT] query`: the physical operator graph as indented text.
     Explain(QueryStatement),
+    /// `EXPLAIN FORMAT DOT query`: the physical operator graph as a Graphviz digraph.
+    ExplainDot(QueryStatement),
     /// `SET 'key' = 'value'`, or `SET` alone (list the settings).
     Set {
         /// Key and value; `None` for a bare `SET`.
@@ -405,8 +407,34 @@ impl StatementParser {
                 .iter()
                 .position(|t| word_is(&t.token, "EXPLAIN"))
                 .unwrap_or(0);
-            let query = parse_query_tokens(self.tokens[start + 1..].to_vec())?;
-            return Ok(Statement::Explain(query));
+            // EXPLAIN FORMAT TEXT|DOT query
+            let rest: Vec<usize> = (start + 1..self.tokens.len())
+                .filter(|i| !matches!(self.tokens[*i].token, Token::Whitespace(_)))
+                .take(2)
+                .collect();
+            let format = match rest.as_slice() {
+                [f, v] if word_is(&self.tokens[*f].token, "FORMAT") => {
+                    let dot = word_is(&self.tokens[*v].token, "DOT");
+                    if !dot && !word_is(&self.tokens[*v].token, "TEXT") {
+                        return Err(SluiceError::Sql(format!(
+                            "EXPLAIN FORMAT must be TEXT or DOT, found {}{}",
+                            self.tokens[*v].token, self.tokens[*v].span.start
+                        )));
+                    }
+                    Some((*v, dot))
+                }
+                _ => None,
+            };
+            let (from, dot) = match format {
+                Some((v, dot)) => (v + 1, dot),
+                None => (start + 1, false),
+            };
+            let query = parse_query_tokens(self.tokens[from..].to_vec())?;
+            return Ok(if dot {
+                Statement::ExplainDot(query)
+            } else {
+                Statement::Explain(query)
+            });
         }
         let starts_query = is(0, "SELECT")
             || is(0, "WITH")
