@@ -93,6 +93,9 @@ pub struct RunningJob {
     pub updating: bool,
     output: tokio::sync::mpsc::Receiver<Result<RecordBatch>>,
     coordinator: Option<JoinHandle<()>>,
+    control: Arc<Coordination>,
+    /// The job checkpoints (has checkpoint storage).
+    checkpoints: bool,
 }
 
 impl RunningJob {
@@ -107,6 +110,78 @@ impl RunningJob {
     /// The next output batch; `None` when the job has finished.
     pub async fn next(&mut self) -> Option<Result<RecordBatch>> {
         self.output.recv().await
+    }
+
+    /// Triggers a checkpoint now, besides the periodic ones; returns its id. The sources
+    /// inject its barrier at their next batch boundary.
+    ///
+    /// # Errors
+    /// The job takes no checkpoints (set `'execution.checkpointing.interval'`, e.g.
+    /// `'1 h'` for checkpoints on demand only).
+    pub fn checkpoint_now(&self) -> Result<u64> {
+        if !self.checkpoints {
+            return Err(SluiceError::Config(
+                "the job takes no checkpoints: set 'execution.checkpointing.interval' (e.g. \
+                 '1 h' to take them only on demand)"
+                    .into(),
+            ));
+        }
+        Ok(self.control.trigger_now())
+    }
+
+    /// Waits until checkpoint `id` has completed; returns its location
+    /// (`<dir>/<job>/chk-<id>`, what `--from-checkpoint` takes).
+    ///
+    /// # Errors
+    /// The checkpoint failed (a write failed, or the job failed or stopped first), or
+    /// `timeout` passed.
+    pub fn wait_for_checkpoint(&self, id: u64, timeout: std::time::Duration) -> Result<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(path) = self
+                .control
+                .completed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&id)
+            {
+                return Ok(path.clone());
+            }
+            if self.control.settled.load(Ordering::SeqCst) >= id {
+                return Err(SluiceError::Execution(format!("checkpoint {id} failed")));
+            }
+            if self.coordinator.as_ref().is_none_or(|c| c.is_finished()) {
+                return Err(SluiceError::Execution(format!(
+                    "the job ended before checkpoint {id} completed"
+                )));
+            }
+            if Instant::now() >= deadline {
+                return Err(SluiceError::Execution(format!(
+                    "checkpoint {id} did not complete within {timeout:?}"
+                )));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+
+    /// Stops the job: the sources stop reading and the job ends (its output ends);
+    /// nothing after the last completed checkpoint is committed.
+    pub fn stop(&self) {
+        self.control.stop_requested.store(true, Ordering::SeqCst);
+    }
+
+    /// Takes a checkpoint, waits for it, then stops the job (Flink's stop with savepoint):
+    /// a new job restores from the returned location (`'execution.state-recovery.path'`,
+    /// `--from-checkpoint`) and continues exactly where this one stopped.
+    ///
+    /// # Errors
+    /// As [`Self::checkpoint_now`] and [`Self::wait_for_checkpoint`]; the job is then not
+    /// stopped.
+    pub fn stop_with_checkpoint(&self, timeout: std::time::Duration) -> Result<String> {
+        let id = self.checkpoint_now()?;
+        let path = self.wait_for_checkpoint(id, timeout)?;
+        self.stop();
+        Ok(path)
     }
 
     /// Waits for the job to stop (after the output is drained).
@@ -199,6 +274,8 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
         finished_sources: BTreeMap::new(),
         uncommitted: BTreeMap::new(),
     };
+    let control = Arc::clone(&job.coordination);
+    let checkpoints = job.storage.is_some() && cp.mode != CheckpointingMode::AtMostOnce;
     let (events_tx, events_rx) = channel();
     let initial = job.initial.clone();
     job.prepare_restore(initial.as_ref())?;
@@ -217,6 +294,8 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
         schema: Arc::new(schema),
         output: out_rx,
         coordinator: Some(coordinator),
+        control,
+        checkpoints,
     })
 }
 
@@ -587,6 +666,11 @@ impl Job {
             let (number, event) = match events.recv_timeout(std::time::Duration::from_millis(200)) {
                 Ok(e) => e,
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    if self.coordination.stop_requested.load(Ordering::SeqCst) {
+                        // Stopped: nothing after the last checkpoint is committed.
+                        attempt.stop();
+                        return;
+                    }
                     // Never wait for tasks that are gone: that is a failure too (unless
                     // their last events arrived meanwhile).
                     if attempt.threads.iter().all(|t| t.is_finished()) {
@@ -662,6 +746,9 @@ impl Job {
                 continue;
             };
             attempt.stop();
+            if self.coordination.stop_requested.load(Ordering::SeqCst) {
+                return; // stopping, not failing
+            }
             if self.out_tx.is_closed()
                 || matches!(&error, SluiceError::Execution(m) if m == RECEIVER_CLOSED)
             {
@@ -829,6 +916,16 @@ impl Job {
         }
         self.uncommitted.insert(id, committable);
         let written = self.write_checkpoint(id, sources, stage_watermarks, states);
+        if written.is_ok() {
+            if let Some(storage) = &self.storage {
+                self.coordination
+                    .completed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(id, format!("{}/chk-{id}", storage.display()));
+            }
+        }
+        // Settled after `completed` is recorded: waiters read them in that order.
         self.coordination.settled.store(id, Ordering::SeqCst);
         let bytes = match written {
             Ok(bytes) => bytes,

@@ -76,6 +76,11 @@ pub(crate) struct Coordination {
     pub settled: AtomicU64,
     /// Where the source is (for at-most-once restarts, which skip what was read).
     pub live_offset: Mutex<std::collections::BTreeMap<usize, SourceOffset>>,
+    /// The job was asked to stop: sources stop reading, the coordinator ends the job
+    /// without committing what came after the last checkpoint.
+    pub stop_requested: AtomicBool,
+    /// Completed checkpoints: id → location (`<dir>/<job>/chk-<id>`).
+    pub completed: Mutex<std::collections::BTreeMap<u64, String>>,
 }
 
 impl Coordination {
@@ -88,7 +93,17 @@ impl Coordination {
             trigger: AtomicU64::new(first_id - 1),
             settled: AtomicU64::new(first_id - 1),
             live_offset: Default::default(),
+            stop_requested: AtomicBool::new(false),
+            completed: Default::default(),
         }
+    }
+
+    /// Triggers a checkpoint now (sources inject its barrier at their next batch
+    /// boundary); returns its id.
+    pub(crate) fn trigger_now(&self) -> u64 {
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        self.trigger.fetch_max(id, Ordering::SeqCst);
+        id
     }
 
     /// Waits (at most `timeout`) until every checkpoint triggered so far has settled.
@@ -122,6 +137,7 @@ impl TaskContext {
 
     fn cancelled(&self) -> bool {
         self.cancel.load(Ordering::Relaxed)
+            || self.coordination.stop_requested.load(Ordering::Relaxed)
     }
 }
 
