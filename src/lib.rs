@@ -33,6 +33,7 @@ use datafusion_common::arrow::datatypes::{DataType, Field, Schema};
 pub use sluice_common::plan::PlanNode;
 pub use sluice_common::time::format_timestamp_ms;
 pub use sluice_common::{Result, SluiceError};
+pub use sluice_runtime::connectors::channel::ChannelSender;
 use sluice_runtime::connectors::ConnectorContext;
 pub use sluice_runtime::{JobMetrics, RunningJob};
 pub use sluice_sql::parser::Statement;
@@ -76,6 +77,8 @@ pub enum StatementResult {
 
 /// The engine: a session catalog plus the settings of `SET`, and the means to run SQL.
 pub struct Engine {
+    /// Channels opened for `'connector' = 'channel'` tables, by table name.
+    channels: sluice_runtime::connectors::channel::ChannelRegistry,
     planner: Planner,
     settings: BTreeMap<String, String>,
     config: EngineConfig,
@@ -111,11 +114,30 @@ impl Engine {
             .set_time_zone(&time_zone)
             .expect("system_time_zone returns a valid zone");
         Engine {
+            channels: Default::default(),
             planner,
             settings: BTreeMap::new(),
             config,
             time_zone,
         }
+    }
+
+    /// Opens the channel that feeds table `table` (declared `WITH ('connector' =
+    /// 'channel')`): the application pushes Arrow batches of the table's declared columns
+    /// into the returned sender; dropping every sender ends the input. Call it before
+    /// starting the job that reads the table; a channel feeds one job.
+    ///
+    /// ```no_run
+    /// # use sluice::{Engine, EngineConfig};
+    /// let mut engine = Engine::new(EngineConfig::default());
+    /// engine.execute_script("CREATE TABLE clicks (uid STRING, ts TIMESTAMP(3), \
+    ///     WATERMARK FOR ts AS ts) WITH ('connector' = 'channel')")?;
+    /// let clicks = engine.channel_source("clicks");
+    /// // clicks.send(batch)?; ... drop(clicks) ends the input.
+    /// # Ok::<(), sluice::SluiceError>(())
+    /// ```
+    pub fn channel_source(&mut self, table: &str) -> ChannelSender {
+        sluice_runtime::connectors::channel::register(&self.channels, table)
     }
 
     /// Sets a session property, as `SET 'key' = 'value'` does.
@@ -316,6 +338,7 @@ impl Engine {
                 subtask: 0,
                 source_subtask: 0,
                 source_parallelism: 1,
+                channels: std::sync::Arc::clone(&self.channels),
                 attempt: 0,
                 two_phase_sinks: false,
             },

@@ -113,3 +113,78 @@ fn every_example_runs() {
         Path::new(&dir).display()
     );
 }
+
+/// Embedding: the application pushes rows through a channel table and reads windowed
+/// results back as an async stream of Arrow batches. Rows: uid `u<i % 3>` at second `i`
+/// for i in 0..30, so each 10 s window has 10 rows, 3 or 4 per uid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedding_push_rows_and_read_windows() {
+    use sluice::arrow::array::{StringArray, TimestampMillisecondArray};
+    use sluice::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+    use std::sync::Arc;
+    let mut engine = Engine::new(EngineConfig::default());
+    engine
+        .execute_script(
+            "CREATE TABLE clicks (uid STRING, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) \
+             WITH ('connector' = 'channel')",
+        )
+        .unwrap();
+    let clicks = engine.channel_source("clicks");
+    let stmt = sluice::parse_script(
+        "SELECT uid, window_start, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE clicks, \
+         DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY uid, window_start, window_end",
+    )
+    .unwrap();
+    let sluice::StatementResult::Query(mut job) = engine.execute(&stmt[0]).unwrap() else {
+        panic!("a query")
+    };
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("uid", DataType::Utf8, true),
+        Field::new("ts", DataType::Timestamp(TimeUnit::Millisecond, None), true),
+    ]));
+    let pusher = std::thread::spawn(move || {
+        for chunk in (0..30i64).collect::<Vec<_>>().chunks(7) {
+            let uids: Vec<String> = chunk.iter().map(|i| format!("u{}", i % 3)).collect();
+            let ts: Vec<i64> = chunk.iter().map(|i| i * 1000).collect();
+            let batch = RecordBatch::try_new(
+                Arc::clone(&schema),
+                vec![
+                    Arc::new(StringArray::from(uids)),
+                    Arc::new(TimestampMillisecondArray::from(ts)),
+                ],
+            )
+            .unwrap();
+            clicks.send(batch).unwrap();
+        }
+        // Dropping the sender ends the input.
+    });
+    let mut rows = Vec::new();
+    while let Some(batch) = job.next().await {
+        rows.extend(
+            common::slt_rows(&[batch.unwrap()])
+                .into_iter()
+                .map(|r| r.join(",")),
+        );
+    }
+    pusher.join().unwrap();
+    rows.sort();
+    let mut expected = Vec::new();
+    for w in 0..3i64 {
+        for u in 0..3i64 {
+            let n = (w * 10..w * 10 + 10).filter(|i| i % 3 == u).count();
+            expected.push(format!(
+                "u{u},{},{n}",
+                sluice::format_timestamp_ms(w * 10_000)
+            ));
+        }
+    }
+    expected.sort();
+    assert_eq!(rows, expected);
+    // A channel feeds one job: a second job on the table has no channel.
+    let again = engine.execute(&stmt[0]);
+    assert!(
+        matches!(&again, Err(e) if e.to_string().contains("no channel is open")),
+        "{:?}",
+        again.err()
+    );
+}

@@ -4,9 +4,11 @@
 //! |---|---|---|
 //! | `filesystem` (`'format' = 'csv'` or `'json'`) | bounded: a file or a directory of files, `.gz` decompressed | a directory of CSV or JSON-lines part files |
 //! | `datagen` | generated rows (random or sequences; see [`datagen`]) | |
+//! | `channel` | batches an embedding application pushes ([`channel`]) | |
 //! | `print` | | each row to stdout as `+I[v1, v2]` (the row's kind: `+I`, `-U`, `+U`, `-D`) |
 //! | `blackhole` | | discards rows |
 
+pub mod channel;
 pub mod csv_source;
 pub mod datagen;
 pub mod filesystem;
@@ -107,6 +109,8 @@ pub struct ConnectorContext {
     pub source_subtask: usize,
     /// Source subtasks of the table.
     pub source_parallelism: usize,
+    /// Channels the embedding application opened for `channel` tables.
+    pub channels: channel::ChannelRegistry,
     /// How many times the job has been restarted (direct sinks write a new file per run).
     pub attempt: u32,
     /// The job checkpoints exactly-once: sinks that can, commit in two phases (unless
@@ -187,6 +191,12 @@ pub fn create_source(
             }
             Ok(Box::new(source))
         }
+        "channel" => Ok(Box::new(channel::ChannelSource::take(
+            &ctx.channels,
+            table,
+            physical_schema,
+            metrics,
+        )?)),
         "datagen" => Ok(Box::new(datagen::DatagenSource::new(
             table,
             physical_schema,
@@ -198,7 +208,7 @@ pub fn create_source(
             "table '{table}' uses the '{connector}' connector, which can only be written to"
         ))),
         other => Err(SluiceError::NotSupported(format!(
-            "'connector' = '{other}' of table '{table}' (supported: filesystem, datagen, print, blackhole)"
+            "'connector' = '{other}' of table '{table}' (supported: filesystem, datagen, channel, print, blackhole)"
         ))),
     }
 }
