@@ -240,13 +240,22 @@ fn in_file(name: &str, e: SluiceError) -> SluiceError {
 }
 
 fn run_query(mut job: RunningJob, format: OutputFormat) -> Result<(), SluiceError> {
+    use std::io::IsTerminal;
     let started = Instant::now();
-    if job.updating && format == OutputFormat::Table {
+    // An updating result in `table` format prints only at the end: the progress line
+    // can share the terminal until then.
+    let final_table = job.updating && format == OutputFormat::Table;
+    let mut progress = Progress::start(
+        &job.metrics,
+        std::io::stdout().is_terminal() && !final_table,
+    );
+    if final_table {
         // An updating result prints as its final table once the input ends.
         let mut batches = Vec::new();
         while let Some(batch) = job.blocking_next() {
             batches.push(batch?);
         }
+        drop(progress.take());
         match sluice::format::fold_changelog(&batches)? {
             Some(table) => {
                 let mut printer =
@@ -270,16 +279,91 @@ fn run_query(mut job: RunningJob, format: OutputFormat) -> Result<(), SluiceErro
         printer.batch(&batch?)?;
     }
     printer.finish()?;
+    drop(progress);
     summary(&job.metrics, started);
     job.join();
     Ok(())
 }
 
+/// A live progress line on stderr while a job runs: rows and bytes read, rows/s, the
+/// watermark, late rows, checkpoints. Only on a terminal, and only when the job's rows do
+/// not print to the same terminal; cleared before the summary line.
+struct Progress {
+    bar: indicatif::ProgressBar,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Progress {
+    fn start(metrics: &std::sync::Arc<JobMetrics>, rows_on_terminal: bool) -> Option<Progress> {
+        use std::io::IsTerminal;
+        if !std::io::stderr().is_terminal() || rows_on_terminal {
+            return None;
+        }
+        let bar =
+            indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
+        if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {msg}") {
+            bar.set_style(style);
+        }
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (b, s, m) = (
+            bar.clone(),
+            std::sync::Arc::clone(&stop),
+            std::sync::Arc::clone(metrics),
+        );
+        let started = Instant::now();
+        let thread = std::thread::spawn(move || {
+            while !s.load(std::sync::atomic::Ordering::Relaxed) {
+                b.set_message(progress_line(&m, started));
+                b.tick();
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        });
+        Some(Progress {
+            bar,
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.bar.finish_and_clear();
+    }
+}
+
+/// `1234567 rows (45.6 MB) read, 890123 rows/s, watermark 2013-01-01 05:00:00, 0 late,
+/// 2 checkpoints`.
+fn progress_line(m: &JobMetrics, started: Instant) -> String {
+    let rows = JobMetrics::get(&m.rows_in);
+    let secs = started.elapsed().as_secs_f64().max(1e-3);
+    let wm = m.watermark_ms.load(std::sync::atomic::Ordering::Relaxed);
+    let watermark = if wm == i64::MIN {
+        "none yet".to_string()
+    } else {
+        sluice::format_timestamp_ms(wm)
+    };
+    format!(
+        "{rows} rows ({:.1} MB) read, {:.0} rows/s, watermark {watermark}, {} late, {} checkpoints",
+        JobMetrics::get(&m.bytes_in) as f64 / 1e6,
+        rows as f64 / secs,
+        JobMetrics::get(&m.late_rows_dropped),
+        JobMetrics::get(&m.checkpoints_completed),
+    )
+}
+
 fn run_insert(mut job: RunningJob) -> Result<(), SluiceError> {
     let started = Instant::now();
+    let progress = Progress::start(&job.metrics, false);
     while let Some(batch) = job.blocking_next() {
         batch?;
     }
+    drop(progress);
     summary(&job.metrics, started);
     job.join();
     Ok(())

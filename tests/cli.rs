@@ -226,3 +226,38 @@ fn explain_goldens() {
     assert_eq!(bad.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("must be TEXT or DOT"));
 }
+
+/// On a terminal (a pseudo-terminal from `script`), an INSERT job shows a live progress
+/// line (rows, bytes, rows/s, watermark) that is cleared before the summary; without a
+/// terminal there is none.
+#[test]
+fn progress_line_only_on_a_terminal() {
+    let bin = env!("CARGO_BIN_EXE_sluice");
+    let dir = temp_dir("progress");
+    std::fs::write(
+        dir.join("job.sql"),
+        job_sql(&dir.join("out"), "").replace(
+            "'path' = 'sql-examples/data",
+            &format!("'path' = '{}/sql-examples/data", root().display()),
+        ),
+    )
+    .unwrap();
+    let job = dir.join("job.sql").display().to_string();
+    let plain = sluice(&["run", &job]);
+    assert!(plain.status.success());
+    let stderr = String::from_utf8_lossy(&plain.stderr);
+    assert!(!stderr.contains("rows/s"), "{stderr}");
+    let Ok(tty) = Command::new("script")
+        .args(["-qfec", &format!("{bin} run {job}"), "/dev/null"])
+        .output()
+    else {
+        panic!("util-linux `script` is needed to give the binary a terminal");
+    };
+    let screen = String::from_utf8_lossy(&tty.stdout);
+    assert!(screen.contains(" rows/s, watermark "), "{screen}");
+    assert!(
+        screen.contains("[INFO] Job finished: 336776 rows in"),
+        "{screen}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
