@@ -462,6 +462,50 @@ impl Engine {
                 Ok(StatementResult::Info(single_column("view name", names)))
             }
             Statement::Describe { name } => self.describe(name),
+            Statement::ShowCreateTable { name } => {
+                let catalog = self.planner.catalog();
+                let t = catalog
+                    .tables
+                    .get(name)
+                    .ok_or_else(|| SluiceError::Plan(catalog.unknown_relation(name)))?;
+                let mut lines: Vec<String> = t
+                    .schema
+                    .fields()
+                    .iter()
+                    .zip(&t.columns)
+                    .map(|(f, c)| match &c.computed {
+                        Some(expr) => format!("  `{}` AS {expr}", f.name()),
+                        None => format!("  `{}` {}", f.name(), c.type_text),
+                    })
+                    .collect();
+                if let Some((rowtime, _, text)) = &t.watermark {
+                    lines.push(format!(
+                        "  WATERMARK FOR `{}` AS {text}",
+                        t.schema.field(*rowtime).name()
+                    ));
+                }
+                if !t.primary_key.is_empty() {
+                    lines.push(format!(
+                        "  PRIMARY KEY ({}) NOT ENFORCED",
+                        t.primary_key.join(", ")
+                    ));
+                }
+                let options: Vec<String> = t
+                    .options
+                    .iter()
+                    .map(|(k, v)| format!("  '{k}' = '{}'", v.replace('\'', "''")))
+                    .collect();
+                let ddl = format!(
+                    "CREATE TABLE `{}` (\n{}\n) WITH (\n{}\n)",
+                    t.name,
+                    lines.join(",\n"),
+                    options.join(",\n")
+                );
+                Ok(StatementResult::Info(single_column(
+                    "create table",
+                    vec![ddl],
+                )))
+            }
         }
     }
 

@@ -213,12 +213,18 @@ fn run_script(
             StatementResult::Info(batch)
                 if matches!(
                     stmt.statement,
-                    sluice::Statement::Explain(_) | sluice::Statement::ExplainDot(_)
+                    sluice::Statement::Explain(_)
+                        | sluice::Statement::ExplainDot(_)
+                        | sluice::Statement::ShowCreateTable { .. }
                 ) =>
             {
-                // EXPLAIN prints the plan as plain text (as Flink does).
-                let plan = sluice::format::row_values(&batch, 0)?.join("");
-                print!("{plan}");
+                // EXPLAIN and SHOW CREATE TABLE print plain text (as Flink does).
+                let text = sluice::format::row_values(&batch, 0)?.join("");
+                if text.ends_with('\n') {
+                    print!("{text}");
+                } else {
+                    println!("{text}");
+                }
             }
             StatementResult::Info(batch) => {
                 let mut p = ResultPrinter::for_batch(std::io::stdout().lock(), format, &batch)?;

@@ -261,3 +261,40 @@ fn progress_line_only_on_a_terminal() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `SHOW CREATE TABLE` prints DDL that creates the same table again (same DESCRIBE).
+#[test]
+fn show_create_table_round_trips() {
+    let ddl = "CREATE TABLE t (a INT, `ts` TIMESTAMP(3), b AS a + 1, \
+               WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH ('connector' = \
+               'filesystem', 'path' = 'it''s.csv', 'format' = 'csv');";
+    let shown = sluice(&["run", "-e", &format!("{ddl} SHOW CREATE TABLE t")]);
+    assert_eq!(shown.status.code(), Some(0));
+    let printed = String::from_utf8_lossy(&shown.stdout).to_string();
+    assert!(printed.starts_with("CREATE TABLE `t` ("), "{printed}");
+    let describe = |ddl: &str| {
+        let out = sluice(&[
+            "run",
+            "--format",
+            "csv",
+            "-e",
+            &format!("{ddl}; DESCRIBE t"),
+        ]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let original = describe(ddl.trim_end_matches(';'));
+    assert!(original.contains("ts - INTERVAL '1' SECOND"), "{original}");
+    assert_eq!(describe(printed.trim()), original);
+    assert_eq!(
+        sluice(&["run", "-e", "SHOW CREATE TABLE nope"])
+            .status
+            .code(),
+        Some(3)
+    );
+}

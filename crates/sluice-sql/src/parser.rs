@@ -79,6 +79,11 @@ pub enum Statement {
     },
     /// `SHOW TABLES`.
     ShowTables,
+    /// `SHOW CREATE TABLE name`: the table's DDL.
+    ShowCreateTable {
+        /// The table.
+        name: String,
+    },
     /// `SHOW VIEWS`.
     ShowViews,
     /// `DESCRIBE name` / `DESC name`.
@@ -381,12 +386,26 @@ impl StatementParser {
             let what = p.next_token();
             let stmt = if word_is(&what.token, "TABLES") {
                 Statement::ShowTables
+            } else if word_is(&what.token, "CREATE") {
+                let table = p.next_token();
+                if !word_is(&table.token, "TABLE") {
+                    return Err(err_at(
+                        table.span.start,
+                        format!("Expected: TABLE after SHOW CREATE, found: {table}"),
+                    ));
+                }
+                let name = p
+                    .parse_object_name(false)
+                    .map_err(|e| SluiceError::Sql(e.to_string()))?;
+                Statement::ShowCreateTable {
+                    name: object_name(&name),
+                }
             } else if word_is(&what.token, "VIEWS") {
                 Statement::ShowViews
             } else {
                 return Err(err_at(
                     what.span.start,
-                    format!("Expected: TABLES or VIEWS after SHOW, found: {what}"),
+                    format!("Expected: TABLES, VIEWS or CREATE TABLE after SHOW, found: {what}"),
                 ));
             };
             expect_end(&mut p)?;
