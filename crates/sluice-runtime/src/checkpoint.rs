@@ -668,7 +668,22 @@ impl CheckpointStorage {
     /// # Errors
     /// The store cannot be listed.
     pub fn latest(&self, warn: &mut dyn FnMut(String)) -> Result<Option<RestoredCheckpoint>> {
+        self.latest_since(0, warn)
+    }
+
+    /// [`Self::latest`] among checkpoints with ids `>= min_id` (a run's own).
+    ///
+    /// # Errors
+    /// The store cannot be listed.
+    pub fn latest_since(
+        &self,
+        min_id: u64,
+        warn: &mut dyn FnMut(String),
+    ) -> Result<Option<RestoredCheckpoint>> {
         for id in self.checkpoint_ids()?.into_iter().rev() {
+            if id < min_id {
+                break;
+            }
             match self.load(id) {
                 Ok(c) => return Ok(Some(c)),
                 Err(e) => warn(format!("skipping checkpoint {id}: {e}")),
@@ -689,7 +704,10 @@ impl CheckpointStorage {
             if id > latest_complete {
                 continue; // a checkpoint in progress
             }
-            let complete = self.get(id, "_manifest.json").is_ok();
+            let complete = self
+                .runtime
+                .block_on(self.store.head(&self.path(id, "_manifest.json")))
+                .is_ok();
             if complete && kept < retained.max(1) {
                 kept += 1;
                 continue;

@@ -827,17 +827,8 @@ impl Job {
         if !self.config.checkpoint.enabled() {
             return Ok(self.initial.clone());
         }
-
-        for id in storage.checkpoint_ids()?.into_iter().rev() {
-            if id < self.first_id {
-                break;
-            }
-            match storage.load(id) {
-                Ok(c) => return Ok(Some(c)),
-                Err(e) => warn(&format!("skipping checkpoint {id}: {e}")),
-            }
-        }
-        Ok(self.initial.clone())
+        let own = storage.latest_since(self.first_id, &mut |w| warn(&w))?;
+        Ok(own.or_else(|| self.initial.clone()))
     }
 
     /// Before an attempt starts: commits what the restored checkpoint pre-committed,
@@ -854,7 +845,7 @@ impl Job {
             if let Some(dir) = self.sink_directory() {
                 use crate::connectors::filesystem::{discard_committed_after, discard_uncommitted};
                 // Uncommitted files of any run of this job.
-                discard_uncommitted(&dir, &self.file_job, &[])?;
+                discard_uncommitted(&dir, &self.file_job)?;
                 // Output committed after the restored checkpoint (the newest checkpoint
                 // was damaged, or an older one was chosen) is produced again by the replay.
                 let after = restore.map(|r| r.manifest.checkpoint_id).unwrap_or(0);

@@ -222,12 +222,12 @@ impl PendingFile {
 }
 
 /// Deletes the hidden in-progress and pending files of job `job` (any run of it: part
-/// files are named `part-<job>-<run>-...`) in `dir` that are not in `keep`: on recovery,
-/// what was written after the restored checkpoint is discarded.
+/// files are named `part-<job>-<run>-...`) in `dir`: on recovery (after the restored
+/// checkpoint's pending files were committed), what was written after it is discarded.
 ///
 /// # Errors
 /// The directory cannot be listed or a file cannot be deleted.
-pub fn discard_uncommitted(dir: &Path, job: &str, keep: &[PendingFile]) -> Result<usize> {
+pub fn discard_uncommitted(dir: &Path, job: &str) -> Result<usize> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Ok(0); // nothing written yet
     };
@@ -237,7 +237,7 @@ pub fn discard_uncommitted(dir: &Path, job: &str, keep: &[PendingFile]) -> Resul
         let name = entry.file_name().to_string_lossy().to_string();
         let hidden_part = name.starts_with(&prefix)
             && (name.ends_with(".inprogress") || name.ends_with(".pending"));
-        if hidden_part && !keep.iter().any(|k| k.pending == entry.path()) {
+        if hidden_part {
             std::fs::remove_file(entry.path()).map_err(|e| {
                 SluiceError::io(format!("discarding '{}'", entry.path().display()), e)
             })?;
