@@ -74,7 +74,15 @@ impl<W: Write> ResultPrinter<W> {
         let widths = schema
             .fields()
             .iter()
-            .map(|f| f.name().chars().count().max(type_width(f.data_type())))
+            .map(|f| {
+                // The changelog's `op` column holds two characters (`+I`, `-U`, ...).
+                let width = if f.name() == "op" && f.data_type() == &DataType::Utf8 {
+                    2
+                } else {
+                    type_width(f.data_type())
+                };
+                f.name().chars().count().max(width)
+            })
             .collect();
         let numeric = schema
             .fields()
@@ -90,6 +98,11 @@ impl<W: Write> ResultPrinter<W> {
             rows: 0,
             started: false,
         }
+    }
+
+    /// The schema of the rows this printer prints.
+    pub fn schema(&self) -> SchemaRef {
+        self.schema.clone()
     }
 
     /// A printer for a complete, small result (SHOW, DESCRIBE, SET): table columns as wide

@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 
 pub mod format;
+mod jobs;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -35,7 +36,7 @@ pub use sluice_common::time::format_timestamp_ms;
 pub use sluice_common::{Result, SluiceError};
 pub use sluice_runtime::connectors::channel::ChannelSender;
 use sluice_runtime::connectors::ConnectorContext;
-pub use sluice_runtime::{JobMetrics, RunningJob};
+pub use sluice_runtime::{JobHandle, JobMetrics, RunningJob, Stream};
 pub use sluice_sql::parser::Statement;
 use sluice_sql::{flink_type_name, Planner};
 pub use sluice_sql::{parse_script, ParsedStatement};
@@ -79,6 +80,10 @@ pub enum StatementResult {
 pub struct Engine {
     /// Channels opened for `'connector' = 'channel'` tables, by table name.
     channels: sluice_runtime::connectors::channel::ChannelRegistry,
+    /// Callbacks registered for `'connector' = 'channel'` sink tables, by table name.
+    sink_callbacks: sluice_runtime::connectors::channel::SinkRegistry,
+    /// Jobs running in the background ([`Engine::detach`]), for `SHOW JOBS` / `STOP JOB`.
+    jobs: jobs::BackgroundJobs,
     planner: Planner,
     settings: BTreeMap<String, String>,
     config: EngineConfig,
@@ -115,6 +120,8 @@ impl Engine {
             .expect("system_time_zone returns a valid zone");
         Engine {
             channels: Default::default(),
+            sink_callbacks: Default::default(),
+            jobs: Default::default(),
             planner,
             settings: BTreeMap::new(),
             config,
@@ -138,6 +145,35 @@ impl Engine {
     /// ```
     pub fn channel_source(&mut self, table: &str) -> ChannelSender {
         sluice_runtime::connectors::channel::register(&self.channels, table)
+    }
+
+    /// Registers `callback` to receive the rows that `INSERT INTO table` writes, for a
+    /// table declared `WITH ('connector' = 'channel')`: each call gets a batch of the
+    /// table's columns, after a leading `op` column (`+I`, `-U`, `+U`, `-D`) when the
+    /// query's result is updating. Calls come from the job's threads, one at a time; an
+    /// `Err` fails the job. Rows are delivered as written (at least once across restarts).
+    ///
+    /// ```no_run
+    /// # use sluice::{Engine, EngineConfig};
+    /// let mut engine = Engine::new(EngineConfig::default());
+    /// engine.execute_script("CREATE TABLE alerts (uid STRING, n BIGINT) \
+    ///     WITH ('connector' = 'channel')")?;
+    /// engine.sink_callback("alerts", |batch| {
+    ///     println!("{} alert rows", batch.num_rows());
+    ///     Ok(())
+    /// });
+    /// # Ok::<(), sluice::SluiceError>(())
+    /// ```
+    pub fn sink_callback(
+        &mut self,
+        table: &str,
+        callback: impl FnMut(&RecordBatch) -> Result<()> + Send + 'static,
+    ) {
+        sluice_runtime::connectors::channel::register_sink(
+            &self.sink_callbacks,
+            table,
+            Box::new(callback),
+        )
     }
 
     /// Sets a session property, as `SET 'key' = 'value'` does.
@@ -339,6 +375,7 @@ impl Engine {
                 source_subtask: 0,
                 source_parallelism: 1,
                 channels: std::sync::Arc::clone(&self.channels),
+                sink_callbacks: self.sink_callbacks.clone(),
                 attempt: 0,
                 two_phase_sinks: false,
             },
@@ -462,6 +499,8 @@ impl Engine {
                 Ok(StatementResult::Info(single_column("view name", names)))
             }
             Statement::Describe { name } => self.describe(name),
+            Statement::ShowJobs => Ok(StatementResult::Info(self.jobs.show())),
+            Statement::StopJob { id, savepoint } => self.jobs.stop(id, *savepoint),
             Statement::ShowCreateTable { name } => {
                 let catalog = self.planner.catalog();
                 let t = catalog
@@ -558,6 +597,74 @@ impl Engine {
         Ok(StatementResult::Info(string_batch(cols)))
     }
 
+    /// Runs the statements of `sql` in order and returns the result of the last one: a
+    /// running `SELECT` or `INSERT INTO` job ([`RunningJob`] streams its batches), a
+    /// small result (`SHOW`, `DESCRIBE`, `EXPLAIN`) or a message. Jobs of earlier
+    /// statements are run to their end first.
+    ///
+    /// ```no_run
+    /// # use sluice::{Engine, EngineConfig, StatementResult};
+    /// let mut engine = Engine::new(EngineConfig::default());
+    /// engine.sql("CREATE TABLE t (x INT) WITH ('connector' = 'datagen', 'number-of-rows' = '5')")?;
+    /// if let StatementResult::Query(mut job) = engine.sql("SELECT x FROM t")? {
+    ///     while let Some(batch) = job.blocking_next() {
+    ///         println!("{} rows", batch?.num_rows());
+    ///     }
+    /// }
+    /// # Ok::<(), sluice::SluiceError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// Parse errors (nothing runs), then the first statement that fails.
+    pub fn sql(&mut self, sql: &str) -> Result<StatementResult> {
+        let statements = parse_script(sql)?;
+        let Some((last, earlier)) = statements.split_last() else {
+            return Ok(StatementResult::Done("No statement.".into()));
+        };
+        for stmt in earlier {
+            match self.execute(stmt)? {
+                StatementResult::Query(job) | StatementResult::Insert(job) => {
+                    drain(job)?;
+                }
+                StatementResult::Done(_) | StatementResult::Info(_) => {}
+            }
+        }
+        self.execute(last)
+    }
+
+    /// Lets `job` run in the background (its output is read and dropped; it should be an
+    /// `INSERT INTO` job) and lists it in `SHOW JOBS`, where `STOP JOB` can stop it.
+    /// Returns the job's id. `statement` is the SQL shown as the job's name.
+    pub fn detach(&mut self, job: RunningJob, statement: &str) -> String {
+        self.jobs.detach(job, statement)
+    }
+
+    /// Tables and views of the session catalog with their column names, sorted by name
+    /// (for completion in the shell).
+    pub fn relations(&self) -> Vec<(String, Vec<String>)> {
+        let catalog = self.planner.catalog();
+        let mut out: Vec<(String, Vec<String>)> = catalog
+            .tables
+            .iter()
+            .map(|(name, t)| {
+                let cols = t.schema.fields().iter().map(|f| f.name().clone()).collect();
+                (name.clone(), cols)
+            })
+            .chain(catalog.views.iter().map(|(name, v)| {
+                let cols = v
+                    .plan
+                    .schema()
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().clone())
+                    .collect();
+                (name.clone(), cols)
+            }))
+            .collect();
+        out.sort();
+        out
+    }
+
     /// Runs every statement of a script in order, waiting for each job to finish, and
     /// returns the rows of every `SELECT` (one entry per `SELECT`, in order).
     ///
@@ -595,7 +702,7 @@ pub fn drain(mut job: RunningJob) -> Result<Vec<RecordBatch>> {
     Ok(out)
 }
 
-fn string_batch(cols: Vec<(&str, Vec<String>)>) -> RecordBatch {
+pub(crate) fn string_batch(cols: Vec<(&str, Vec<String>)>) -> RecordBatch {
     let fields: Vec<Field> = cols
         .iter()
         .map(|(n, _)| Field::new(*n, DataType::Utf8, false))

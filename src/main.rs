@@ -1,9 +1,12 @@
-//! The `sluice` command: `sluice run FILE.sql` runs every statement of a SQL file
-//! (`-` reads standard input; `-e "SQL"` runs the given text).
+//! The `sluice` command: `sluice` alone is the interactive SQL shell (`repl.rs`);
+//! `sluice run FILE.sql` runs every statement of a SQL file (`-` reads standard input;
+//! `-e "SQL"` runs the given text).
 //!
 //! Exit codes: 0 success; 1 a job failed while running (data, I/O, an operator, after its
 //! restarts); 2 bad command-line arguments; 3 the SQL is wrong (does not parse, does not
 //! plan, not supported, bad setting); 4 the SQL file cannot be read.
+
+mod repl;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -110,13 +113,7 @@ fn main() -> ExitCode {
                 }
             }
         }
-        None => {
-            eprintln!(
-                "The interactive SQL shell is not available yet. Run a SQL file with:\n  \
-                 sluice run FILE.sql [--format table|csv|json]"
-            );
-            ExitCode::from(2)
-        }
+        None => ExitCode::from(repl::run()),
     }
 }
 
@@ -319,7 +316,21 @@ impl Progress {
         );
         let started = Instant::now();
         let thread = std::thread::spawn(move || {
+            let mut with_total = false;
             while !s.load(std::sync::atomic::Ordering::Relaxed) {
+                // Bounded file sources: a bar of bytes read out of their total size.
+                if let Some(total) = m.total_bytes() {
+                    if !with_total {
+                        with_total = true;
+                        if let Ok(style) = indicatif::ProgressStyle::with_template(
+                            "{spinner} [{bar:24}] {percent:>3}% {msg}",
+                        ) {
+                            b.set_style(style.progress_chars("=> "));
+                        }
+                    }
+                    b.set_length(total);
+                    b.set_position(JobMetrics::get(&m.bytes_in).min(total));
+                }
                 b.set_message(progress_line(&m, started));
                 b.tick();
                 std::thread::sleep(std::time::Duration::from_millis(100));
@@ -354,8 +365,12 @@ fn progress_line(m: &JobMetrics, started: Instant) -> String {
     } else {
         sluice::format_timestamp_ms(wm)
     };
+    let total = m
+        .total_bytes()
+        .map(|t| format!(" of {:.1} MB", t as f64 / 1e6))
+        .unwrap_or_default();
     format!(
-        "{rows} rows ({:.1} MB) read, {:.0} rows/s, watermark {watermark}, {} late, {} checkpoints",
+        "{rows} rows ({:.1} MB{total}) read, {:.0} rows/s, watermark {watermark}, {} late, {} checkpoints",
         JobMetrics::get(&m.bytes_in) as f64 / 1e6,
         rows as f64 / secs,
         JobMetrics::get(&m.late_rows_dropped),

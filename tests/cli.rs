@@ -255,6 +255,9 @@ fn progress_line_only_on_a_terminal() {
     };
     let screen = String::from_utf8_lossy(&tty.stdout);
     assert!(screen.contains(" rows/s, watermark "), "{screen}");
+    // The flights file's decompressed size (its gzip trailer) is the bar's total.
+    assert!(screen.contains(" MB of 37.8 MB) read"), "{screen}");
+    assert!(screen.contains("%"), "{screen}");
     assert!(
         screen.contains("[INFO] Job finished: 336776 rows in"),
         "{screen}"

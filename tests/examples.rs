@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 
 use common::{compare_csv_multiset, rows_as_csv};
 use sluice::arrow::array::RecordBatch;
-use sluice::{Engine, EngineConfig};
+use sluice::{Engine, EngineConfig, JobMetrics};
+use std::time::Duration;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -187,4 +188,227 @@ async fn embedding_push_rows_and_read_windows() {
         "{:?}",
         again.err()
     );
+}
+
+/// Rows of the embedding tests: uid `u<i % 3>` at second `i`.
+fn click_batch(range: std::ops::Range<i64>) -> RecordBatch {
+    use sluice::arrow::array::{StringArray, TimestampMillisecondArray};
+    use sluice::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+    use std::sync::Arc;
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("uid", DataType::Utf8, true),
+        Field::new("ts", DataType::Timestamp(TimeUnit::Millisecond, None), true),
+    ]));
+    let uids: Vec<String> = range.clone().map(|i| format!("u{}", i % 3)).collect();
+    let ts: Vec<i64> = range.map(|i| i * 1000).collect();
+    RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(StringArray::from(uids)),
+            Arc::new(TimestampMillisecondArray::from(ts)),
+        ],
+    )
+    .unwrap()
+}
+
+const CLICKS_CHANNEL: &str = "CREATE TABLE clicks (uid STRING, ts TIMESTAMP(3), \
+    WATERMARK FOR ts AS ts) WITH ('connector' = 'channel')";
+const CLICK_WINDOWS: &str = "SELECT uid, window_start, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE \
+    clicks, DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY uid, window_start, window_end";
+
+/// Reads a job's output through its `Stream` implementation until `until` rows came or
+/// the job ended.
+async fn read_rows(job: &mut sluice::RunningJob, until: usize) -> Vec<String> {
+    use sluice::Stream;
+    let mut rows = Vec::new();
+    while rows.len() < until {
+        let next = std::future::poll_fn(|cx| std::pin::Pin::new(&mut *job).poll_next(cx)).await;
+        let Some(batch) = next else { break };
+        rows.extend(
+            common::slt_rows(&[batch.unwrap()])
+                .into_iter()
+                .map(|r| r.join(",")),
+        );
+    }
+    rows
+}
+
+/// Waits (up to 30 s) until the job's source watermark reaches `ms`.
+async fn wait_watermark(job: &sluice::RunningJob, ms: i64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while job
+        .metrics
+        .watermark_ms
+        .load(std::sync::atomic::Ordering::SeqCst)
+        < ms
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "watermark {ms} not reached"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Embedding: a watermark the application pushes fires windows while no row follows
+/// (rows at seconds 0..5, then watermark 9.999 s: window [0, 10) fires, the channel
+/// still open).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedding_pushed_watermark_fires_windows() {
+    let mut engine = Engine::new(EngineConfig::default());
+    engine.execute_script(CLICKS_CHANNEL).unwrap();
+    let clicks = engine.channel_source("clicks");
+    let sluice::StatementResult::Query(mut job) = engine.sql(CLICK_WINDOWS).unwrap() else {
+        panic!("a query")
+    };
+    let sender = clicks.clone();
+    tokio::task::spawn_blocking(move || {
+        sender.send(click_batch(0..5)).unwrap();
+        sender.send_watermark(9_999).unwrap();
+    })
+    .await
+    .unwrap();
+    let mut rows = read_rows(&mut job, 3).await;
+    rows.sort();
+    // 0..5: u0 at 0, 3; u1 at 1, 4; u2 at 2.
+    assert_eq!(
+        rows,
+        [
+            "u0,2024-01-01 00:00:00,2",
+            "u1,2024-01-01 00:00:00,2",
+            "u2,2024-01-01 00:00:00,1"
+        ]
+        .map(|r| r.replace("2024-01-01", "1970-01-01"))
+    );
+    drop(clicks);
+    assert!(read_rows(&mut job, usize::MAX).await.is_empty());
+}
+
+/// Embedding, end to end across a stop: the job stops with a checkpoint, a new `Engine`
+/// restarts from it, the application pushes the rest from `resume_after()`, and the
+/// results of both runs are exactly those of one run without the stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedding_stop_with_checkpoint_and_continue_in_a_new_engine() {
+    let dir = std::env::temp_dir().join(format!("sluice-embed-stop-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let start = |restore: Option<&str>| {
+        let mut engine = Engine::new(EngineConfig::default());
+        engine.execute_script(CLICKS_CHANNEL).unwrap();
+        engine
+            .set("execution.checkpointing.interval", "1 h")
+            .unwrap();
+        engine
+            .set("execution.checkpointing.dir", &dir.display().to_string())
+            .unwrap();
+        if let Some(path) = restore {
+            engine.set("execution.state-recovery.path", path).unwrap();
+        }
+        let clicks = engine.channel_source("clicks");
+        let sluice::StatementResult::Query(job) = engine.sql(CLICK_WINDOWS).unwrap() else {
+            panic!("a query")
+        };
+        (engine, clicks, job)
+    };
+
+    // Run 1: rows for seconds 0..25 (watermark 24 s: windows [0, 10) and [10, 20) fire,
+    // 6 rows, released when the checkpoint completes), then stop with a checkpoint.
+    let (_e1, clicks, mut job) = start(None);
+    let sender = clicks.clone();
+    tokio::task::spawn_blocking(move || {
+        sender.send(click_batch(0..12)).unwrap();
+        sender.send(click_batch(12..25)).unwrap();
+    })
+    .await
+    .unwrap();
+    wait_watermark(&job, 24_000).await;
+    let handle = job.handle();
+    let savepoint =
+        tokio::task::spawn_blocking(move || handle.stop_with_checkpoint(Duration::from_secs(30)))
+            .await
+            .unwrap()
+            .unwrap();
+    let first = read_rows(&mut job, usize::MAX).await;
+    assert_eq!(first.len(), 6, "{first:?}");
+    assert_eq!(JobMetrics::get(&job.metrics.rows_in), 25);
+    drop(clicks);
+
+    // Run 2, in a new engine: resumes after the 25 rows the checkpoint had read.
+    let (_e2, clicks, mut job) = start(Some(&savepoint));
+    assert_eq!(clicks.resume_after(), 25);
+    tokio::task::spawn_blocking(move || {
+        let from = clicks.resume_after() as i64;
+        clicks.send(click_batch(from..40)).unwrap();
+    })
+    .await
+    .unwrap();
+    let second = read_rows(&mut job, usize::MAX).await;
+
+    // One run without a stop.
+    let (_e3, clicks, mut job) = start(None);
+    tokio::task::spawn_blocking(move || clicks.send(click_batch(0..40)).unwrap())
+        .await
+        .unwrap();
+    let mut whole = read_rows(&mut job, usize::MAX).await;
+
+    let mut both = first.clone();
+    both.extend(second);
+    both.sort();
+    whole.sort();
+    assert_eq!(whole.len(), 12, "4 windows x 3 uids: {whole:?}");
+    assert_eq!(both, whole);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Embedding: `INSERT INTO` a `channel` table calls the application's callback with the
+/// rows (with the `op` column for an updating query).
+#[test]
+fn embedding_sink_callback_receives_rows() {
+    use std::sync::{Arc, Mutex};
+    let mut engine = Engine::new(EngineConfig::default());
+    engine.execute_script(CLICKS_CHANNEL).unwrap();
+    engine
+        .execute_script(
+            "CREATE TABLE per_uid (uid STRING, n BIGINT) WITH ('connector' = 'channel')",
+        )
+        .unwrap();
+    let received: Arc<Mutex<Vec<RecordBatch>>> = Arc::default();
+    let sink = Arc::clone(&received);
+    engine.sink_callback("per_uid", move |batch| {
+        sink.lock().unwrap().push(batch.clone());
+        Ok(())
+    });
+    let clicks = engine.channel_source("clicks");
+    let sluice::StatementResult::Insert(job) = engine
+        .sql("INSERT INTO per_uid SELECT uid, COUNT(*) FROM clicks GROUP BY uid")
+        .unwrap()
+    else {
+        panic!("an insert")
+    };
+    clicks.send(click_batch(0..10)).unwrap();
+    drop(clicks);
+    sluice::drain(job).unwrap();
+    let batches = received.lock().unwrap().clone();
+    assert_eq!(batches[0].schema().field(0).name(), "op");
+    let table = sluice::format::fold_changelog(&batches).unwrap().unwrap();
+    let mut rows: Vec<String> = common::slt_rows(&[table])
+        .into_iter()
+        .map(|r| r.join(","))
+        .collect();
+    rows.sort();
+    // i in 0..10: u0 at 0, 3, 6, 9; u1 at 1, 4, 7; u2 at 2, 5, 8.
+    assert_eq!(rows, ["u0,4", "u1,3", "u2,3"]);
+
+    // Without a callback the INSERT fails before it runs.
+    let mut other = Engine::new(EngineConfig::default());
+    other.execute_script(CLICKS_CHANNEL).unwrap();
+    other
+        .execute_script("CREATE TABLE t2 (uid STRING) WITH ('connector' = 'channel')")
+        .unwrap();
+    let _c = other.channel_source("clicks");
+    let err = other
+        .sql("INSERT INTO t2 SELECT uid FROM clicks")
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("no callback receives its rows"), "{err}");
 }

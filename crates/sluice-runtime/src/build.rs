@@ -49,7 +49,8 @@ pub(crate) fn build_tail(
     for (i, node) in nodes.iter().enumerate() {
         match &node.spec {
             OperatorSpec::Sink(spec) => {
-                sink = Some(create_sink(&spec.table, &spec.options, ctx)?);
+                let updating = node.inputs.first().is_some_and(|i| i.is_updating());
+                sink = Some(create_sink(&spec.table, &spec.options, ctx, updating)?);
             }
             _ => operators.push((first_index + i, build_operator(node, env)?)),
         }

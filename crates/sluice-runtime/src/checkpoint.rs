@@ -364,7 +364,19 @@ pub struct CheckpointStorage {
     display: String,
     /// The job's directory, for a local store (emptied directories are removed).
     local_dir: Option<std::path::PathBuf>,
-    runtime: tokio::runtime::Runtime,
+    /// Drives the object store's I/O (`None` only while dropping).
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for CheckpointStorage {
+    /// Shuts the I/O runtime down without blocking: storage may be dropped on an
+    /// application's async thread (an embedding that starts jobs from async code), where
+    /// a blocking runtime drop would panic.
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 impl std::fmt::Debug for CheckpointStorage {
@@ -384,6 +396,29 @@ fn storage_error(what: String) -> impl FnOnce(object_store::Error) -> SluiceErro
 }
 
 impl CheckpointStorage {
+    /// Runs an object store operation to completion. Called from an async context (an
+    /// application's tokio task starting a job), it runs on a scoped helper thread, since
+    /// a runtime cannot block inside another.
+    fn block_on<F>(&self, future: F) -> F::Output
+    where
+        F: std::future::Future + Send,
+        F::Output: Send,
+    {
+        let runtime = self
+            .runtime
+            .as_ref()
+            .expect("the I/O runtime lives until the storage is dropped");
+        if tokio::runtime::Handle::try_current().is_err() {
+            return runtime.block_on(future);
+        }
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| runtime.block_on(future))
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        })
+    }
+
     /// Opens `dir` (URL or path, see the module docs) for job `job`.
     ///
     /// # Errors
@@ -465,7 +500,7 @@ impl CheckpointStorage {
             local_dir: local_root.map(|r| r.join(root.as_ref())),
             root,
             display: format!("{}/{job}", display.trim_end_matches('/')),
-            runtime,
+            runtime: Some(runtime),
         })
     }
 
@@ -509,8 +544,7 @@ impl CheckpointStorage {
     /// The store's put failed.
     pub fn put(&self, id: u64, name: &str, bytes: Vec<u8>) -> Result<()> {
         let path = self.path(id, name);
-        self.runtime
-            .block_on(self.store.put(&path, PutPayload::from(bytes)))
+        self.block_on(self.store.put(&path, PutPayload::from(bytes)))
             .map_err(storage_error(format!("writing checkpoint file '{path}'")))?;
         Ok(())
     }
@@ -518,7 +552,6 @@ impl CheckpointStorage {
     fn get(&self, id: u64, name: &str) -> Result<Vec<u8>> {
         let path = self.path(id, name);
         let bytes = self
-            .runtime
             .block_on(async { self.store.get(&path).await?.bytes().await })
             .map_err(|e| match e {
                 object_store::Error::NotFound { .. } => SluiceError::Execution(format!(
@@ -539,7 +572,6 @@ impl CheckpointStorage {
     /// The store cannot be listed.
     pub fn checkpoint_ids(&self) -> Result<Vec<u64>> {
         let listing = self
-            .runtime
             .block_on(self.store.list_with_delimiter(Some(&self.root)))
             .map_err(storage_error(format!("listing '{}'", self.display)))?;
         let mut ids: Vec<u64> = listing
@@ -558,7 +590,7 @@ impl CheckpointStorage {
     /// The store cannot be listed or a delete fails.
     pub fn delete(&self, id: u64) -> Result<()> {
         let dir = self.root.clone().join(format!("chk-{id}"));
-        self.runtime.block_on(async {
+        self.block_on(async {
             let listing = self
                 .store
                 .list_with_delimiter(Some(&dir))
@@ -705,7 +737,6 @@ impl CheckpointStorage {
                 continue; // a checkpoint in progress
             }
             let complete = self
-                .runtime
                 .block_on(self.store.head(&self.path(id, "_manifest.json")))
                 .is_ok();
             if complete && kept < retained.max(1) {

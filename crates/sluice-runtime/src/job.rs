@@ -93,6 +93,17 @@ pub struct RunningJob {
     pub updating: bool,
     output: tokio::sync::mpsc::Receiver<Result<RecordBatch>>,
     coordinator: Option<JoinHandle<()>>,
+    handle: JobHandle,
+}
+
+/// Controls of a running job that can be shared (cloned) and used from any thread while
+/// another thread reads its output: checkpoints on demand, stop, metrics.
+#[derive(Clone)]
+pub struct JobHandle {
+    /// The job's id: `<job name>-<unique run id>`, as its part files are named.
+    pub id: String,
+    /// Counters, updated while the job runs.
+    pub metrics: Arc<JobMetrics>,
     control: Arc<Coordination>,
     /// The job checkpoints (has checkpoint storage).
     checkpoints: bool,
@@ -112,6 +123,67 @@ impl RunningJob {
         self.output.recv().await
     }
 
+    /// A shareable handle on the job's controls and metrics.
+    pub fn handle(&self) -> JobHandle {
+        self.handle.clone()
+    }
+
+    /// The job's id (see [`JobHandle::id`]).
+    pub fn id(&self) -> &str {
+        &self.handle.id
+    }
+
+    /// See [`JobHandle::checkpoint_now`].
+    pub fn checkpoint_now(&self) -> Result<u64> {
+        self.handle.checkpoint_now()
+    }
+
+    /// See [`JobHandle::wait_for_checkpoint`].
+    pub fn wait_for_checkpoint(&self, id: u64, timeout: std::time::Duration) -> Result<String> {
+        self.handle.wait_for_checkpoint(id, timeout)
+    }
+
+    /// See [`JobHandle::stop`].
+    pub fn stop(&self) {
+        self.handle.stop()
+    }
+
+    /// See [`JobHandle::stop_with_checkpoint`].
+    pub fn stop_with_checkpoint(&self, timeout: std::time::Duration) -> Result<String> {
+        self.handle.stop_with_checkpoint(timeout)
+    }
+
+    /// Waits for the job to stop (after the output is drained).
+    pub fn join(mut self) {
+        if let Some(t) = self.coordinator.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The job's output as an async stream of batches (`futures::StreamExt` and
+/// `tokio_stream` adapters apply): the same items as [`RunningJob::next`].
+impl futures_core::Stream for RunningJob {
+    type Item = Result<RecordBatch>;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        self.get_mut().output.poll_recv(cx)
+    }
+}
+
+/// Marks the job ended when the coordinator thread ends, even by a panic.
+struct EndedGuard(Arc<Coordination>);
+
+impl Drop for EndedGuard {
+    fn drop(&mut self) {
+        self.0.ended.store(true, Ordering::SeqCst);
+    }
+}
+
+impl JobHandle {
     /// Triggers a checkpoint now, besides the periodic ones; returns its id. The sources
     /// inject its barrier at their next batch boundary.
     ///
@@ -150,7 +222,7 @@ impl RunningJob {
             if self.control.settled.load(Ordering::SeqCst) >= id {
                 return Err(SluiceError::Execution(format!("checkpoint {id} failed")));
             }
-            if self.coordinator.as_ref().is_none_or(|c| c.is_finished()) {
+            if self.is_finished() {
                 return Err(SluiceError::Execution(format!(
                     "the job ended before checkpoint {id} completed"
                 )));
@@ -170,6 +242,16 @@ impl RunningJob {
         self.control.stop_requested.store(true, Ordering::SeqCst);
     }
 
+    /// The job was asked to stop ([`JobHandle::stop`]).
+    pub fn stop_requested(&self) -> bool {
+        self.control.stop_requested.load(Ordering::SeqCst)
+    }
+
+    /// The job has ended: finished, failed (after its restarts) or stopped.
+    pub fn is_finished(&self) -> bool {
+        self.control.ended.load(Ordering::SeqCst)
+    }
+
     /// Takes a checkpoint, waits for it, then stops the job (Flink's stop with savepoint):
     /// a new job restores from the returned location (`'execution.state-recovery.path'`,
     /// `--from-checkpoint`) and continues exactly where this one stopped.
@@ -182,13 +264,6 @@ impl RunningJob {
         let path = self.wait_for_checkpoint(id, timeout)?;
         self.stop();
         Ok(path)
-    }
-
-    /// Waits for the job to stop (after the output is drained).
-    pub fn join(mut self) {
-        if let Some(t) = self.coordinator.take() {
-            let _ = t.join();
-        }
     }
 }
 
@@ -282,20 +357,27 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
     let attempt = job.launch(0, initial.as_ref(), None, &events_tx)?;
     let coordinator = std::thread::Builder::new()
         .name("sluice-coordinator".into())
-        .spawn(move || job.supervise(attempt, events_tx, events_rx))
+        .spawn(move || {
+            let _ended = EndedGuard(Arc::clone(&job.coordination));
+            job.supervise(attempt, events_tx, events_rx);
+        })
         .map_err(|e| SluiceError::io("starting the job coordinator", e))?;
     let mut schema = localize_schema(plan.schema.as_arrow(), &config.connectors.time_zone);
     if updating {
         schema = op_schema(&schema);
     }
     Ok(RunningJob {
-        metrics,
+        metrics: Arc::clone(&metrics),
         updating,
         schema: Arc::new(schema),
         output: out_rx,
         coordinator: Some(coordinator),
-        control,
-        checkpoints,
+        handle: JobHandle {
+            id: config.connectors.job_id.clone(),
+            metrics: Arc::clone(&metrics),
+            control,
+            checkpoints,
+        },
     })
 }
 

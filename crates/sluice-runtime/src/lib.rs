@@ -19,5 +19,6 @@ pub mod state;
 mod tasks;
 
 pub use checkpoint::{CheckpointConfig, CheckpointingMode, FailPoints, RestartStrategy};
-pub use job::{start, JobConfig, RunningJob};
+pub use futures_core::Stream;
+pub use job::{start, JobConfig, JobHandle, RunningJob};
 pub use metrics::JobMetrics;

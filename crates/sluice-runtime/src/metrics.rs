@@ -1,6 +1,6 @@
 //! Counters of a running job, shared between its tasks and whoever watches it.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
 /// Counters of one job. All counts are rows unless the name says otherwise.
 #[derive(Debug)]
@@ -9,6 +9,12 @@ pub struct JobMetrics {
     pub rows_in: AtomicU64,
     /// Bytes read by the sources (uncompressed).
     pub bytes_in: AtomicU64,
+    /// Bytes the file sources read in all (their files' sizes), for progress bars; only
+    /// meaningful when [`JobMetrics::bytes_total_known`] says so.
+    pub bytes_total: AtomicU64,
+    /// `false` once a source whose size is not known in advance took part (an unbounded
+    /// or generated source, a compressed file).
+    pub bytes_total_known: AtomicBool,
     /// Rows emitted to the result or the sink.
     pub rows_out: AtomicU64,
     /// Rows dropped because every window they belong to had already fired.
@@ -38,6 +44,8 @@ impl Default for JobMetrics {
         JobMetrics {
             rows_in: AtomicU64::new(0),
             bytes_in: AtomicU64::new(0),
+            bytes_total: AtomicU64::new(0),
+            bytes_total_known: AtomicBool::new(true),
             rows_out: AtomicU64::new(0),
             late_rows_dropped: AtomicU64::new(0),
             parse_errors_skipped: AtomicU64::new(0),
@@ -60,6 +68,12 @@ impl JobMetrics {
         if n > 0 {
             counter.fetch_add(n, Ordering::Relaxed);
         }
+    }
+
+    /// The total bytes the sources read, when every source's size is known in advance.
+    pub fn total_bytes(&self) -> Option<u64> {
+        let total = self.bytes_total.load(Ordering::Relaxed);
+        (self.bytes_total_known.load(Ordering::Relaxed) && total > 0).then_some(total)
     }
 
     /// Reads a counter.

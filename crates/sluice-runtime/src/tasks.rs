@@ -81,6 +81,8 @@ pub(crate) struct Coordination {
     pub stop_requested: AtomicBool,
     /// Completed checkpoints: id → location (`<dir>/<job>/chk-<id>`).
     pub completed: Mutex<std::collections::BTreeMap<u64, String>>,
+    /// The coordinator has ended (the job finished, failed or stopped).
+    pub ended: AtomicBool,
 }
 
 impl Coordination {
@@ -95,6 +97,7 @@ impl Coordination {
             live_offset: Default::default(),
             stop_requested: AtomicBool::new(false),
             completed: Default::default(),
+            ended: AtomicBool::new(false),
         }
     }
 
@@ -429,7 +432,10 @@ impl SourceDriver {
             }
             let cols = evaluate_all(&self.columns, &raw)?;
             let data = batch_with_schema(&self.schema, cols, raw.num_rows())?;
-            let (row_watermarks, final_wm) = self.row_watermarks(&data)?;
+            let (row_watermarks, mut final_wm) = self.row_watermarks(&data)?;
+            if let Some(pushed) = self.source.take_watermark() {
+                final_wm = final_wm.max(pushed);
+            }
             let n = data.num_rows();
             let mut a = 0usize;
             for b in self.cuts(n) {
@@ -442,7 +448,8 @@ impl SourceDriver {
                     row_watermarks: row_watermarks.as_ref().map(|w| w.slice(a, b - a)),
                     ops: None,
                 };
-                if !send(Message::Data(segment)) {
+                // A batch without rows only carries a source watermark.
+                if b > a && !send(Message::Data(segment)) {
                     return Ok(()); // downstream stopped
                 }
                 self.rows += (b - a) as u64;
@@ -973,7 +980,7 @@ pub(crate) fn op_schema(
 }
 
 /// The batch with its RowKinds as a leading `op` column of `+I`/`-U`/`+U`/`-D`.
-fn with_op_column(b: &StreamBatch) -> Result<RecordBatch> {
+pub(crate) fn with_op_column(b: &StreamBatch) -> Result<RecordBatch> {
     use datafusion_common::arrow::array::{ArrayRef, StringArray};
     let ops: Vec<&str> = (0..b.num_rows()).map(|i| b.row_kind(i).short()).collect();
     let mut columns: Vec<ArrayRef> = vec![Arc::new(StringArray::from(ops))];

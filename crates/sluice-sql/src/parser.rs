@@ -91,6 +91,16 @@ pub enum Statement {
         /// Table or view name.
         name: String,
     },
+    /// `SHOW JOBS`: the session's background jobs (Flink SQL client).
+    ShowJobs,
+    /// `STOP JOB 'id' [WITH SAVEPOINT] [WITH DRAIN]` (Flink SQL client): stops a
+    /// background job, after a final checkpoint to restart from when `WITH SAVEPOINT`.
+    StopJob {
+        /// The job id, as `SHOW JOBS` lists it.
+        id: String,
+        /// `WITH SAVEPOINT`: take a checkpoint first and report where it is.
+        savepoint: bool,
+    },
 }
 
 /// A query, with the window table function calls and `MATCH_RECOGNIZE` clauses that were
@@ -402,14 +412,21 @@ impl StatementParser {
                 }
             } else if word_is(&what.token, "VIEWS") {
                 Statement::ShowViews
+            } else if word_is(&what.token, "JOBS") {
+                Statement::ShowJobs
             } else {
                 return Err(err_at(
                     what.span.start,
-                    format!("Expected: TABLES, VIEWS or CREATE TABLE after SHOW, found: {what}"),
+                    format!(
+                        "Expected: TABLES, VIEWS, JOBS or CREATE TABLE after SHOW, found: {what}"
+                    ),
                 ));
             };
             expect_end(&mut p)?;
             return Ok(stmt);
+        }
+        if is(0, "STOP") && is(1, "JOB") {
+            return self.parse_stop_job();
         }
         if is(0, "DESCRIBE") || is(0, "DESC") {
             let mut p = self.parser();
@@ -472,7 +489,7 @@ impl StatementParser {
             first.span.start,
             format!(
                 "Expected: a statement (CREATE TABLE, CREATE VIEW, INSERT INTO, SELECT, SET, \
-                 RESET, SHOW TABLES, DESCRIBE, EXPLAIN), found: {first}"
+                 RESET, SHOW, DESCRIBE, EXPLAIN, STOP JOB), found: {first}"
             ),
         ))
     }
@@ -599,6 +616,44 @@ impl StatementParser {
         let rest = p.index();
         let query = parse_query_tokens(remaining_tokens(&self.tokens, rest))?;
         Ok(Statement::Insert { table, query })
+    }
+
+    /// `STOP JOB 'id' [WITH SAVEPOINT] [WITH DRAIN]` (Flink's SQL client syntax; DRAIN
+    /// is accepted: a stopped Sluice job always ends its windows from its checkpoint on
+    /// restart, so it changes nothing).
+    fn parse_stop_job(self) -> Result<Statement> {
+        let mut p = self.parser();
+        p.next_token(); // STOP
+        p.next_token(); // JOB
+        let id_token = p.next_token();
+        let id = match &id_token.token {
+            Token::SingleQuotedString(s) => s.clone(),
+            other => {
+                return Err(err_at(
+                    id_token.span.start,
+                    format!("Expected: the job id as a string ('...'), found: {other}"),
+                ))
+            }
+        };
+        let mut savepoint = false;
+        loop {
+            let t = p.peek_token();
+            if !word_is(&t.token, "WITH") {
+                break;
+            }
+            p.next_token();
+            let what = p.next_token();
+            if word_is(&what.token, "SAVEPOINT") {
+                savepoint = true;
+            } else if !word_is(&what.token, "DRAIN") {
+                return Err(err_at(
+                    what.span.start,
+                    format!("Expected: SAVEPOINT or DRAIN after WITH, found: {what}"),
+                ));
+            }
+        }
+        expect_end(&mut p)?;
+        Ok(Statement::StopJob { id, savepoint })
     }
 
     fn parse_set(self) -> Result<Statement> {
@@ -1435,6 +1490,27 @@ mod tests {
         assert!(e.to_string().contains("Line: 1, Column: 1"), "{e}");
         let e = parse_script("SELECT * FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts)))").unwrap_err();
         assert!(e.to_string().contains("missing its SIZE"), "{e}");
+    }
+
+    #[test]
+    fn parses_job_statements() {
+        let v = parse_script("SHOW JOBS; STOP JOB 'abc-1' WITH SAVEPOINT; stop job 'x';").unwrap();
+        assert!(matches!(v[0].statement, Statement::ShowJobs));
+        assert!(
+            matches!(&v[1].statement, Statement::StopJob { id, savepoint: true } if id == "abc-1")
+        );
+        assert!(
+            matches!(&v[2].statement, Statement::StopJob { id, savepoint: false } if id == "x")
+        );
+        let e = parse_script("STOP JOB abc").unwrap_err().to_string();
+        assert!(
+            e.contains("Expected: the job id") && e.contains("Column: 10"),
+            "{e}"
+        );
+        let e = parse_script("STOP JOB 'a' WITH NOTHING")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("Expected: SAVEPOINT or DRAIN"), "{e}");
     }
 
     #[test]

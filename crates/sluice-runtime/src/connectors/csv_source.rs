@@ -333,6 +333,23 @@ impl DecodeHelper {
     }
 }
 
+/// The decompressed size a gzip file declares in its trailer (ISIZE, the last 4 bytes,
+/// little-endian), when it is plausible (not below the compressed size, as it would be
+/// if the data wrapped past 4 GiB).
+fn gzip_isize(path: &Path) -> Option<u64> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(path).ok()?;
+    let len = file.metadata().ok()?.len();
+    if len < 18 {
+        return None; // smaller than a gzip header and trailer
+    }
+    file.seek(SeekFrom::End(-4)).ok()?;
+    let mut trailer = [0u8; 4];
+    file.read_exact(&mut trailer).ok()?;
+    let size = u32::from_le_bytes(trailer) as u64;
+    (size >= len / 2).then_some(size)
+}
+
 /// A bounded source over one file or a directory of files, read in order, in a
 /// line-oriented format (CSV, JSON lines).
 ///
@@ -377,6 +394,28 @@ impl CsvSource {
                 .collect();
         }
         self
+    }
+
+    /// Adds the sizes of this source's files to [`JobMetrics::bytes_total`], as
+    /// `bytes_in` counts them: decompressed. A `.gz` file's decompressed size is its
+    /// gzip trailer's ISIZE (RFC 1952: the size modulo 2^32, exact for a single-member
+    /// file under 4 GiB); a file whose size cannot be known makes the total unknown.
+    pub fn count_total_bytes(&self) {
+        use std::sync::atomic::Ordering;
+        for f in &self.files {
+            let size = if f.extension().is_some_and(|e| e == "gz") {
+                gzip_isize(f)
+            } else {
+                std::fs::metadata(f).ok().map(|m| m.len())
+            };
+            match size {
+                Some(n) => JobMetrics::add(&self.metrics.bytes_total, n),
+                None => self
+                    .metrics
+                    .bytes_total_known
+                    .store(false, Ordering::Relaxed),
+            }
+        }
     }
 
     /// Makes every batch a pseudo-random size in `1..=batch_size`, from `seed` (tests use

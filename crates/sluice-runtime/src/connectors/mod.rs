@@ -43,6 +43,12 @@ pub trait Source: Send {
     /// # Errors
     /// A position this source cannot resume from (the input changed).
     fn seek(&mut self, position: &serde_json::Value) -> Result<()>;
+    /// A watermark (ms) the source itself declares for the rows returned so far, taken
+    /// once after each [`Source::next_batch`]; the job's watermark is the maximum of it
+    /// and the table's `WATERMARK` expression. Only application-fed sources have one.
+    fn take_watermark(&mut self) -> Option<i64> {
+        None
+    }
 }
 
 /// A sink of rows. A transactional sink takes part in checkpoints with two-phase
@@ -111,6 +117,8 @@ pub struct ConnectorContext {
     pub source_parallelism: usize,
     /// Channels the embedding application opened for `channel` tables.
     pub channels: channel::ChannelRegistry,
+    /// Callbacks the embedding application registered for `channel` sink tables.
+    pub sink_callbacks: channel::SinkRegistry,
     /// How many times the job has been restarted (direct sinks write a new file per run).
     pub attempt: u32,
     /// The job checkpoints exactly-once: sinks that can, commit in two phases (unless
@@ -167,6 +175,12 @@ pub fn create_source(
     metrics: Arc<JobMetrics>,
 ) -> Result<Box<dyn Source>> {
     let connector = option(options, "connector", table)?;
+    if connector != "filesystem" {
+        // Generated and application-fed rows have no size known in advance.
+        metrics
+            .bytes_total_known
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+    }
     match connector.as_str() {
         "filesystem" => {
             let format = file_format(options, table)?;
@@ -189,6 +203,9 @@ pub fn create_source(
             if let Some(seed) = ctx.batch_size_seed {
                 source.randomize_batch_sizes(seed);
             }
+            if ctx.attempt == 0 {
+                source.count_total_bytes();
+            }
             Ok(Box::new(source))
         }
         "channel" => Ok(Box::new(channel::ChannelSource::take(
@@ -196,6 +213,7 @@ pub fn create_source(
             table,
             physical_schema,
             metrics,
+            ctx.attempt,
         )?)),
         "datagen" => Ok(Box::new(datagen::DatagenSource::new(
             table,
@@ -242,10 +260,14 @@ pub fn resolve_sink_directory(
 }
 
 /// Creates the sink of a table from its `WITH` options.
+///
+/// `updating`: the rows written are a changelog (sinks that can take one receive the row
+/// kinds).
 pub fn create_sink(
     table: &str,
     options: &ConnectorOptions,
     ctx: &ConnectorContext,
+    updating: bool,
 ) -> Result<Box<dyn BatchSink>> {
     let connector = option(options, "connector", table)?;
     match connector.as_str() {
@@ -267,8 +289,13 @@ pub fn create_sink(
                 .unwrap_or_default(),
         })),
         "blackhole" => Ok(Box::new(BlackholeSink)),
+        "channel" => Ok(Box::new(channel::CallbackSink::take(
+            &ctx.sink_callbacks,
+            table,
+            updating,
+        )?)),
         other => Err(SluiceError::NotSupported(format!(
-            "'connector' = '{other}' of table '{table}' (supported: filesystem, print, blackhole)"
+            "'connector' = '{other}' of table '{table}' (supported: filesystem, print, blackhole, channel)"
         ))),
     }
 }

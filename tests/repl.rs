@@ -1,0 +1,348 @@
+//! The interactive shell, driven as a person would: the real binary in a tmux pane (a
+//! pseudo-terminal), keys sent with `tmux send-keys`, assertions on the rendered screen
+//! (`tmux capture-pane`). `.ci/run` installs tmux when it is missing.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+static SESSION: AtomicU32 = AtomicU32::new(0);
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sluice-repl-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// One shell in its own tmux server (socket), 160 x 50 characters.
+struct Shell {
+    socket: String,
+}
+
+impl Shell {
+    fn start(dir: &Path, history: &Path) -> Shell {
+        let socket = format!(
+            "sluice-test-{}-{}",
+            std::process::id(),
+            SESSION.fetch_add(1, Ordering::SeqCst)
+        );
+        let bin = env!("CARGO_BIN_EXE_sluice");
+        // After the shell exits, its exit code stays on the screen.
+        let command = format!(
+            "SLUICE_HISTORY='{}' TERM=xterm '{bin}'; echo \"EXITED:$?\"; sleep 600",
+            history.display()
+        );
+        let status = Command::new("tmux")
+            .args(["-L", &socket, "-f", "/dev/null", "new-session", "-d"])
+            .args(["-x", "160", "-y", "50", "-c"])
+            .arg(dir)
+            .arg(command)
+            .status()
+            .expect("tmux is needed for the shell tests (.ci/run installs it)");
+        assert!(status.success());
+        let shell = Shell { socket };
+        shell.wait_for("the banner", |s| s.contains("sluice>"));
+        shell
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.socket])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).to_string()
+    }
+
+    /// Types text literally (no Enter). tmux reads an argument ending in `;` as a
+    /// command separator, so each `;` is sent as its character code.
+    fn type_text(&self, text: &str) {
+        for (i, piece) in text.split(';').enumerate() {
+            if i > 0 {
+                self.tmux(&["send-keys", "-t", "0", "-H", "3b"]);
+            }
+            if !piece.is_empty() {
+                self.tmux(&["send-keys", "-t", "0", "-l", piece]);
+            }
+        }
+    }
+
+    /// Presses keys (tmux key names: `Enter`, `Tab`, `Up`, `C-c`, `C-d`, ...).
+    fn press(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "0"];
+        args.extend_from_slice(keys);
+        self.tmux(&args);
+    }
+
+    /// Types a line and presses Enter.
+    fn enter(&self, line: &str) {
+        self.type_text(line);
+        self.press(&["Enter"]);
+    }
+
+    /// The visible screen plus the scrollback.
+    fn screen(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-t", "0", "-S", "-1000"])
+    }
+
+    /// Waits (up to 30 s) until the screen satisfies `ok`; returns it.
+    fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let screen = self.screen();
+            if ok(&screen) {
+                return screen;
+            }
+            if Instant::now() > deadline {
+                panic!("timed out waiting for {what}; the screen:\n{screen}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until `text` occurs `n` times on the screen.
+    fn wait_count(&self, text: &str, n: usize) -> String {
+        self.wait_for(&format!("{n} x '{text}'"), |s| s.matches(text).count() >= n)
+    }
+}
+
+impl Drop for Shell {
+    fn drop(&mut self) {
+        self.tmux(&["kill-server"]);
+    }
+}
+
+const CLICKS: &str = "user_id,url,ts\n\
+    1,/a,2024-01-01 10:00:01\n\
+    2,/b,2024-01-01 10:00:20\n\
+    1,/c,2024-01-01 10:01:05\n\
+    3,/a,2024-01-01 10:01:30\n\
+    1,/b,2024-01-01 10:02:10\n";
+
+fn clicks_dir(name: &str) -> PathBuf {
+    let dir = temp_dir(name);
+    std::fs::write(dir.join("clicks.csv"), CLICKS).unwrap();
+    dir
+}
+
+const CREATE_CLICKS: [&str; 3] = [
+    "CREATE TABLE clicks (user_id INT, url STRING, ts TIMESTAMP(3),",
+    "  WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)",
+    "WITH ('connector' = 'filesystem', 'path' = 'clicks.csv', 'format' = 'csv', 'csv.header' = 'true');",
+];
+
+/// A statement over several lines runs at its `;`; a windowed SELECT prints its rows;
+/// Tab completes a table name; the hint line shows a keyword's completion; a syntax error
+/// shows a caret under its position; SHOW TABLES, DESCRIBE and EXPLAIN work; QUIT exits 0.
+#[test]
+fn multi_line_statements_completion_hints_and_error_caret() {
+    let dir = clicks_dir("basics");
+    let shell = Shell::start(&dir, &dir.join("history"));
+    shell.enter(CREATE_CLICKS[0]);
+    shell.enter(CREATE_CLICKS[1]);
+    // Not run yet: the statement has no ';'.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!shell.screen().contains("has been created"));
+    shell.enter(CREATE_CLICKS[2]);
+    shell.wait_for("the table", |s| {
+        s.contains("[INFO] Table 'clicks' has been created.")
+    });
+
+    shell.enter(
+        "SELECT window_start, COUNT(*) AS clicks FROM TABLE(TUMBLE(TABLE clicks, \
+         DESCRIPTOR(ts), INTERVAL '1' MINUTE)) GROUP BY window_start, window_end;",
+    );
+    let screen = shell.wait_for("the result", |s| s.contains("rows in"));
+    // 10:00 has 2 clicks, 10:01 has 2, 10:02 has 1 (hand count of CLICKS).
+    for row in [
+        "| 2024-01-01 10:00:00     |                    2 |",
+        "| 2024-01-01 10:01:00     |                    2 |",
+        "| 2024-01-01 10:02:00     |                    1 |",
+    ] {
+        assert!(screen.contains(row), "missing {row}:\n{screen}");
+    }
+    assert!(screen.contains("[INFO] 3 rows in"), "{screen}");
+
+    // Tab completes the table name.
+    shell.type_text("DESCRIBE cli");
+    shell.press(&["Tab"]);
+    shell.wait_for("completion", |s| s.contains("sluice> DESCRIBE clicks"));
+    shell.enter(";");
+    let screen = shell.wait_for("DESCRIBE", |s| s.contains("*ROWTIME*"));
+    assert!(screen.contains("| user_id |"), "{screen}");
+
+    // The hint line: "EXPLA" shows "IN" after the cursor; → accepts it. EXPLAIN shows
+    // the operator graph.
+    shell.type_text("EXPLA");
+    shell.wait_for("the hint", |s| s.contains("sluice> EXPLAIN"));
+    shell.press(&["Right"]);
+    shell.enter(" SELECT user_id, COUNT(*) FROM clicks GROUP BY user_id;");
+    shell.wait_for("EXPLAIN", |s| s.contains("GroupAggregate"));
+    shell.enter("SHOW TABLES;");
+    shell.wait_for("SHOW TABLES", |s| s.contains("| clicks     |"));
+
+    // A syntax error: the caret sits under the bad token (column 6).
+    shell.enter("SHOW TABELS;");
+    let screen = shell.wait_for("the error", |s| s.contains("LINE 1: SHOW TABELS;"));
+    let lines: Vec<&str> = screen.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("LINE 1: SHOW TABELS;"))
+        .unwrap();
+    assert_eq!(
+        lines[at + 1],
+        format!("{}^", " ".repeat("LINE 1: SHOW ".len()))
+    );
+    assert!(screen.contains("[ERROR] SQL error: Expected: TABLES, VIEWS, JOBS"));
+
+    shell.enter("QUIT");
+    shell.wait_for("the exit", |s| s.contains("EXITED:0"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The history survives a restart: Up recalls the previous session's statements.
+#[test]
+fn history_persists_across_sessions() {
+    let dir = temp_dir("history");
+    let history = dir.join("history");
+    {
+        let shell = Shell::start(&dir, &history);
+        shell.enter("SET 'pipeline.name' = 'remember-me';");
+        shell.wait_for("SET", |s| s.contains("Session property has been set"));
+        shell.press(&["C-d"]);
+        shell.wait_for("the exit", |s| s.contains("EXITED:0"));
+    }
+    let shell = Shell::start(&dir, &history);
+    shell.press(&["Up"]);
+    shell.wait_for("the recalled statement", |s| {
+        s.contains("sluice> SET 'pipeline.name' = 'remember-me';")
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Ctrl-C cancels a running (unbounded) query and returns to the prompt, and the shell
+/// goes on working.
+#[test]
+fn ctrl_c_cancels_a_running_query() {
+    let dir = temp_dir("cancel");
+    let shell = Shell::start(&dir, &dir.join("history"));
+    shell.enter(
+        "CREATE TABLE ticks (n BIGINT) WITH ('connector' = 'datagen', \
+         'rows-per-second' = '20', 'fields.n.kind' = 'sequence', 'fields.n.start' = '1', \
+         'fields.n.end' = '100000000');",
+    );
+    shell.wait_for("the table", |s| s.contains("has been created"));
+    shell.enter("SELECT n FROM ticks;");
+    shell.wait_for("rows streaming in", |s| {
+        s.contains("|                    3 |")
+    });
+    shell.press(&["C-c"]);
+    let screen = shell.wait_for("the cancel", |s| s.contains("[INFO] Query canceled"));
+    assert!(screen.trim_end().ends_with("sluice>"), "{screen}");
+    shell.enter("SHOW TABLES;");
+    shell.wait_for("the next statement", |s| s.contains("| ticks      |"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// INSERT INTO returns a job id at once; SHOW JOBS lists it RUNNING; STOP JOB ... WITH
+/// SAVEPOINT prints the checkpoint's path (which exists) and the job shows CANCELED.
+#[test]
+fn background_insert_show_jobs_and_stop_with_savepoint() {
+    let dir = temp_dir("jobs");
+    let shell = Shell::start(&dir, &dir.join("history"));
+    shell.enter(
+        "CREATE TABLE ticks (n BIGINT) WITH ('connector' = 'datagen', \
+         'rows-per-second' = '50', 'fields.n.kind' = 'sequence', 'fields.n.start' = '1', \
+         'fields.n.end' = '100000000');",
+    );
+    shell.enter(
+        "CREATE TABLE out_ticks (n BIGINT) WITH ('connector' = 'filesystem', \
+         'path' = 'out', 'format' = 'csv');",
+    );
+    shell.enter("SET 'execution.checkpointing.interval' = '1 h';");
+    shell.enter("SET 'execution.checkpointing.dir' = 'chk';");
+    shell.wait_count("Session property has been set", 2);
+    shell.enter("INSERT INTO out_ticks SELECT n FROM ticks;");
+    let screen = shell.wait_for("the job id", |s| s.contains("[INFO] Submitted job '"));
+    let id = screen
+        .split("[INFO] Submitted job '")
+        .nth(1)
+        .and_then(|r| r.split('\'').next())
+        .unwrap()
+        .to_string();
+    // The prompt is back while the job runs.
+    shell.enter("SHOW JOBS;");
+    let screen = shell.wait_for("SHOW JOBS", |s| s.contains("| RUNNING"));
+    assert!(screen.contains(&id), "{screen}");
+    assert!(
+        screen.contains("INSERT INTO out_ticks SELECT n FROM ticks"),
+        "{screen}"
+    );
+
+    shell.enter(&format!("STOP JOB '{id}' WITH SAVEPOINT;"));
+    let screen = shell.wait_for("the savepoint", |s| s.contains("savepoint path"));
+    let path = screen
+        .lines()
+        .find(|l| l.contains("chk-"))
+        .map(|l| l.trim_matches(|c| c == '|' || c == ' ').to_string())
+        .unwrap_or_else(|| panic!("no savepoint path:\n{screen}"));
+    assert!(
+        Path::new(&path).join("_manifest.json").exists(),
+        "{path}:\n{screen}"
+    );
+    shell.enter("SHOW JOBS;");
+    shell.wait_for("CANCELED", |s| s.contains("| CANCELED"));
+    shell.enter(&format!("STOP JOB '{id}';"));
+    shell.wait_for("an error", |s| s.contains("is not running"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An updating result in each result mode: `changelog` shows the retractions, `table`
+/// shows only the current table (redrawn in place), an unknown mode is an error.
+#[test]
+fn result_modes_for_an_updating_query() {
+    let dir = temp_dir("modes");
+    let shell = Shell::start(&dir, &dir.join("history"));
+    // Two rows per second: batches [1, 2] and [3, 4], one second apart.
+    shell.enter(
+        "CREATE TABLE ticks (n BIGINT) WITH ('connector' = 'datagen', \
+         'rows-per-second' = '2', 'fields.n.kind' = 'sequence', 'fields.n.start' = '1', \
+         'fields.n.end' = '4');",
+    );
+    shell.wait_for("the table", |s| s.contains("has been created"));
+    let query = "SELECT n % 2 AS k, COUNT(*) AS c FROM ticks GROUP BY n % 2;";
+
+    shell.enter("SET 'sql-client.execution.result-mode' = 'changelog';");
+    shell.enter(query);
+    let screen = shell.wait_count("rows in", 1);
+    // Batch 1: +I (1, 1), +I (0, 1); batch 2: each count goes from 1 to 2.
+    for row in [
+        "| +I |                    1 |                    1 |",
+        "| +I |                    0 |                    1 |",
+        "| -U |                    1 |                    1 |",
+        "| +U |                    1 |                    2 |",
+        "| -U |                    0 |                    1 |",
+        "| +U |                    0 |                    2 |",
+    ] {
+        assert!(screen.contains(row), "missing {row}:\n{screen}");
+    }
+
+    shell.enter("SET 'sql-client.execution.result-mode' = 'table';");
+    shell.enter(query);
+    let screen = shell.wait_count("rows in", 2);
+    let table_part = screen.rsplit("result-mode' = 'table'").next().unwrap();
+    assert!(table_part.contains("| 0 | 2 |"), "{table_part}");
+    assert!(table_part.contains("| 1 | 2 |"), "{table_part}");
+    // The first drawing (counts of 1) was replaced, not printed above.
+    assert!(!table_part.contains("| 1 | 1 |"), "{table_part}");
+    assert_eq!(table_part.matches("| k | c |").count(), 1, "{table_part}");
+
+    shell.enter("SET 'sql-client.execution.result-mode' = 'nope';");
+    shell.enter(query);
+    shell.wait_for("a mode error", |s| {
+        s.contains("must be 'tableau', 'changelog' or 'table', found 'nope'")
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}
