@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod functions;
 pub mod parser;
 pub mod planner;
+pub mod row_pattern_parser;
 
 pub use catalog::{Catalog, TableDef, ViewDef};
 pub use parser::{parse_script, ParsedStatement, QueryStatement, Statement};
