@@ -586,8 +586,12 @@ impl View {
                 batches, last_draw, ..
             } => {
                 batches.push(batch);
-                // Redraw at most 10 times a second.
-                if last_draw.is_none_or(|t| t.elapsed() >= Duration::from_millis(100)) {
+                // Redraw at most 10 times a second, and only on a terminal (elsewhere
+                // the table prints once, at the end).
+                use std::io::IsTerminal;
+                if std::io::stdout().is_terminal()
+                    && last_draw.is_none_or(|t| t.elapsed() >= Duration::from_millis(100))
+                {
                     self.redraw()?;
                 }
                 Ok(())
@@ -690,13 +694,15 @@ fn stream_query(
     })?;
     view.finish()?;
     let rows = sluice::JobMetrics::get(&job.metrics.rows_out);
-    if canceled {
-        println!("[INFO] Query canceled ({rows} rows).");
+    let rows = if updating {
+        format!("{rows} changelog rows")
     } else {
-        println!(
-            "[INFO] {rows} rows in {:.2} s.",
-            started.elapsed().as_secs_f64()
-        );
+        format!("{rows} rows")
+    };
+    if canceled {
+        println!("[INFO] Query canceled ({rows}).");
+    } else {
+        println!("[INFO] {rows} in {:.2} s.", started.elapsed().as_secs_f64());
     }
     job.join();
     Ok(())

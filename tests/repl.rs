@@ -316,7 +316,7 @@ fn result_modes_for_an_updating_query() {
 
     shell.enter("SET 'sql-client.execution.result-mode' = 'changelog';");
     shell.enter(query);
-    let screen = shell.wait_count("rows in", 1);
+    let screen = shell.wait_count("changelog rows in", 1);
     // Batch 1: +I (1, 1), +I (0, 1); batch 2: each count goes from 1 to 2.
     for row in [
         "| +I |                    1 |                    1 |",
@@ -331,7 +331,7 @@ fn result_modes_for_an_updating_query() {
 
     shell.enter("SET 'sql-client.execution.result-mode' = 'table';");
     shell.enter(query);
-    let screen = shell.wait_count("rows in", 2);
+    let screen = shell.wait_count("changelog rows in", 2);
     let table_part = screen.rsplit("result-mode' = 'table'").next().unwrap();
     assert!(table_part.contains("| 0 | 2 |"), "{table_part}");
     assert!(table_part.contains("| 1 | 2 |"), "{table_part}");
