@@ -175,6 +175,36 @@ impl BackgroundJob {
     }
 }
 
+impl BackgroundJobs {
+    /// Ids of the jobs still running.
+    pub(crate) fn running(&self) -> Vec<String> {
+        self.jobs
+            .iter()
+            .filter(|j| *j.status.lock().unwrap_or_else(|e| e.into_inner()) == Status::Running)
+            .map(|j| j.handle.id.clone())
+            .collect()
+    }
+
+    /// Stops every running job and waits (up to a minute each) until it has ended.
+    pub(crate) fn stop_all(&self) {
+        for job in &self.jobs {
+            job.handle.stop();
+        }
+        for job in &self.jobs {
+            job.wait_ended();
+        }
+    }
+
+    /// Waits until every job has ended by itself (bounded inputs).
+    pub(crate) fn wait_all(&self) {
+        for job in &self.jobs {
+            while *job.status.lock().unwrap_or_else(|e| e.into_inner()) == Status::Running {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+}
+
 fn truncate(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
         s.to_string()

@@ -192,6 +192,13 @@ impl Engine {
                 }
             }
         }
+        if k == "sql-client.execution.result-mode"
+            && !["tableau", "changelog", "table"].contains(&v.trim().to_ascii_lowercase().as_str())
+        {
+            return Err(SluiceError::Config(format!(
+                "'{k}' must be 'tableau', 'changelog' or 'table', found '{v}'"
+            )));
+        }
         if k == LOCAL_TIME_ZONE {
             let zone = sluice_common::time::normalize_time_zone(v).map_err(SluiceError::Config)?;
             self.planner.set_time_zone(&zone)?;
@@ -637,6 +644,22 @@ impl Engine {
     /// Returns the job's id. `statement` is the SQL shown as the job's name.
     pub fn detach(&mut self, job: RunningJob, statement: &str) -> String {
         self.jobs.detach(job, statement)
+    }
+
+    /// Ids of the background jobs ([`Engine::detach`]) still running.
+    pub fn running_jobs(&self) -> Vec<String> {
+        self.jobs.running()
+    }
+
+    /// Stops every running background job and waits until each has ended (output after
+    /// a job's last checkpoint is not committed).
+    pub fn stop_running_jobs(&self) {
+        self.jobs.stop_all()
+    }
+
+    /// Waits until every background job has ended by itself (jobs over bounded inputs).
+    pub fn wait_for_jobs(&self) {
+        self.jobs.wait_all()
     }
 
     /// Tables and views of the session catalog with their column names, sorted by name

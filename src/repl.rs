@@ -383,9 +383,15 @@ fn history_path() -> Option<PathBuf> {
     std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".sluice_history"))
 }
 
-/// Runs the shell until `QUIT` or Ctrl-D. Returns the process exit code (0, or 1 when
-/// the terminal cannot be used).
+/// Runs the shell until `QUIT` or Ctrl-D. Returns the process exit code: 0, or 1 when
+/// the terminal cannot be used or, with input piped in (not a terminal), when a statement
+/// failed.
+///
+/// Leaving stops the background jobs still running (after saying so); with piped input
+/// the shell instead waits for them to finish, as `sluice run` does.
 pub fn run() -> u8 {
+    use std::io::IsTerminal;
+    let interactive = std::io::stdin().is_terminal();
     let config = rustyline::Config::builder()
         .auto_add_history(false)
         .max_history_size(10_000)
@@ -404,7 +410,7 @@ pub fn run() -> u8 {
         relations: Rc::clone(&relations),
         history_hinter: HistoryHinter::new(),
     }));
-    let history = history_path();
+    let history = history_path().filter(|_| interactive);
     if let Some(h) = &history {
         let _ = editor.load_history(h);
     }
@@ -419,10 +425,13 @@ pub fn run() -> u8 {
         }
     };
     let mut engine = Engine::new(EngineConfig::default());
-    println!(
-        "Sluice {}: continuous SQL. End statements with ';'. HELP for help, QUIT or Ctrl-D to leave.",
-        env!("CARGO_PKG_VERSION")
-    );
+    if interactive {
+        println!(
+            "Sluice {}: continuous SQL. End statements with ';'. HELP for help, QUIT or Ctrl-D to leave.",
+            env!("CARGO_PKG_VERSION")
+        );
+    }
+    let mut failed = false;
     loop {
         let input = match editor.readline("sluice> ") {
             Ok(line) => line,
@@ -448,16 +457,37 @@ pub fn run() -> u8 {
             Some(_) => break,
             None => {}
         }
-        run_input(&mut engine, &runtime, &input);
+        failed |= !run_input(&mut engine, &runtime, &input);
         *relations.borrow_mut() = engine.relations();
     }
-    println!("Bye.");
-    0
+    let running = engine.running_jobs();
+    if !running.is_empty() {
+        if interactive {
+            println!(
+                "[INFO] Stopping {} running job(s): {} (output after a job's last checkpoint \
+                 is not committed; STOP JOB '...' WITH SAVEPOINT keeps a restart point).",
+                running.len(),
+                running.join(", ")
+            );
+            engine.stop_running_jobs();
+        } else {
+            eprintln!(
+                "[INFO] Waiting for {} running job(s) to finish: {}",
+                running.len(),
+                running.join(", ")
+            );
+            engine.wait_for_jobs();
+        }
+    }
+    if interactive {
+        println!("Bye.");
+    }
+    u8::from(failed && !interactive)
 }
 
 /// Runs every statement of `input`, printing results and errors; stops at the first
-/// error.
-fn run_input(engine: &mut Engine, runtime: &tokio::runtime::Runtime, input: &str) {
+/// error (and then returns `false`).
+fn run_input(engine: &mut Engine, runtime: &tokio::runtime::Runtime, input: &str) -> bool {
     let statements = match parse_script(input) {
         Ok(s) => s,
         Err(e) => return report(input, &e),
@@ -475,6 +505,12 @@ fn run_input(engine: &mut Engine, runtime: &tokio::runtime::Runtime, input: &str
             StatementResult::Info(batch) => print_info(stmt, &batch),
             StatementResult::Query(job) => {
                 let mode = engine.setting(RESULT_MODE).unwrap_or("tableau").to_string();
+                if let Some(every) = held_results(engine) {
+                    println!(
+                        "[INFO] Exactly-once checkpointing is on: rows show as each checkpoint \
+                         completes (every {every}), or at the end of the input."
+                    );
+                }
                 stream_query(runtime, job, &mode)
             }
             StatementResult::Insert(job) => {
@@ -489,9 +525,24 @@ fn run_input(engine: &mut Engine, runtime: &tokio::runtime::Runtime, input: &str
             return report(input, &e);
         }
     }
+    true
 }
 
-fn report(input: &str, e: &SluiceError) {
+/// The checkpoint interval, when a query's rows are held until checkpoints complete
+/// (exactly-once checkpointing on).
+fn held_results(engine: &Engine) -> Option<String> {
+    let interval = engine.setting("execution.checkpointing.interval")?.trim();
+    let mode = engine
+        .setting("execution.checkpointing.mode")
+        .unwrap_or("EXACTLY_ONCE")
+        .to_ascii_uppercase()
+        .replace('-', "_");
+    (mode == "EXACTLY_ONCE" && !interval.is_empty() && interval != "0")
+        .then(|| interval.to_string())
+}
+
+/// Prints an error (with a caret under the position a SQL error names); returns `false`.
+fn report(input: &str, e: &SluiceError) -> bool {
     let message = e.to_string();
     println!("[ERROR] {message}");
     if matches!(e, SluiceError::Sql(_)) {
@@ -499,6 +550,7 @@ fn report(input: &str, e: &SluiceError) {
             println!("{c}");
         }
     }
+    false
 }
 
 fn print_info(stmt: &sluice::ParsedStatement, batch: &RecordBatch) -> sluice::Result<()> {
@@ -624,7 +676,9 @@ impl View {
             return Ok(());
         };
         let (rows, _) = console::Term::stdout().size();
-        let room = (rows as usize).saturating_sub(6).max(3);
+        // Borders, header, the "more rows" line and the prompt must fit too: a drawing
+        // taller than the terminal would scroll out of reach of the redraw.
+        let room = (rows as usize).saturating_sub(9).max(3);
         let shown = table.slice(0, table.num_rows().min(room));
         let mut text = Vec::new();
         let mut p = ResultPrinter::for_batch(&mut text, OutputFormat::Table, &shown)?;
@@ -671,6 +725,7 @@ fn stream_query(
     let started = Instant::now();
     let mut view = View::new(mode, &job)?;
     let updating = job.updating;
+    let mut shown = 0u64;
     let canceled = runtime.block_on(async {
         let ctrl_c = tokio::signal::ctrl_c();
         tokio::pin!(ctrl_c);
@@ -678,10 +733,15 @@ fn stream_query(
             tokio::select! {
                 next = job.next() => match next {
                     None => return Ok(false),
-                    Some(batch) => view.batch(batch?, updating)?,
+                    Some(batch) => {
+                        let batch = batch?;
+                        shown += batch.num_rows() as u64;
+                        view.batch(batch, updating)?
+                    }
                 },
                 _ = &mut ctrl_c => {
                     job.stop();
+                    println!();
                     // What the job still emits while stopping is not shown.
                     let _ = tokio::time::timeout(Duration::from_secs(10), async {
                         while job.next().await.is_some() {}
@@ -693,7 +753,7 @@ fn stream_query(
         }
     })?;
     view.finish()?;
-    let rows = sluice::JobMetrics::get(&job.metrics.rows_out);
+    let rows = shown;
     let rows = if updating {
         format!("{rows} changelog rows")
     } else {

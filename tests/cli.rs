@@ -301,3 +301,52 @@ fn show_create_table_round_trips() {
         Some(3)
     );
 }
+
+/// SQL piped into the shell (`sluice` with stdin not a terminal): no banner, an INSERT's
+/// background job is waited for at the end of the input (its rows are all written), and
+/// a failed statement makes the exit code 1.
+#[test]
+fn piped_shell_waits_for_inserts_and_reports_failure() {
+    use std::io::Write;
+    let dir = temp_dir("piped");
+    let out = dir.join("out");
+    let sql = format!(
+        "CREATE TABLE gen (n BIGINT) WITH ('connector' = 'datagen', 'fields.n.kind' = \
+         'sequence', 'fields.n.start' = '1', 'fields.n.end' = '500');\n\
+         CREATE TABLE sink (n BIGINT) WITH ('connector' = 'filesystem', 'path' = '{}', \
+         'format' = 'csv');\n\
+         INSERT INTO sink SELECT n FROM gen;\n",
+        out.display()
+    );
+    let shell = |input: &str| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .current_dir(&dir)
+            .env("SLUICE_HISTORY", dir.join("history"))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let done = shell(&sql);
+    let stdout = String::from_utf8_lossy(&done.stdout);
+    assert_eq!(done.status.code(), Some(0), "{stdout}");
+    assert!(!stdout.contains("HELP for help"), "{stdout}");
+    assert!(stdout.contains("[INFO] Submitted job '"), "{stdout}");
+    let mut expected: Vec<String> = (1..=500).map(|n| n.to_string()).collect();
+    expected.sort();
+    assert_eq!(committed_lines(&out), expected);
+    assert!(!dir.join("history").exists(), "piped input is not history");
+
+    let failed = shell("SELCT 1;\n");
+    assert_eq!(failed.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&failed.stdout).contains("[ERROR] SQL error"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

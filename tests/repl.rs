@@ -340,9 +340,50 @@ fn result_modes_for_an_updating_query() {
     assert_eq!(table_part.matches("| k | c |").count(), 1, "{table_part}");
 
     shell.enter("SET 'sql-client.execution.result-mode' = 'nope';");
-    shell.enter(query);
     shell.wait_for("a mode error", |s| {
         s.contains("must be 'tableau', 'changelog' or 'table', found 'nope'")
     });
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Leaving the shell with a background job running says so and stops it: the rows it
+/// wrote are flushed into its part file (no checkpointing: written directly).
+#[test]
+fn quitting_stops_running_jobs_and_keeps_their_output() {
+    let dir = temp_dir("quit");
+    let shell = Shell::start(&dir, &dir.join("history"));
+    shell.enter(
+        "CREATE TABLE ticks (n BIGINT) WITH ('connector' = 'datagen', \
+         'rows-per-second' = '50', 'fields.n.kind' = 'sequence', 'fields.n.start' = '1', \
+         'fields.n.end' = '100000000');",
+    );
+    shell.enter(
+        "CREATE TABLE out_ticks (n BIGINT) WITH ('connector' = 'filesystem', \
+         'path' = 'out', 'format' = 'csv');",
+    );
+    shell.enter("INSERT INTO out_ticks SELECT n FROM ticks;");
+    shell.wait_for("the job id", |s| s.contains("[INFO] Submitted job '"));
+    std::thread::sleep(Duration::from_millis(500));
+    shell.enter("QUIT");
+    let screen = shell.wait_for("the exit", |s| s.contains("EXITED:0"));
+    assert!(
+        screen.contains("[INFO] Stopping 1 running job(s)"),
+        "{screen}"
+    );
+    let mut rows: Vec<u64> = std::fs::read_dir(dir.join("out"))
+        .unwrap()
+        .flatten()
+        .flat_map(|f| {
+            std::fs::read_to_string(f.path())
+                .unwrap()
+                .lines()
+                .map(|l| l.parse::<u64>().unwrap())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    rows.sort();
+    assert!(!rows.is_empty(), "{screen}");
+    // A prefix of the sequence: 1, 2, ..., n.
+    assert_eq!(rows, (1..=rows.len() as u64).collect::<Vec<_>>());
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -392,7 +392,8 @@ fn check_compatible(manifest: &Manifest, fingerprint: &str, config: &JobConfig) 
     if manifest.plan_fingerprint != fingerprint {
         return Err(SluiceError::Config(format!(
             "checkpoint {} was taken by another query (plan fingerprint {}, this query's is \
-             {fingerprint}) or another Sluice version ({})",
+             {fingerprint}) or another Sluice version ({}); a session that restored it \
+             still has 'execution.state-recovery.path' set: RESET it to start fresh",
             manifest.checkpoint_id, manifest.plan_fingerprint, manifest.engine_version
         )));
     }

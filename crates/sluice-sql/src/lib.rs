@@ -7,6 +7,7 @@
 
 pub mod catalog;
 pub mod functions;
+pub mod match_recognize;
 pub mod parser;
 pub mod planner;
 pub mod row_pattern_parser;

@@ -235,18 +235,7 @@ impl WindowTvfCall {
     }
 }
 
-/// A `MATCH_RECOGNIZE` clause lifted out of a query (planned by a later issue).
-#[derive(Debug, Clone)]
-pub struct MatchRecognizeClause {
-    /// The placeholder table name that stands for `input MATCH_RECOGNIZE (...)`.
-    pub placeholder: String,
-    /// The input table.
-    pub input: String,
-    /// The clause text as written.
-    pub text: String,
-    /// Where the clause is.
-    pub location: Location,
-}
+pub use crate::match_recognize::{MatchRecognizeClause, SkipTo};
 
 static NEXT_PLACEHOLDER: AtomicU64 = AtomicU64::new(0);
 
@@ -1108,20 +1097,16 @@ fn lift_table_functions(tokens: Vec<TokenWithSpan>) -> Result<Lifted> {
                 }
             };
             let input_pos = input_pos.unwrap_or(0);
-            let text = tokens[i..=close]
-                .iter()
-                .map(|t| t.token.to_string())
-                .collect::<String>();
             let placeholder = next_placeholder("mr");
             let span = out[input_pos].span;
             out.truncate(input_pos);
             out.push(placeholder_token(&placeholder, span));
-            mrs.push(MatchRecognizeClause {
+            mrs.push(crate::match_recognize::parse_clause(
+                &tokens[open + 1..close],
                 placeholder,
                 input,
-                text,
-                location: t.span.start,
-            });
+                t.span.start,
+            )?);
             i = close + 1;
             continue;
         }
@@ -1521,7 +1506,57 @@ mod tests {
             panic!()
         };
         assert_eq!(q.match_recognize.len(), 1);
-        assert_eq!(q.match_recognize[0].input, "ticks");
+        let mr = &q.match_recognize[0];
+        assert_eq!(mr.input, "ticks");
+        assert_eq!(mr.partition_by.len(), 1);
+        assert_eq!(mr.order_by[0].expr.to_string(), "ts");
+        assert_eq!(mr.measures.len(), 1);
+        assert_eq!(mr.measures[0].0.to_string(), "A.p");
+        assert_eq!(mr.measures[0].1, "p");
+        use sluice_common::row_pattern::RowPattern;
+        assert_eq!(
+            mr.pattern,
+            RowPattern::Concat(vec![
+                RowPattern::var("A"),
+                RowPattern::repeat(RowPattern::var("B"), 1, None, false)
+            ])
+        );
+        assert_eq!(mr.within_ms, Some(1000));
+        assert_eq!(mr.skip, SkipTo::PastLastRow);
+        assert!(!mr.all_rows);
+        assert_eq!(mr.define[0].0, "A");
+        assert_eq!(mr.define[0].1.to_string(), "A.p > 1");
+
+        let Statement::Query(q) = one(
+            "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts ALL ROWS PER MATCH \
+             AFTER MATCH SKIP TO FIRST B PATTERN (PERMUTE(A, B) C{2,}?) SUBSET U = (A, B) \
+             DEFINE A AS x > 1) AS m",
+        ) else {
+            panic!()
+        };
+        let mr = &q.match_recognize[0];
+        assert!(mr.all_rows);
+        assert_eq!(mr.skip, SkipTo::First("B".into()));
+        assert_eq!(
+            mr.subsets,
+            vec![("U".to_string(), vec!["A".to_string(), "B".to_string()])]
+        );
+        assert_eq!(mr.pattern.to_string(), "PERMUTE(A, B) C{2,}?");
+
+        let err = |sql: &str| parse_script(sql).unwrap_err().to_string();
+        let e = err(
+            "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts\nPATTERN (A B{3,1}) DEFINE A AS x > 1)",
+        );
+        assert!(
+            e.contains("PATTERN: ") && e.contains("Line: 2, Column: 13"),
+            "{e}"
+        );
+        let e = err("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A))");
+        assert!(e.contains("needs DEFINE"), "{e}");
+        let e = err("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) PATTERN (B) DEFINE A AS true)");
+        assert!(e.contains("second PATTERN"), "{e}");
+        let e = err("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.x PATTERN (A) DEFINE A AS true)");
+        assert!(e.contains("needs a name"), "{e}");
     }
 
     #[test]
