@@ -405,6 +405,12 @@ fn explained_nodes(plan: &PlanNode, ctx: &ExplainContext) -> Vec<ExplainedNode> 
             OperatorSpec::GroupAggregate { keys, .. } => {
                 Some(keys.iter().map(|k| clean(&k.to_string())).collect())
             }
+            OperatorSpec::MatchRecognize(m) => Some(
+                m.partition_by
+                    .iter()
+                    .map(|&c| n.input().schema.field(c).name().clone())
+                    .collect(),
+            ),
             _ => None,
         }
     };
@@ -463,6 +469,10 @@ fn explained_nodes(plan: &PlanNode, ctx: &ExplainContext) -> Vec<ExplainedNode> 
             OperatorSpec::GroupAggregate { .. } => {
                 Some(format!("accumulators, {}{ttl}", key_text(&keys)))
             }
+            OperatorSpec::MatchRecognize(_) => Some(format!(
+                "buffered rows and partial matches, {}",
+                key_text(&keys)
+            )),
             _ => None,
         };
         let state = state.map(|s| format!("{s}, {} key groups", ctx.max_parallelism));
@@ -536,6 +546,24 @@ fn label(node: &PlanNode) -> String {
                 .collect::<Vec<_>>()
                 .join(", "),
             aggregates
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        OperatorSpec::MatchRecognize(m) => format!(
+            "MatchRecognize: pattern=({}){}, skip={:?}, {}, measures=[{}]",
+            m.pattern,
+            m.within_ms
+                .map(|w| format!(" within {w} ms"))
+                .unwrap_or_default(),
+            m.skip,
+            if m.all_rows {
+                "all rows per match"
+            } else {
+                "one row per match"
+            },
+            m.measures
                 .iter()
                 .map(|e| e.to_string())
                 .collect::<Vec<_>>()

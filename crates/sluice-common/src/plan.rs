@@ -37,7 +37,8 @@ impl PlanNode {
             OperatorSpec::GroupAggregate { .. } => true,
             OperatorSpec::Source(_)
             | OperatorSpec::WindowAssign { .. }
-            | OperatorSpec::WindowAggregate(_) => false,
+            | OperatorSpec::WindowAggregate(_)
+            | OperatorSpec::MatchRecognize(_) => false,
             OperatorSpec::Filter { .. } | OperatorSpec::Project { .. } | OperatorSpec::Sink(_) => {
                 self.inputs.iter().any(|i| i.is_updating())
             }
@@ -83,6 +84,135 @@ pub enum OperatorSpec {
     },
     /// Writes its input to a sink table (`INSERT INTO`).
     Sink(SinkSpec),
+    /// `MATCH_RECOGNIZE`: row pattern recognition per partition key, in event-time
+    /// order. Append-only output: one row per match (`ONE ROW PER MATCH`: partition
+    /// columns then measures) or per matched row (`ALL ROWS PER MATCH`: partition
+    /// columns, measures, then the input's other columns).
+    MatchRecognize(Box<MatchRecognizeSpec>),
+}
+
+/// Which row of a (partial) match a navigation picks (`MATCH_RECOGNIZE` DEFINE and
+/// MEASURES, SQL:2016 §4.16 row pattern navigation). While a `DEFINE` condition is
+/// evaluated, the row being tested counts as the last row of the match, mapped to the
+/// variable being defined (running semantics); `MEASURES` of `ONE ROW PER MATCH` see the
+/// whole match (final semantics), of `ALL ROWS PER MATCH` the rows up to the current one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum NavRow {
+    /// The `n`-th last row (0: the last) mapped to one of `vars` (pattern variable
+    /// indexes; `None`: any row of the match). `A.x` is `Last { vars: [A], n: 0 }`, a bare
+    /// column `x` is `Last { vars: None, n: 0 }`, `LAST(A.x, n)`.
+    Last {
+        /// Variables (indexes into `MatchRecognizeSpec::variables`); `None`: all rows.
+        vars: Option<Vec<usize>>,
+        /// Rows back from the last one.
+        n: u64,
+    },
+    /// The `n`-th row (0: the first) mapped to one of `vars`: `FIRST(A.x, n)`.
+    First {
+        /// Variables; `None`: all rows.
+        vars: Option<Vec<usize>>,
+        /// Rows on from the first one.
+        n: u64,
+    },
+    /// The row `n` rows before `base` in the partition, matched or not (`PREV(x, n)`;
+    /// NULL before the partition's first row).
+    Prev {
+        /// The row counted back from.
+        base: Box<NavRow>,
+        /// Rows back (>= 1).
+        n: u64,
+    },
+}
+
+/// Aggregates over the rows mapped to pattern variables (`AVG(A.price)`, `COUNT(A.*)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NavAggregate {
+    /// `COUNT(x)` (non-NULL values) or `COUNT(*)` / `COUNT(A.*)` (rows).
+    Count,
+    /// `SUM(x)`.
+    Sum,
+    /// `AVG(x)`: always DOUBLE.
+    Avg,
+    /// `MIN(x)`.
+    Min,
+    /// `MAX(x)`.
+    Max,
+}
+
+/// One value a `MATCH_RECOGNIZE` expression reads from the match: a column of the nav
+/// schema (`MatchRecognizeSpec::nav_schema`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum MatchNav {
+    /// Input column `column` of the row `row` picks (NULL when there is no such row).
+    Value {
+        /// Which row.
+        row: NavRow,
+        /// Input column index.
+        column: usize,
+    },
+    /// An aggregate over the rows mapped to `vars` (all rows when `None`) of input column
+    /// `column` (`None`: count rows).
+    Aggregate {
+        /// The function.
+        func: NavAggregate,
+        /// Variables; `None`: all rows.
+        vars: Option<Vec<usize>>,
+        /// Input column; `None` for `COUNT(*)` / `COUNT(A.*)`.
+        column: Option<usize>,
+    },
+    /// `MATCH_ROWTIME()`: the event time of the last row (of the match so far).
+    MatchRowtime,
+    /// `CLASSIFIER()`: the variable the last row (so far) is mapped to.
+    Classifier,
+    /// `MATCH_NUMBER()`: 1 for the first match of the partition, then 2, ...
+    MatchNumber,
+}
+
+/// Where the search goes on after a match (`AFTER MATCH SKIP`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MatchSkip {
+    /// `PAST LAST ROW`.
+    PastLastRow,
+    /// `TO NEXT ROW`.
+    ToNextRow,
+    /// `TO FIRST v` (variable index).
+    ToFirst(usize),
+    /// `TO LAST v` (variable index).
+    ToLast(usize),
+}
+
+/// A planned `MATCH_RECOGNIZE` (see `OperatorSpec::MatchRecognize`).
+#[derive(Debug, Clone)]
+pub struct MatchRecognizeSpec {
+    /// `PARTITION BY` columns (input column indexes; empty: one partition).
+    pub partition_by: Vec<usize>,
+    /// The input's event-time attribute (`ORDER BY`).
+    pub rowtime: usize,
+    /// The pattern.
+    pub pattern: crate::row_pattern::RowPattern,
+    /// The pattern variables, in `RowPattern::variables` order (their indexes are the
+    /// automaton's variable ids).
+    pub variables: Vec<String>,
+    /// The values expressions read, one column each of `nav_schema` (`__nav_<i>`).
+    pub navs: Vec<MatchNav>,
+    /// Columns `__nav_0`, `__nav_1`, ... typed as the values they hold.
+    pub nav_schema: DFSchemaRef,
+    /// Per variable, its `DEFINE` condition over `nav_schema` (`None`: any row).
+    pub define: Vec<Option<Expr>>,
+    /// Every `DEFINE` reads only the row being tested and rows before it in the
+    /// partition (no other variable's rows, no aggregates): conditions are evaluated once
+    /// per row, vectorized, and the automaton may merge equivalent partial matches.
+    pub history_free: bool,
+    /// `MEASURES` over `nav_schema`, in output order.
+    pub measures: Vec<Expr>,
+    /// `ALL ROWS PER MATCH`.
+    pub all_rows: bool,
+    /// `AFTER MATCH SKIP`.
+    pub skip: MatchSkip,
+    /// `WITHIN`: a match spans less than this (ms, last row's time minus first row's).
+    pub within_ms: Option<i64>,
+    /// The most rows `PREV` reaches back (rows kept per partition beyond live matches).
+    pub max_prev: u64,
 }
 
 /// A connector's `WITH (...)` options, keys as written (`'connector'`, `'path'`, ...).

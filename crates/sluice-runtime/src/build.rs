@@ -32,6 +32,19 @@ pub(crate) fn routing_keys(node: &PlanNode) -> Option<(Vec<datafusion_expr::Expr
         OperatorSpec::GroupAggregate { keys, .. } => {
             Some((keys.clone(), node.input().schema.as_ref().clone()))
         }
+        OperatorSpec::MatchRecognize(spec) => {
+            let schema = node.input().schema.as_ref();
+            let keys = spec
+                .partition_by
+                .iter()
+                .map(|&c| {
+                    datafusion_expr::Expr::Column(datafusion_common::Column::from(
+                        schema.qualified_field(c),
+                    ))
+                })
+                .collect();
+            Some((keys, schema.clone()))
+        }
         _ => None,
     }
 }
@@ -153,6 +166,14 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
                 .with_state_ttl(env.state_ttl),
             )
         }
+        OperatorSpec::MatchRecognize(spec) => Box::new(
+            crate::operators::match_recognize::operator::MatchRecognizeOperator::new(
+                spec.as_ref().clone(),
+                Arc::new(in_schema.as_arrow().clone()),
+                out_schema,
+                Arc::clone(metrics),
+            )?,
+        ),
         OperatorSpec::Source(_) | OperatorSpec::Sink(_) => {
             return Err(SluiceError::Internal(
                 "sources and sinks are not chained operators".into(),

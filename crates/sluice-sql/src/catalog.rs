@@ -14,7 +14,8 @@ use datafusion_expr::{
 };
 use sluice_common::plan::ConnectorOptions;
 
-use crate::parser::{MatchRecognizeClause, WindowTvfCall};
+use crate::match_recognize::PlannedMatchRecognize;
+use crate::parser::WindowTvfCall;
 
 /// Names of the columns a window table function appends to its input.
 pub const WINDOW_START: &str = "window_start";
@@ -74,8 +75,8 @@ pub struct Catalog {
     pub views: BTreeMap<String, ViewDef>,
     /// Lifted window table function calls by placeholder name.
     pub window_tvfs: HashMap<String, WindowTvfCall>,
-    /// Lifted MATCH_RECOGNIZE clauses by placeholder name.
-    pub match_recognize: HashMap<String, MatchRecognizeClause>,
+    /// Lifted MATCH_RECOGNIZE clauses by placeholder name, planned against their input.
+    pub match_recognize: HashMap<String, PlannedMatchRecognize>,
 }
 
 impl Catalog {
@@ -225,11 +226,7 @@ impl ContextProvider for SqlContext<'_> {
                 .window_tvf_schema(call)
                 .map_err(DataFusionError::Plan)?
         } else if let Some(mr) = self.catalog.match_recognize.get(table) {
-            return Err(DataFusionError::NotImplemented(format!(
-                "MATCH_RECOGNIZE (over '{}'{}) is not yet supported: it parses, but pattern \
-                 matching is planned for a later release",
-                mr.input, mr.location
-            )));
+            Arc::new(mr.schema.clone())
         } else if let Some(schema) = self.catalog.relation_schema(table) {
             schema
         } else {

@@ -435,3 +435,578 @@ fn parse_pattern(tokens: &[TokenWithSpan], after_keyword: Location) -> Result<Ro
         err_at(at, format!("PATTERN: {}", e.message))
     })
 }
+
+// ---------------------------------------------------------------------------------------
+// Planning: navigation functions become columns of a "nav schema", so DEFINE and MEASURES
+// are ordinary DataFusion expressions over it (typed and coerced by DataFusion).
+
+use std::collections::HashMap;
+use std::ops::ControlFlow;
+
+use datafusion_common::arrow::datatypes::{DataType, Field, Schema};
+use datafusion_common::DFSchema;
+use datafusion_expr::{Expr, ExprSchemable};
+use datafusion_sql::sqlparser::ast::{VisitMut, VisitorMut};
+use sluice_common::plan::{MatchNav, MatchRecognizeSpec, MatchSkip, NavAggregate, NavRow};
+
+struct NavRewriter<'a> {
+    input: &'a Schema,
+    input_name: &'a str,
+    variables: &'a [String],
+    subsets: &'a HashMap<String, Vec<usize>>,
+    navs: &'a mut Vec<MatchNav>,
+    location: Location,
+    error: Option<SluiceError>,
+}
+
+fn not_supported(msg: String) -> SluiceError {
+    SluiceError::NotSupported(msg)
+}
+
+impl NavRewriter<'_> {
+    fn column(&self, name: &str) -> Result<usize> {
+        self.input.index_of(name).map_err(|_| {
+            let names: Vec<&str> = self
+                .input
+                .fields()
+                .iter()
+                .map(|f| f.name().as_str())
+                .collect();
+            SluiceError::Plan(format!(
+                "MATCH_RECOGNIZE{}: no column '{name}' in '{}' (columns: {})",
+                self.location,
+                self.input_name,
+                names.join(", ")
+            ))
+        })
+    }
+
+    /// The variables a qualifier names (a variable or a SUBSET).
+    fn vars_of(&self, qualifier: &str) -> Result<Vec<usize>> {
+        if let Some(i) = self.variables.iter().position(|v| v == qualifier) {
+            return Ok(vec![i]);
+        }
+        if let Some(vars) = self.subsets.get(qualifier) {
+            return Ok(vars.clone());
+        }
+        Err(SluiceError::Plan(format!(
+            "MATCH_RECOGNIZE{}: '{qualifier}' is not a pattern variable or SUBSET (variables: {})",
+            self.location,
+            self.variables.join(", ")
+        )))
+    }
+
+    /// `A.x` or `x`: the variables (None: all rows) and the column.
+    fn var_column(&self, e: &ast::Expr) -> Result<(Option<Vec<usize>>, usize)> {
+        match e {
+            ast::Expr::Identifier(id) => Ok((None, self.column(&id.value)?)),
+            ast::Expr::CompoundIdentifier(parts) if parts.len() == 2 => {
+                let q = &parts[0].value;
+                let vars = if q == self.input_name && self.vars_of(q).is_err() {
+                    None
+                } else {
+                    Some(self.vars_of(q)?)
+                };
+                Ok((vars, self.column(&parts[1].value)?))
+            }
+            other => Err(not_supported(format!(
+                "MATCH_RECOGNIZE{}: navigation over '{other}': FIRST, LAST, PREV and \
+                 aggregates take a column, as A.price or price",
+                self.location
+            ))),
+        }
+    }
+
+    /// A literal whole number (the offset argument of FIRST, LAST, PREV).
+    fn offset(&self, e: Option<&ast::Expr>, default: u64) -> Result<u64> {
+        let Some(e) = e else { return Ok(default) };
+        if let ast::Expr::Value(v) = e {
+            if let ast::Value::Number(n, _) = &v.value {
+                if let Ok(n) = n.parse::<u64>() {
+                    return Ok(n);
+                }
+            }
+        }
+        Err(SluiceError::Plan(format!(
+            "MATCH_RECOGNIZE{}: a navigation offset must be a whole number, found '{e}'",
+            self.location
+        )))
+    }
+
+    /// The row a FIRST/LAST call or a column reference picks, and its column.
+    fn nav_row(&self, e: &ast::Expr) -> Result<(NavRow, usize)> {
+        if let ast::Expr::Function(f) = e {
+            let name = f.name.to_string().to_ascii_uppercase();
+            if name == "FIRST" || name == "LAST" {
+                let args = plain_args(f, self.location)?;
+                let (vars, column) = self.var_column(args.first().copied().ok_or_else(|| {
+                    SluiceError::Plan(format!("{name}() needs a column{}", self.location))
+                })?)?;
+                let n = self.offset(args.get(1).copied(), 0)?;
+                let row = if name == "FIRST" {
+                    NavRow::First { vars, n }
+                } else {
+                    NavRow::Last { vars, n }
+                };
+                return Ok((row, column));
+            }
+        }
+        let (vars, column) = self.var_column(e)?;
+        Ok((NavRow::Last { vars, n: 0 }, column))
+    }
+
+    /// The navigation `e` is, if it is one.
+    fn nav_of(&self, e: &ast::Expr) -> Result<Option<MatchNav>> {
+        match e {
+            ast::Expr::Identifier(id) if id.value.starts_with("__nav_") => Ok(None),
+            ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_) => {
+                let (row, column) = self.nav_row(e)?;
+                Ok(Some(MatchNav::Value { row, column }))
+            }
+            ast::Expr::Function(f) => {
+                let name = f.name.to_string().to_ascii_uppercase();
+                match name.as_str() {
+                    "FIRST" | "LAST" => {
+                        let (row, column) = self.nav_row(e)?;
+                        Ok(Some(MatchNav::Value { row, column }))
+                    }
+                    "PREV" => {
+                        let args = plain_args(f, self.location)?;
+                        let Some(base) = args.first() else {
+                            return Err(SluiceError::Plan(format!(
+                                "PREV() needs a column{}",
+                                self.location
+                            )));
+                        };
+                        let (base, column) = self.nav_row(base)?;
+                        let n = self.offset(args.get(1).copied(), 1)?;
+                        if n == 0 {
+                            return Ok(Some(MatchNav::Value { row: base, column }));
+                        }
+                        Ok(Some(MatchNav::Value {
+                            row: NavRow::Prev {
+                                base: Box::new(base),
+                                n,
+                            },
+                            column,
+                        }))
+                    }
+                    "NEXT" => Err(not_supported(format!(
+                        "NEXT in MATCH_RECOGNIZE{}: a streaming match cannot read rows after \
+                         the current one (PREV, FIRST and LAST can)",
+                        self.location
+                    ))),
+                    "MATCH_ROWTIME" => Ok(Some(MatchNav::MatchRowtime)),
+                    "CLASSIFIER" => Ok(Some(MatchNav::Classifier)),
+                    "MATCH_NUMBER" => Ok(Some(MatchNav::MatchNumber)),
+                    "COUNT" | "SUM" | "AVG" | "MIN" | "MAX" => {
+                        let func = match name.as_str() {
+                            "COUNT" => NavAggregate::Count,
+                            "SUM" => NavAggregate::Sum,
+                            "AVG" => NavAggregate::Avg,
+                            "MIN" => NavAggregate::Min,
+                            _ => NavAggregate::Max,
+                        };
+                        let ast::FunctionArguments::List(list) = &f.args else {
+                            return Err(SluiceError::Plan(format!(
+                                "{name} needs an argument{}",
+                                self.location
+                            )));
+                        };
+                        if list.duplicate_treatment.is_some()
+                            || f.filter.is_some()
+                            || list.args.len() != 1
+                        {
+                            return Err(not_supported(format!(
+                                "'{e}' in MATCH_RECOGNIZE{}: aggregates over pattern variables \
+                                 take one column (no DISTINCT or FILTER)",
+                                self.location
+                            )));
+                        }
+                        let arg = match &list.args[0] {
+                            ast::FunctionArg::Unnamed(a) => a,
+                            _ => {
+                                return Err(not_supported(format!(
+                                    "named arguments in '{e}'{}",
+                                    self.location
+                                )))
+                            }
+                        };
+                        match arg {
+                            ast::FunctionArgExpr::Wildcard if func == NavAggregate::Count => {
+                                Ok(Some(MatchNav::Aggregate {
+                                    func,
+                                    vars: None,
+                                    column: None,
+                                }))
+                            }
+                            ast::FunctionArgExpr::QualifiedWildcard(q)
+                                if func == NavAggregate::Count =>
+                            {
+                                Ok(Some(MatchNav::Aggregate {
+                                    func,
+                                    vars: Some(self.vars_of(&q.to_string())?),
+                                    column: None,
+                                }))
+                            }
+                            ast::FunctionArgExpr::Expr(a) => {
+                                let (vars, column) = self.var_column(a)?;
+                                Ok(Some(MatchNav::Aggregate {
+                                    func,
+                                    vars,
+                                    column: Some(column),
+                                }))
+                            }
+                            _ => Err(not_supported(format!(
+                                "'{e}' in MATCH_RECOGNIZE{}",
+                                self.location
+                            ))),
+                        }
+                    }
+                    _ => Ok(None),
+                }
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+/// The unnamed, plain arguments of a function call.
+fn plain_args(f: &ast::Function, location: Location) -> Result<Vec<&ast::Expr>> {
+    let ast::FunctionArguments::List(list) = &f.args else {
+        return Ok(Vec::new());
+    };
+    list.args
+        .iter()
+        .map(|a| match a {
+            ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Ok(e),
+            other => Err(SluiceError::Plan(format!(
+                "unexpected argument '{other}' of {}{location}",
+                f.name
+            ))),
+        })
+        .collect()
+}
+
+impl VisitorMut for NavRewriter<'_> {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, expr: &mut ast::Expr) -> ControlFlow<()> {
+        match self.nav_of(expr) {
+            Ok(Some(nav)) => {
+                let i = match self.navs.iter().position(|n| *n == nav) {
+                    Some(i) => i,
+                    None => {
+                        self.navs.push(nav);
+                        self.navs.len() - 1
+                    }
+                };
+                *expr = ast::Expr::Identifier(ast::Ident::new(format!("__nav_{i}")));
+                ControlFlow::Continue(())
+            }
+            Ok(None) => ControlFlow::Continue(()),
+            Err(e) => {
+                self.error = Some(e);
+                ControlFlow::Break(())
+            }
+        }
+    }
+}
+
+/// The type of a navigation's value.
+fn nav_type(nav: &MatchNav, input: &Schema, rowtime: usize) -> DataType {
+    match nav {
+        MatchNav::Value { column, .. } => input.field(*column).data_type().clone(),
+        MatchNav::Aggregate { func, column, .. } => {
+            let ty = column.map(|c| input.field(c).data_type().clone());
+            match (func, ty) {
+                (NavAggregate::Count, _) | (_, None) => DataType::Int64,
+                (NavAggregate::Avg, _) => DataType::Float64,
+                (NavAggregate::Sum, Some(t)) => match t {
+                    DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => {
+                        DataType::Int64
+                    }
+                    DataType::UInt8 | DataType::UInt16 | DataType::UInt32 | DataType::UInt64 => {
+                        DataType::UInt64
+                    }
+                    DataType::Decimal128(p, s) => DataType::Decimal128((p + 10).min(38), s),
+                    _ => DataType::Float64,
+                },
+                (NavAggregate::Min | NavAggregate::Max, Some(t)) => t,
+            }
+        }
+        MatchNav::MatchRowtime => input.field(rowtime).data_type().clone(),
+        MatchNav::Classifier => DataType::Utf8,
+        MatchNav::MatchNumber => DataType::Int64,
+    }
+}
+
+/// Whether a DEFINE of variable `var` reading `nav` reads only the row being tested and
+/// rows before it in the partition (not other variables' rows).
+fn reads_current_row_only(nav: &MatchNav, var: usize) -> bool {
+    fn current(row: &NavRow, var: usize) -> bool {
+        match row {
+            NavRow::Last { vars, n: 0 } => vars.as_ref().is_none_or(|v| v == &[var]),
+            NavRow::Prev { base, .. } => current(base, var),
+            _ => false,
+        }
+    }
+    matches!(nav, MatchNav::Value { row, .. } if current(row, var))
+}
+
+fn prev_depth(row: &NavRow) -> u64 {
+    match row {
+        NavRow::Prev { base, n } => n + prev_depth(base),
+        _ => 0,
+    }
+}
+
+/// A clause planned against its input: the operator's spec and the output columns.
+#[derive(Debug, Clone)]
+pub struct PlannedMatchRecognize {
+    /// The clause as parsed.
+    pub clause: MatchRecognizeClause,
+    /// The operator spec (its `rowtime` is the `ORDER BY` column; the planner checks it
+    /// is the input's event-time attribute).
+    pub spec: MatchRecognizeSpec,
+    /// Output columns (see `OperatorSpec::MatchRecognize`).
+    pub schema: Schema,
+}
+
+/// Plans a clause over an input with columns `input` (named `input_name`):
+/// navigations become nav columns, `plan_expr` types DEFINE and MEASURES over them.
+///
+/// # Errors
+/// Unknown variables or columns, a pattern that can match no rows, PARTITION BY or ORDER
+/// BY that are not plain columns, ORDER BY not ascending, a non-boolean DEFINE, a measure
+/// named like a partition column, anything not supported yet (named).
+pub(crate) fn plan_clause(
+    clause: &MatchRecognizeClause,
+    input: &Schema,
+    plan_expr: &dyn Fn(&ast::Expr, &DFSchema) -> Result<Expr>,
+) -> Result<PlannedMatchRecognize> {
+    let at = clause.location;
+    clause
+        .pattern
+        .validate()
+        .map_err(|m| SluiceError::Plan(format!("PATTERN{at}: {m}")))?;
+    if clause.pattern.can_match_empty() {
+        return Err(not_supported(format!(
+            "PATTERN ({}){at} can match no rows at all (an empty match); every match must \
+             have at least one row",
+            clause.pattern
+        )));
+    }
+    let variables = clause.pattern.variables();
+    let var_index = |name: &str, what: &str| -> Result<usize> {
+        variables.iter().position(|v| v == name).ok_or_else(|| {
+            SluiceError::Plan(format!(
+                "{what} names '{name}', which is not a variable of PATTERN ({}){at}",
+                clause.pattern
+            ))
+        })
+    };
+    let mut subsets = HashMap::new();
+    for (name, members) in &clause.subsets {
+        if variables.contains(name) {
+            return Err(SluiceError::Plan(format!(
+                "SUBSET {name}{at}: a pattern variable has that name"
+            )));
+        }
+        let vars = members
+            .iter()
+            .map(|m| var_index(m, &format!("SUBSET {name}")))
+            .collect::<Result<Vec<_>>>()?;
+        subsets.insert(name.clone(), vars);
+    }
+    let column = |e: &ast::Expr, what: &str| -> Result<usize> {
+        let name = match e {
+            ast::Expr::Identifier(id) => &id.value,
+            ast::Expr::CompoundIdentifier(p) if p.len() == 2 && p[0].value == clause.input => {
+                &p[1].value
+            }
+            other => {
+                return Err(not_supported(format!(
+                    "{what} '{other}' in MATCH_RECOGNIZE{at}: name a column of '{}'",
+                    clause.input
+                )))
+            }
+        };
+        input.index_of(name).map_err(|_| {
+            SluiceError::Plan(format!(
+                "{what} '{name}' in MATCH_RECOGNIZE{at}: no such column in '{}'",
+                clause.input
+            ))
+        })
+    };
+    let partition_by = clause
+        .partition_by
+        .iter()
+        .map(|e| column(e, "PARTITION BY"))
+        .collect::<Result<Vec<_>>>()?;
+    let Some(first) = clause.order_by.first() else {
+        return Err(SluiceError::Plan(format!(
+            "MATCH_RECOGNIZE{at} needs ORDER BY <event-time attribute>"
+        )));
+    };
+    if clause.order_by.len() > 1 {
+        return Err(not_supported(format!(
+            "ORDER BY more than the event-time attribute in MATCH_RECOGNIZE{at} (rows with \
+             equal times keep their arrival order)"
+        )));
+    }
+    if first.options.asc == Some(false) {
+        return Err(SluiceError::Plan(format!(
+            "MATCH_RECOGNIZE{at} must ORDER BY its event-time attribute ascending"
+        )));
+    }
+    let rowtime = column(&first.expr, "ORDER BY")?;
+
+    let mut navs: Vec<MatchNav> = Vec::new();
+    let rewrite = |expr: &ast::Expr, navs: &mut Vec<MatchNav>| -> Result<ast::Expr> {
+        let mut expr = expr.clone();
+        let mut rewriter = NavRewriter {
+            input,
+            input_name: &clause.input,
+            variables: &variables,
+            subsets: &subsets,
+            navs,
+            location: at,
+            error: None,
+        };
+        let _ = expr.visit(&mut rewriter);
+        match rewriter.error {
+            Some(e) => Err(e),
+            None => Ok(expr),
+        }
+    };
+    let mut defines: Vec<Option<ast::Expr>> = vec![None; variables.len()];
+    for (name, cond) in &clause.define {
+        let v = var_index(name, "DEFINE")?;
+        if defines[v].is_some() {
+            return Err(SluiceError::Plan(format!("DEFINE {name}{at}: defined twice")));
+        }
+        defines[v] = Some(rewrite(cond, &mut navs)?);
+    }
+    let measures_sql = clause
+        .measures
+        .iter()
+        .map(|(e, _)| rewrite(e, &mut navs))
+        .collect::<Result<Vec<_>>>()?;
+    // History-free: every nav a DEFINE reads is its own current row (or PREV of it).
+    let mut history_free = true;
+    for (name, cond) in &clause.define {
+        let v = var_index(name, "DEFINE")?;
+        let mut used = Vec::new();
+        let _ = rewrite(cond, &mut used)?;
+        if !used.iter().all(|n| reads_current_row_only(n, v)) {
+            history_free = false;
+        }
+    }
+
+    let nav_fields: Vec<Field> = navs
+        .iter()
+        .enumerate()
+        .map(|(i, n)| Field::new(format!("__nav_{i}"), nav_type(n, input, rowtime), true))
+        .collect();
+    let nav_schema = Arc::new(DFSchema::try_from(Schema::new(nav_fields))?);
+    let define = defines
+        .iter()
+        .zip(&variables)
+        .map(|(d, name)| {
+            d.as_ref()
+                .map(|sql| {
+                    let e = plan_expr(sql, &nav_schema)?;
+                    let ty = e.get_type(&nav_schema)?;
+                    if ty != DataType::Boolean && ty != DataType::Null {
+                        return Err(SluiceError::Plan(format!(
+                            "DEFINE {name}{at} must be a condition (BOOLEAN), found {ty}"
+                        )));
+                    }
+                    Ok(e)
+                })
+                .transpose()
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let measures = measures_sql
+        .iter()
+        .map(|sql| plan_expr(sql, &nav_schema))
+        .collect::<Result<Vec<_>>>()?;
+
+    let skip = match &clause.skip {
+        SkipTo::PastLastRow => MatchSkip::PastLastRow,
+        SkipTo::NextRow => MatchSkip::ToNextRow,
+        SkipTo::First(v) | SkipTo::Last(v) => {
+            if subsets.contains_key(v) {
+                return Err(not_supported(format!(
+                    "AFTER MATCH SKIP TO a SUBSET ({v}){at}: name a pattern variable"
+                )));
+            }
+            let i = var_index(v, "AFTER MATCH SKIP TO")?;
+            if matches!(clause.skip, SkipTo::First(_)) {
+                MatchSkip::ToFirst(i)
+            } else {
+                MatchSkip::ToLast(i)
+            }
+        }
+    };
+    let max_prev = navs
+        .iter()
+        .map(|n| match n {
+            MatchNav::Value { row, .. } => prev_depth(row),
+            _ => 0,
+        })
+        .max()
+        .unwrap_or(0);
+
+    // Output: partition columns, measures, and for ALL ROWS PER MATCH the other columns.
+    let mut fields: Vec<Field> = partition_by
+        .iter()
+        .map(|&c| input.field(c).clone())
+        .collect();
+    for ((expr, (_, name)), _) in measures.iter().zip(&clause.measures).zip(&measures_sql) {
+        if fields.iter().any(|f| f.name() == name) {
+            return Err(SluiceError::Plan(format!(
+                "MATCH_RECOGNIZE{at}: measure '{name}' has the name of another output column"
+            )));
+        }
+        let ty = expr.get_type(&nav_schema)?;
+        fields.push(Field::new(name, ty, true));
+    }
+    if clause.all_rows {
+        for (i, f) in input.fields().iter().enumerate() {
+            if partition_by.contains(&i) {
+                continue;
+            }
+            if fields.iter().any(|g| g.name() == f.name()) {
+                return Err(SluiceError::Plan(format!(
+                    "MATCH_RECOGNIZE{at}: measure '{}' has the name of an input column, which \
+                     ALL ROWS PER MATCH also outputs",
+                    f.name()
+                )));
+            }
+            fields.push(f.as_ref().clone());
+        }
+    }
+    Ok(PlannedMatchRecognize {
+        clause: clause.clone(),
+        spec: MatchRecognizeSpec {
+            partition_by,
+            rowtime,
+            pattern: clause.pattern.clone(),
+            variables,
+            navs,
+            nav_schema,
+            define,
+            history_free,
+            measures,
+            all_rows: clause.all_rows,
+            skip,
+            within_ms: clause.within_ms,
+            max_prev,
+        },
+        schema: Schema::new(fields),
+    })
+}
+
+use std::sync::Arc;

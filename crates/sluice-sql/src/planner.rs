@@ -35,6 +35,7 @@ use crate::catalog::{
     closest, Catalog, ColumnInfo, FunctionRegistry, SqlContext, TableDef, ViewDef, WINDOW_END,
     WINDOW_START,
 };
+use crate::match_recognize::PlannedMatchRecognize;
 use crate::parser::{CreateTable, QueryStatement, TvfKind, WindowTvfCall};
 
 /// Plans statements against a session catalog.
@@ -287,9 +288,17 @@ impl Planner {
                 .insert(call.placeholder.clone(), call.clone());
         }
         for mr in &query.match_recognize {
+            let input = self
+                .catalog
+                .relation_schema(&mr.input)
+                .ok_or_else(|| SluiceError::Plan(self.catalog.unknown_relation(&mr.input)))?;
+            let planned =
+                crate::match_recognize::plan_clause(mr, &input, &|e, schema| {
+                    self.plan_expr(e, schema)
+                })?;
             self.catalog
                 .match_recognize
-                .insert(mr.placeholder.clone(), mr.clone());
+                .insert(mr.placeholder.clone(), planned);
         }
         let ctx = self.sql_context();
         let to_rel = SqlToRel::new_with_options(&ctx, Self::parser_options());
@@ -467,6 +476,8 @@ impl Planner {
         let name = scan.table_name.table();
         let mut planned = if let Some(call) = self.catalog.window_tvfs.get(name) {
             self.lower_window_tvf(call, Arc::clone(&scan.projected_schema))?
+        } else if let Some(mr) = self.catalog.match_recognize.get(name) {
+            self.lower_match_recognize(mr, name)?
         } else {
             self.lower_relation(name)?
         };
@@ -540,6 +551,55 @@ impl Planner {
             return Ok(reschema(planned, schema));
         }
         Err(SluiceError::Plan(self.catalog.unknown_relation(name)))
+    }
+
+    /// `input MATCH_RECOGNIZE (...)`: the operator over the input's plan. Its output's
+    /// event-time attribute is a `MATCH_ROWTIME()` measure (one row per match) or the
+    /// input's (all rows per match).
+    fn lower_match_recognize(&self, mr: &PlannedMatchRecognize, name: &str) -> Result<Planned> {
+        let at = mr.clause.location;
+        let input = self.lower_relation(&mr.clause.input)?;
+        if input.node.is_updating() {
+            return not_supported!(
+                "MATCH_RECOGNIZE{at} over '{}', an updating (changelog) input: row pattern \
+                 matching needs an append-only input",
+                mr.clause.input
+            );
+        }
+        let spec = &mr.spec;
+        if input.node.rowtime != Some(spec.rowtime) {
+            return plan_err!(
+                "MATCH_RECOGNIZE{at}: ORDER BY {} must be the event-time attribute of '{}' \
+                 (a column with a WATERMARK FOR declaration in its table)",
+                input.node.schema.field(spec.rowtime).name(),
+                mr.clause.input
+            );
+        }
+        let keys = spec.partition_by.len();
+        let rowtime = if spec.all_rows {
+            let others = (0..input.node.schema.fields().len()).filter(|i| !spec.partition_by.contains(i));
+            others
+                .enumerate()
+                .find(|(_, i)| *i == spec.rowtime)
+                .map(|(k, _)| keys + spec.measures.len() + k)
+        } else {
+            spec.measures.iter().position(|m| {
+                matches!(m, Expr::Column(c) if c.name.strip_prefix("__nav_")
+                    .and_then(|i| i.parse::<usize>().ok())
+                    .is_some_and(|i| spec.navs[i] == sluice_common::plan::MatchNav::MatchRowtime))
+            })
+            .map(|m| keys + m)
+        };
+        let schema = Arc::new(DFSchema::try_from_qualified_schema(name, &mr.schema)?);
+        Ok(Planned {
+            node: PlanNode {
+                spec: OperatorSpec::MatchRecognize(Box::new(spec.clone())),
+                inputs: vec![input.node],
+                schema,
+                rowtime,
+            },
+            window: None,
+        })
     }
 
     fn lower_window_tvf(&self, call: &WindowTvfCall, schema: DFSchemaRef) -> Result<Planned> {

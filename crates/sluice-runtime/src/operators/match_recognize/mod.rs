@@ -3,3 +3,4 @@
 //! partition.
 
 pub mod nfa;
+pub mod operator;

@@ -1256,6 +1256,12 @@ impl Matcher {
         self.attempts.first().map(|a| a.start_row)
     }
 
+    /// The event time of the oldest unresolved start row (the partial match `WITHIN`
+    /// expires first), or `None` if there is none.
+    pub fn oldest_start_ts(&self) -> Option<i64> {
+        self.attempts.first().map(|a| a.start_ts)
+    }
+
     /// Whether the matcher holds no partial, held or undrained match.
     pub fn is_idle(&self) -> bool {
         self.attempts.is_empty() && self.ready.is_empty()

@@ -1,0 +1,779 @@
+//! The `MATCH_RECOGNIZE` operator: row pattern recognition per partition key, in
+//! event-time order (SQL:2016 §7.6; Flink SQL "Pattern Recognition").
+//!
+//! Rules (the operator's contract; the matching rules themselves are in [`super::nfa`]):
+//! - **Order.** Rows wait in a buffer until the watermark reaches their event time, then
+//!   are released in `(event time, arrival)` order (ties keep arrival order). A row whose
+//!   time is below the watermark in effect when it arrives is late: dropped and counted
+//!   (`late_rows_dropped`), as Flink's CEP operator drops late rows.
+//! - **Partitions.** Each `PARTITION BY` key has its own sequence of released rows
+//!   (numbered 0, 1, ... within the partition) and its own [`Matcher`]; rows of other
+//!   keys never take part in a match (strict contiguity within the partition).
+//! - **DEFINE.** While a condition of variable `V` is tested on a row, that row counts as
+//!   the last row of the match, mapped to `V` (SQL:2016 running semantics): `V.x` and a
+//!   bare `x` are the row's own values; `A.x` is the last row mapped to `A` so far;
+//!   `PREV(x, n)` is the row `n` rows earlier in the partition, matched or not, NULL
+//!   before the partition's first row (SQL:2016; Flink rejects PREV with an offset over
+//!   other variables). A variable without DEFINE matches any row. NULL counts as false.
+//!   When every condition reads only the tested row and rows before it (`history_free`),
+//!   conditions are evaluated once per released batch, vectorized; otherwise per partial
+//!   match and row.
+//! - **MEASURES.** `ONE ROW PER MATCH` evaluates them over the whole match (final
+//!   semantics: `A.x` is the last row mapped to `A`, NULL if none); `ALL ROWS PER MATCH`
+//!   emits every row of the match with the measures over the rows up to it (running
+//!   semantics, the SQL:2016 default). `MATCH_NUMBER()` counts the partition's matches
+//!   from 1; `CLASSIFIER()` is the variable of the (current) last row;
+//!   `MATCH_ROWTIME()` its event time.
+//! - **Emission.** A match is emitted as soon as it is final (see [`Matcher`]): when no
+//!   more preferred partial match can still complete, after the rows released at a
+//!   watermark (or when `WITHIN` expires the partial matches that kept it open, or at the
+//!   end of the input, when open partial matches are discarded). Output rows are emitted
+//!   before the watermark that made them final is forwarded.
+//! - **State.** Buffered rows (waiting for the watermark), each partition's rows still
+//!   needed (from its oldest live partial match, minus the deepest `PREV`), and the
+//!   matchers. Released rows live in shared columnar batches, dropped when no partition
+//!   needs any of their rows.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::sync::Arc;
+
+use datafusion_common::arrow::array::{
+    new_null_array, Array, ArrayRef, AsArray, BooleanArray, RecordBatch,
+};
+use datafusion_common::arrow::compute::interleave;
+use datafusion_common::arrow::datatypes::{DataType, SchemaRef};
+use datafusion_common::arrow::row::{RowConverter, SortField};
+use datafusion_common::ScalarValue;
+use datafusion_physical_expr::PhysicalExpr;
+use sluice_common::plan::{MatchNav, MatchRecognizeSpec, MatchSkip, NavAggregate, NavRow};
+use sluice_common::{Result, SluiceError};
+
+use super::nfa::{
+    AfterMatchSkip, CompiledPattern, Conditions, Match, MatchOptions, MatchSpec, Matcher, Path,
+    VarId,
+};
+use crate::message::StreamBatch;
+use crate::metrics::JobMetrics;
+use crate::operator::{Collector, Operator};
+use crate::operators::window_assign::event_times_ms;
+use crate::state::KeyIndex;
+
+/// A released row: the store batch it is in and its index there.
+#[derive(Debug, Clone, Copy)]
+struct RowRef {
+    batch: u32,
+    row: u32,
+}
+
+/// One partition key's rows and matcher.
+struct Partition {
+    /// Rows still needed, in order; `rows[0]` has sequence number `base`.
+    rows: VecDeque<RowRef>,
+    base: u64,
+    next_seq: u64,
+    matcher: Matcher,
+    /// Matches emitted so far (`MATCH_NUMBER()` of the next is this + 1).
+    matches: u64,
+    /// A `WITHIN` timer is queued for this partition.
+    timer: bool,
+}
+
+/// See the module docs.
+pub struct MatchRecognizeOperator {
+    spec: MatchRecognizeSpec,
+    match_spec: Arc<MatchSpec>,
+    define: Vec<Option<Arc<dyn PhysicalExpr>>>,
+    measures: Vec<Arc<dyn PhysicalExpr>>,
+    nav_schema: SchemaRef,
+    out_schema: SchemaRef,
+    /// Input columns that are not partition columns (ALL ROWS PER MATCH outputs them).
+    other_columns: Vec<usize>,
+    key_converter: Option<RowConverter>,
+    keys: KeyIndex,
+    partitions: Vec<Partition>,
+    /// Rows waiting for the watermark: (event time, arrival number, input batch, row).
+    pending: Vec<(i64, u64, u32, u32)>,
+    /// Input batches with rows still pending, and how many.
+    pending_batches: HashMap<u32, (RecordBatch, usize)>,
+    /// Released rows, with how many of each batch's rows partitions still hold.
+    store: HashMap<u32, (RecordBatch, usize)>,
+    next_batch: u32,
+    arrivals: u64,
+    watermark: i64,
+    /// `WITHIN` expiry: (time at which the oldest partial match expires, partition).
+    timers: BinaryHeap<Reverse<(i64, usize)>>,
+    metrics: Arc<JobMetrics>,
+}
+
+impl MatchRecognizeOperator {
+    /// The operator for `spec` over input rows of `input_schema`.
+    ///
+    /// # Errors
+    /// A pattern the automaton cannot be built for (too large), expressions that cannot
+    /// be lowered.
+    pub fn new(
+        spec: MatchRecognizeSpec,
+        input_schema: SchemaRef,
+        out_schema: SchemaRef,
+        metrics: Arc<JobMetrics>,
+    ) -> Result<Self> {
+        let compiled = CompiledPattern::compile(&spec.pattern)
+            .map_err(|e| SluiceError::Plan(format!("PATTERN ({}): {e}", spec.pattern)))?;
+        let skip = match spec.skip {
+            MatchSkip::PastLastRow => AfterMatchSkip::PastLastRow,
+            MatchSkip::ToNextRow => AfterMatchSkip::ToNextRow,
+            MatchSkip::ToFirst(v) => AfterMatchSkip::ToFirst(var_id(&compiled, &spec, v)?),
+            MatchSkip::ToLast(v) => AfterMatchSkip::ToLast(var_id(&compiled, &spec, v)?),
+        };
+        if compiled.variables() != spec.variables.as_slice() {
+            return Err(SluiceError::Internal(
+                "MATCH_RECOGNIZE variables out of order".into(),
+            ));
+        }
+        let match_spec = Arc::new(
+            MatchSpec::new(
+                compiled,
+                MatchOptions {
+                    skip,
+                    within_ms: spec.within_ms,
+                    history_free: spec.history_free,
+                },
+            )
+            .map_err(|e| SluiceError::Plan(e.to_string()))?,
+        );
+        let nav_df = spec.nav_schema.as_ref();
+        let define = spec
+            .define
+            .iter()
+            .map(|d| d.as_ref().map(|e| crate::expr::physical(e, nav_df)).transpose())
+            .collect::<Result<Vec<_>>>()?;
+        let measures = crate::expr::physical_all(&spec.measures, nav_df)?;
+        let key_converter = if spec.partition_by.is_empty() {
+            None
+        } else {
+            Some(RowConverter::new(
+                spec.partition_by
+                    .iter()
+                    .map(|&c| SortField::new(input_schema.field(c).data_type().clone()))
+                    .collect(),
+            )?)
+        };
+        let keys = KeyIndex::new(key_converter.as_ref());
+        let other_columns = (0..input_schema.fields().len())
+            .filter(|c| !spec.partition_by.contains(c))
+            .collect();
+        Ok(MatchRecognizeOperator {
+            nav_schema: Arc::new(spec.nav_schema.as_arrow().clone()),
+            spec,
+            match_spec,
+            define,
+            measures,
+            out_schema,
+            other_columns,
+            key_converter,
+            keys,
+            partitions: Vec::new(),
+            pending: Vec::new(),
+            pending_batches: HashMap::new(),
+            store: HashMap::new(),
+            next_batch: 0,
+            arrivals: 0,
+            watermark: i64::MIN,
+            timers: BinaryHeap::new(),
+            metrics,
+        })
+    }
+
+    fn row(&self, p: usize, seq: u64) -> Option<RowRef> {
+        let part = &self.partitions[p];
+        if seq < part.base {
+            return None;
+        }
+        part.rows.get((seq - part.base) as usize).copied()
+    }
+
+    fn value(&self, r: RowRef, column: usize) -> Result<ScalarValue> {
+        let (batch, _) = &self.store[&r.batch];
+        Ok(ScalarValue::try_from_array(
+            batch.column(column),
+            r.row as usize,
+        )?)
+    }
+
+    /// The partition sequence number a navigation's row resolves to, over `rows` (the
+    /// match so far, the current row last).
+    fn resolve(&self, row: &NavRow, rows: &[(u64, VarId)]) -> Option<u64> {
+        let mapped = |vars: &Option<Vec<usize>>, v: VarId| {
+            vars.as_ref().is_none_or(|vs| vs.contains(&(v as usize)))
+        };
+        match row {
+            NavRow::Last { vars, n } => rows
+                .iter()
+                .rev()
+                .filter(|(_, v)| mapped(vars, *v))
+                .nth(*n as usize)
+                .map(|(s, _)| *s),
+            NavRow::First { vars, n } => rows
+                .iter()
+                .filter(|(_, v)| mapped(vars, *v))
+                .nth(*n as usize)
+                .map(|(s, _)| *s),
+            NavRow::Prev { base, n } => self.resolve(base, rows)?.checked_sub(*n),
+        }
+    }
+
+    /// The values of every navigation for one evaluation: over `rows` (the match so
+    /// far, in order, the current row last) of partition `p`, whose match number is
+    /// `number`.
+    fn nav_values(&self, p: usize, rows: &[(u64, VarId)], number: u64) -> Result<Vec<ScalarValue>> {
+        let mut out = Vec::with_capacity(self.spec.navs.len());
+        for (i, nav) in self.spec.navs.iter().enumerate() {
+            let ty = self.nav_schema.field(i).data_type();
+            let v = match nav {
+                MatchNav::Value { row, column } => match self
+                    .resolve(row, rows)
+                    .and_then(|s| self.row(p, s))
+                {
+                    Some(r) => self.value(r, *column)?,
+                    None => ScalarValue::try_from(ty)?,
+                },
+                MatchNav::Aggregate { func, vars, column } => {
+                    let selected = rows
+                        .iter()
+                        .filter(|(_, v)| vars.as_ref().is_none_or(|vs| vs.contains(&(*v as usize))));
+                    let mut values = Vec::new();
+                    for (s, _) in selected {
+                        match (column, self.row(p, *s)) {
+                            (Some(c), Some(r)) => values.push(self.value(r, *c)?),
+                            (None, _) => values.push(ScalarValue::Boolean(Some(true))),
+                            (Some(_), None) => {}
+                        }
+                    }
+                    aggregate(*func, values, ty)?
+                }
+                MatchNav::MatchRowtime => match rows.last().and_then(|(s, _)| self.row(p, *s)) {
+                    Some(r) => self.value(r, self.spec.rowtime)?,
+                    None => ScalarValue::try_from(ty)?,
+                },
+                MatchNav::Classifier => ScalarValue::Utf8(
+                    rows.last()
+                        .map(|(_, v)| self.spec.variables[*v as usize].clone()),
+                ),
+                MatchNav::MatchNumber => ScalarValue::Int64(Some(number as i64)),
+            };
+            out.push(if v.data_type() == *ty { v } else { v.cast_to(ty)? });
+        }
+        Ok(out)
+    }
+
+    /// A batch of nav values, one row per evaluation.
+    fn nav_batch(&self, rows: Vec<Vec<ScalarValue>>) -> Result<RecordBatch> {
+        let n = rows.len();
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.spec.navs.len());
+        for i in 0..self.spec.navs.len() {
+            columns.push(if n == 0 {
+                new_null_array(self.nav_schema.field(i).data_type(), 0)
+            } else {
+                ScalarValue::iter_to_array(rows.iter().map(|r| r[i].clone()))?
+            });
+        }
+        let options = datafusion_common::arrow::array::RecordBatchOptions::new().with_row_count(Some(n));
+        Ok(RecordBatch::try_new_with_options(
+            Arc::clone(&self.nav_schema),
+            columns,
+            &options,
+        )?)
+    }
+
+    /// Tests `var`'s DEFINE on the current row `row` after `path` (not history-free).
+    fn test_define(&self, p: usize, var: VarId, row: u64, path: &Path<'_>) -> Result<bool> {
+        let Some(cond) = &self.define[var as usize] else {
+            return Ok(true);
+        };
+        let mut rows = path.to_vec();
+        rows.push((row, var));
+        let number = self.partitions[p].matches + 1;
+        let batch = self.nav_batch(vec![self.nav_values(p, &rows, number)?])?;
+        let v = cond.evaluate(&batch)?.into_array(1)?;
+        let b = v.as_boolean();
+        Ok(b.is_valid(0) && b.value(0))
+    }
+
+    /// Evaluates every DEFINE for each released row (history-free conditions read only
+    /// the row and rows before it): `out[var][i]`.
+    fn define_columns(
+        &self,
+        released: &RecordBatch,
+        parts: &[usize],
+        seqs: &[u64],
+    ) -> Result<Vec<Option<BooleanArray>>> {
+        let n = released.num_rows();
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.spec.navs.len());
+        for (i, nav) in self.spec.navs.iter().enumerate() {
+            let ty = self.nav_schema.field(i).data_type();
+            let col = match nav {
+                MatchNav::Value {
+                    row: NavRow::Last { n: 0, .. },
+                    column,
+                } => Arc::clone(released.column(*column)),
+                MatchNav::Value { row, column } => {
+                    // PREV over the current row: gather from the partitions' rows.
+                    let back = prev_depth(row);
+                    let mut indices = Vec::with_capacity(n);
+                    let mut sources: Vec<&RecordBatch> = Vec::new();
+                    let mut source_of: HashMap<u32, usize> = HashMap::new();
+                    let nulls = new_null_array(ty, 1);
+                    let mut valid = false;
+                    for i in 0..n {
+                        let target = seqs[i].checked_sub(back).and_then(|s| self.row(parts[i], s));
+                        match target {
+                            Some(r) => {
+                                let k = *source_of.entry(r.batch).or_insert_with(|| {
+                                    sources.push(&self.store[&r.batch].0);
+                                    sources.len() - 1
+                                });
+                                indices.push((k + 1, r.row as usize));
+                                valid = true;
+                            }
+                            None => indices.push((0, 0)),
+                        }
+                    }
+                    if !valid {
+                        new_null_array(ty, n)
+                    } else {
+                        let mut arrays: Vec<&dyn Array> = vec![nulls.as_ref()];
+                        arrays.extend(sources.iter().map(|b| b.column(*column).as_ref()));
+                        interleave(&arrays, &indices)?
+                    }
+                }
+                // Not read by history-free conditions.
+                _ => new_null_array(ty, n),
+            };
+            columns.push(col);
+        }
+        let options = datafusion_common::arrow::array::RecordBatchOptions::new().with_row_count(Some(n));
+        let navs = RecordBatch::try_new_with_options(Arc::clone(&self.nav_schema), columns, &options)?;
+        self.define
+            .iter()
+            .map(|d| {
+                d.as_ref()
+                    .map(|e| -> Result<BooleanArray> {
+                        let v = e.evaluate(&navs)?.into_array(n)?;
+                        Ok(v.as_boolean().clone())
+                    })
+                    .transpose()
+            })
+            .collect()
+    }
+
+    /// Releases the buffered rows with event time <= `limit` in (time, arrival) order
+    /// and feeds them to their partitions' matchers; returns the matches found.
+    fn release(&mut self, limit: i64, found: &mut Vec<(usize, Match)>) -> Result<()> {
+        let mut ready: Vec<(i64, u64, u32, u32)> = Vec::new();
+        self.pending.retain(|p| {
+            if p.0 <= limit {
+                ready.push(*p);
+                false
+            } else {
+                true
+            }
+        });
+        if ready.is_empty() {
+            return Ok(());
+        }
+        ready.sort_unstable_by_key(|p| (p.0, p.1));
+        // Gather the released rows into one batch.
+        let mut ids: Vec<u32> = ready.iter().map(|p| p.2).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let position: HashMap<u32, usize> = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+        let indices: Vec<(usize, usize)> = ready
+            .iter()
+            .map(|p| (position[&p.2], p.3 as usize))
+            .collect();
+        let released = {
+            let batches: Vec<&RecordBatch> = ids.iter().map(|id| &self.pending_batches[id].0).collect();
+            let schema = batches[0].schema();
+            let columns = (0..schema.fields().len())
+                .map(|c| {
+                    let arrays: Vec<&dyn Array> = batches.iter().map(|b| b.column(c).as_ref()).collect();
+                    interleave(&arrays, &indices)
+                })
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            RecordBatch::try_new(schema, columns)?
+        };
+        for p in &ready {
+            let entry = self.pending_batches.get_mut(&p.2).expect("pending batch");
+            entry.1 -= 1;
+            if entry.1 == 0 {
+                self.pending_batches.remove(&p.2);
+            }
+        }
+        let n = released.num_rows();
+        let id = self.next_batch;
+        self.next_batch = self.next_batch.wrapping_add(1);
+        self.store.insert(id, (released.clone(), n));
+        // Partitions and sequence numbers.
+        let key_rows = match &self.key_converter {
+            Some(c) => {
+                let cols: Vec<ArrayRef> = self
+                    .spec
+                    .partition_by
+                    .iter()
+                    .map(|&k| Arc::clone(released.column(k)))
+                    .collect();
+                Some(c.convert_columns(&cols)?)
+            }
+            None => None,
+        };
+        let selection: Vec<u32> = (0..n as u32).collect();
+        let mut parts = Vec::with_capacity(n);
+        self.keys.group_indices(key_rows.as_ref(), &selection, &mut parts);
+        let mut seqs = Vec::with_capacity(n);
+        for (i, &p) in parts.iter().enumerate() {
+            while self.partitions.len() <= p {
+                self.partitions.push(Partition {
+                    rows: VecDeque::new(),
+                    base: 0,
+                    next_seq: 0,
+                    matcher: Matcher::new(Arc::clone(&self.match_spec)),
+                    matches: 0,
+                    timer: false,
+                });
+            }
+            let part = &mut self.partitions[p];
+            seqs.push(part.next_seq);
+            part.next_seq += 1;
+            part.rows.push_back(RowRef {
+                batch: id,
+                row: i as u32,
+            });
+        }
+        let ts = event_times_ms(released.column(self.spec.rowtime))?;
+        let conditions = if self.spec.history_free {
+            Some(self.define_columns(&released, &parts, &seqs)?)
+        } else {
+            None
+        };
+        let mut touched = Vec::new();
+        for i in 0..n {
+            let p = parts[i];
+            let mut matcher = std::mem::replace(
+                &mut self.partitions[p].matcher,
+                Matcher::new(Arc::clone(&self.match_spec)),
+            );
+            let result = match &conditions {
+                Some(cols) => {
+                    let mut lookup = |var: VarId, _row: u64, _path: &Path<'_>| {
+                        cols[var as usize]
+                            .as_ref()
+                            .is_none_or(|c| c.is_valid(i) && c.value(i))
+                    };
+                    matcher.push_row(seqs[i], ts.value(i), &mut lookup)
+                }
+                None => {
+                    let mut eval = Evaluator {
+                        op: self,
+                        partition: p,
+                        error: None,
+                    };
+                    let r = matcher.push_row(seqs[i], ts.value(i), &mut eval);
+                    if let Some(e) = eval.error {
+                        return Err(e);
+                    }
+                    r
+                }
+            };
+            self.partitions[p].matcher = matcher;
+            result.map_err(|e| SluiceError::Execution(format!("MATCH_RECOGNIZE: {e}")))?;
+            self.collect_matches(p, found);
+            touched.push(p);
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        for p in touched {
+            self.arm_timer(p);
+        }
+        Ok(())
+    }
+
+    fn collect_matches(&mut self, p: usize, found: &mut Vec<(usize, Match)>) {
+        let mut ms = Vec::new();
+        self.partitions[p].matcher.drain_matches(&mut ms);
+        found.extend(ms.into_iter().map(|m| (p, m)));
+    }
+
+    fn arm_timer(&mut self, p: usize) {
+        let Some(within) = self.spec.within_ms else {
+            return;
+        };
+        let part = &mut self.partitions[p];
+        if part.timer {
+            return;
+        }
+        if let Some(start) = part.matcher.oldest_start_ts() {
+            part.timer = true;
+            self.timers.push(Reverse((start.saturating_add(within), p)));
+        }
+    }
+
+    /// `WITHIN`: partial matches that can no longer finish in time expire.
+    fn expire(&mut self, watermark: i64, found: &mut Vec<(usize, Match)>) -> Result<()> {
+        while let Some(Reverse((at, p))) = self.timers.peek().copied() {
+            if at > watermark {
+                break;
+            }
+            self.timers.pop();
+            self.partitions[p].timer = false;
+            self.partitions[p]
+                .matcher
+                .advance_time(watermark)
+                .map_err(|e| SluiceError::Execution(format!("MATCH_RECOGNIZE: {e}")))?;
+            self.collect_matches(p, found);
+            self.arm_timer(p);
+        }
+        Ok(())
+    }
+
+    /// Output rows for `found` (in order), then frees rows no partition needs.
+    fn emit(&mut self, found: Vec<(usize, Match)>, out: &mut Collector) -> Result<()> {
+        let mut touched: Vec<usize> = found.iter().map(|(p, _)| *p).collect();
+        if !found.is_empty() {
+            // (partition, match rows, rows counted for running measures, match number)
+            let mut evals: Vec<Vec<ScalarValue>> = Vec::new();
+            let mut first_rows: Vec<RowRef> = Vec::new();
+            let mut row_refs: Vec<RowRef> = Vec::new();
+            for (p, m) in &found {
+                self.partitions[*p].matches += 1;
+                let number = self.partitions[*p].matches;
+                let first = self.row(*p, m.start()).ok_or_else(|| {
+                    SluiceError::Internal("a match row was freed".into())
+                })?;
+                if self.spec.all_rows {
+                    for k in 0..m.rows.len() {
+                        evals.push(self.nav_values(*p, &m.rows[..=k], number)?);
+                        first_rows.push(first);
+                        row_refs.push(self.row(*p, m.rows[k].0).ok_or_else(|| {
+                            SluiceError::Internal("a match row was freed".into())
+                        })?);
+                    }
+                } else {
+                    evals.push(self.nav_values(*p, &m.rows, number)?);
+                    first_rows.push(first);
+                }
+            }
+            let n = evals.len();
+            let navs = self.nav_batch(evals)?;
+            let mut columns: Vec<ArrayRef> = Vec::new();
+            for &k in &self.spec.partition_by {
+                columns.push(self.gather(&first_rows, k)?);
+            }
+            for m in &self.measures {
+                columns.push(m.evaluate(&navs)?.into_array(n)?);
+            }
+            if self.spec.all_rows {
+                for &c in &self.other_columns {
+                    columns.push(self.gather(&row_refs, c)?);
+                }
+            }
+            let columns = columns
+                .into_iter()
+                .zip(self.out_schema.fields())
+                .map(|(c, f)| {
+                    if c.data_type() == f.data_type() {
+                        Ok(c)
+                    } else {
+                        Ok(datafusion_common::arrow::compute::cast(&c, f.data_type())?)
+                    }
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let batch = RecordBatch::try_new(Arc::clone(&self.out_schema), columns)?;
+            out.emit(StreamBatch {
+                data: batch,
+                row_watermarks: None,
+                ops: None,
+            });
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        self.trim_all();
+        Ok(())
+    }
+
+    fn gather(&self, rows: &[RowRef], column: usize) -> Result<ArrayRef> {
+        let mut ids: Vec<u32> = rows.iter().map(|r| r.batch).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let position: HashMap<u32, usize> = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+        let arrays: Vec<&dyn Array> = ids
+            .iter()
+            .map(|id| self.store[id].0.column(column).as_ref())
+            .collect();
+        let indices: Vec<(usize, usize)> = rows
+            .iter()
+            .map(|r| (position[&r.batch], r.row as usize))
+            .collect();
+        Ok(interleave(&arrays, &indices)?)
+    }
+
+    /// Frees, in every partition, the rows before its oldest live partial match (minus
+    /// the rows `PREV` reaches back).
+    fn trim_all(&mut self) {
+        for part in &mut self.partitions {
+            let live = part.matcher.oldest_live_row().unwrap_or(part.next_seq);
+            let keep_from = live.min(part.next_seq).saturating_sub(self.spec.max_prev);
+            while part.base < keep_from {
+                let Some(r) = part.rows.pop_front() else { break };
+                part.base += 1;
+                if let Some(entry) = self.store.get_mut(&r.batch) {
+                    entry.1 -= 1;
+                    if entry.1 == 0 {
+                        self.store.remove(&r.batch);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Row-by-row DEFINE evaluation for conditions that read the match so far.
+struct Evaluator<'a> {
+    op: &'a MatchRecognizeOperator,
+    partition: usize,
+    error: Option<SluiceError>,
+}
+
+impl Conditions for Evaluator<'_> {
+    fn test(&mut self, var: VarId, row: u64, path: &Path<'_>) -> bool {
+        if self.error.is_some() {
+            return false;
+        }
+        match self.op.test_define(self.partition, var, row, path) {
+            Ok(b) => b,
+            Err(e) => {
+                self.error = Some(e);
+                false
+            }
+        }
+    }
+}
+
+fn var_id(compiled: &CompiledPattern, spec: &MatchRecognizeSpec, v: usize) -> Result<VarId> {
+    compiled
+        .var_id(&spec.variables[v])
+        .ok_or_else(|| SluiceError::Internal(format!("unknown variable {v}")))
+}
+
+fn prev_depth(row: &NavRow) -> u64 {
+    match row {
+        NavRow::Prev { base, n } => n + prev_depth(base),
+        _ => 0,
+    }
+}
+
+/// `func` over `values` (the selected rows' values; for a row count, one per row), typed
+/// `ty`. NULLs are skipped; an empty input gives NULL (COUNT: 0).
+fn aggregate(func: NavAggregate, values: Vec<ScalarValue>, ty: &DataType) -> Result<ScalarValue> {
+    let values: Vec<ScalarValue> = values.into_iter().filter(|v| !v.is_null()).collect();
+    Ok(match func {
+        NavAggregate::Count => ScalarValue::Int64(Some(values.len() as i64)),
+        _ if values.is_empty() => ScalarValue::try_from(ty)?,
+        NavAggregate::Sum => {
+            let mut acc = values[0].cast_to(ty)?;
+            for v in &values[1..] {
+                acc = acc.add(v.cast_to(ty)?)?;
+            }
+            acc
+        }
+        NavAggregate::Avg => {
+            let mut sum = 0f64;
+            for v in &values {
+                match v.cast_to(&DataType::Float64)? {
+                    ScalarValue::Float64(Some(x)) => sum += x,
+                    _ => {}
+                }
+            }
+            ScalarValue::Float64(Some(sum / values.len() as f64))
+        }
+        NavAggregate::Min | NavAggregate::Max => {
+            let mut best = values[0].clone();
+            for v in &values[1..] {
+                let better = match v.partial_cmp(&best) {
+                    Some(std::cmp::Ordering::Less) => func == NavAggregate::Min,
+                    Some(std::cmp::Ordering::Greater) => func == NavAggregate::Max,
+                    _ => false,
+                };
+                if better {
+                    best = v.clone();
+                }
+            }
+            best
+        }
+    })
+}
+
+impl Operator for MatchRecognizeOperator {
+    fn name(&self) -> &'static str {
+        "MatchRecognize"
+    }
+
+    fn process_batch(&mut self, batch: StreamBatch, out: &mut Collector) -> Result<()> {
+        let _ = out;
+        let data = batch.data;
+        let n = data.num_rows();
+        if n == 0 {
+            return Ok(());
+        }
+        let ts = event_times_ms(data.column(self.spec.rowtime))?;
+        let id = self.next_batch;
+        let mut kept = 0usize;
+        let mut late = 0u64;
+        for i in 0..n {
+            let wm = batch
+                .row_watermarks
+                .as_ref()
+                .map(|w| w.value(i))
+                .unwrap_or(self.watermark)
+                .max(self.watermark);
+            if ts.is_null(i) || ts.value(i) < wm {
+                late += 1;
+                continue;
+            }
+            self.pending.push((ts.value(i), self.arrivals, id, i as u32));
+            self.arrivals += 1;
+            kept += 1;
+        }
+        JobMetrics::add(&self.metrics.late_rows_dropped, late);
+        if kept > 0 {
+            self.next_batch = self.next_batch.wrapping_add(1);
+            self.pending_batches.insert(id, (data, kept));
+        }
+        Ok(())
+    }
+
+    fn on_watermark(&mut self, watermark_ms: i64, out: &mut Collector) -> Result<()> {
+        if watermark_ms > self.watermark {
+            self.watermark = watermark_ms;
+            let mut found = Vec::new();
+            self.release(watermark_ms, &mut found)?;
+            self.expire(watermark_ms, &mut found)?;
+            self.emit(found, out)?;
+        }
+        out.watermark(watermark_ms);
+        Ok(())
+    }
+
+    fn on_end(&mut self, out: &mut Collector) -> Result<()> {
+        let mut found = Vec::new();
+        self.release(i64::MAX, &mut found)?;
+        for p in 0..self.partitions.len() {
+            self.partitions[p]
+                .matcher
+                .finish()
+                .map_err(|e| SluiceError::Execution(format!("MATCH_RECOGNIZE: {e}")))?;
+            self.collect_matches(p, &mut found);
+        }
+        self.emit(found, out)
+    }
+}
