@@ -920,7 +920,8 @@ pub(crate) fn plan_clause(
                     let ty = e.get_type(&nav_schema)?;
                     if ty != DataType::Boolean && ty != DataType::Null {
                         return Err(SluiceError::Plan(format!(
-                            "DEFINE {name}{at} must be a condition (BOOLEAN), found {ty}"
+                            "DEFINE {name}{at} must be a condition (BOOLEAN), found {}",
+                            crate::flink_type_name(&ty)
                         )));
                     }
                     Ok(e)

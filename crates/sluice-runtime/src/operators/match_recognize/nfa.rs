@@ -288,7 +288,7 @@ impl MatchSpec {
 // ------------------------------------------------------------------------------------------
 
 /// A match: its rows in order, each with the variable it is mapped to.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Match {
     /// `(row, variable)` for every row of the match, in row order (never empty).
     pub rows: Vec<(u64, VarId)>,
@@ -1549,7 +1549,7 @@ fn step<C: Conditions + ?Sized>(
 }
 
 /// A [`Matcher`]'s state as plain data, for checkpoints.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct MatcherState {
     /// [`CompiledPattern::fingerprint`] of the pattern the matcher ran.
     pub fingerprint: u64,
@@ -1566,7 +1566,7 @@ pub struct MatcherState {
 }
 
 /// One unresolved start row in a [`MatcherState`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AttemptState {
     /// The start row.
     pub start_row: u64,
@@ -1579,7 +1579,7 @@ pub struct AttemptState {
 }
 
 /// One partial match in a [`MatcherState`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ThreadState {
     /// Automaton state (meaningful only for the same compiled pattern).
     pub state: u32,

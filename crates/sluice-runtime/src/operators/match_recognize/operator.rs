@@ -86,6 +86,7 @@ pub struct MatchRecognizeOperator {
     define: Vec<Option<Arc<dyn PhysicalExpr>>>,
     measures: Vec<Arc<dyn PhysicalExpr>>,
     nav_schema: SchemaRef,
+    input_schema: SchemaRef,
     out_schema: SchemaRef,
     /// Input columns that are not partition columns (ALL ROWS PER MATCH outputs them).
     other_columns: Vec<usize>,
@@ -165,6 +166,7 @@ impl MatchRecognizeOperator {
             .collect();
         Ok(MatchRecognizeOperator {
             nav_schema: Arc::new(spec.nav_schema.as_arrow().clone()),
+            input_schema: Arc::clone(&input_schema),
             spec,
             match_spec,
             define,
@@ -415,33 +417,9 @@ impl MatchRecognizeOperator {
         self.next_batch = self.next_batch.wrapping_add(1);
         self.store.insert(id, (released.clone(), n));
         // Partitions and sequence numbers.
-        let key_rows = match &self.key_converter {
-            Some(c) => {
-                let cols: Vec<ArrayRef> = self
-                    .spec
-                    .partition_by
-                    .iter()
-                    .map(|&k| Arc::clone(released.column(k)))
-                    .collect();
-                Some(c.convert_columns(&cols)?)
-            }
-            None => None,
-        };
-        let selection: Vec<u32> = (0..n as u32).collect();
-        let mut parts = Vec::with_capacity(n);
-        self.keys.group_indices(key_rows.as_ref(), &selection, &mut parts);
+        let parts = self.partitions_of(released.columns(), n)?;
         let mut seqs = Vec::with_capacity(n);
         for (i, &p) in parts.iter().enumerate() {
-            while self.partitions.len() <= p {
-                self.partitions.push(Partition {
-                    rows: VecDeque::new(),
-                    base: 0,
-                    next_seq: 0,
-                    matcher: Matcher::new(Arc::clone(&self.match_spec)),
-                    matches: 0,
-                    timer: false,
-                });
-            }
             let part = &mut self.partitions[p];
             seqs.push(part.next_seq);
             part.next_seq += 1;
@@ -713,6 +691,58 @@ fn aggregate(func: NavAggregate, values: Vec<ScalarValue>, ty: &DataType) -> Res
     })
 }
 
+/// Snapshot row kinds (column `kind`).
+const PENDING: i8 = 0;
+const PARTITION_ROW: i8 = 1;
+const PARTITION: i8 = 2;
+
+/// A partition's scalars in a snapshot (`kind` = 2 rows, column `partition`, JSON).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct PartitionState {
+    base: u64,
+    next_seq: u64,
+    matches: u64,
+    matcher: super::nfa::MatcherState,
+}
+
+impl MatchRecognizeOperator {
+    fn new_partition(&self) -> Partition {
+        Partition {
+            rows: VecDeque::new(),
+            base: 0,
+            next_seq: 0,
+            matcher: Matcher::new(Arc::clone(&self.match_spec)),
+            matches: 0,
+            timer: false,
+        }
+    }
+
+    /// The partition of each row of `columns` (input columns), created when new.
+    fn partitions_of(&mut self, columns: &[ArrayRef], n: usize) -> Result<Vec<usize>> {
+        let key_rows = match &self.key_converter {
+            Some(c) => {
+                let cols: Vec<ArrayRef> = self
+                    .spec
+                    .partition_by
+                    .iter()
+                    .map(|&k| Arc::clone(&columns[k]))
+                    .collect();
+                Some(c.convert_columns(&cols)?)
+            }
+            None => None,
+        };
+        let selection: Vec<u32> = (0..n as u32).collect();
+        let mut parts = Vec::with_capacity(n);
+        self.keys
+            .group_indices(key_rows.as_ref(), &selection, &mut parts);
+        while self.partitions.len() < self.keys.len().max(parts.iter().map(|p| p + 1).max().unwrap_or(0)) {
+            let p = self.new_partition();
+            self.partitions.push(p);
+        }
+        Ok(parts)
+    }
+}
+
 impl Operator for MatchRecognizeOperator {
     fn name(&self) -> &'static str {
         "MatchRecognize"
@@ -761,6 +791,217 @@ impl Operator for MatchRecognizeOperator {
             self.emit(found, out)?;
         }
         out.watermark(watermark_ms);
+        Ok(())
+    }
+
+    /// Columns: `key_group`, `kind` (0: a row waiting for the watermark, 1: a row a
+    /// partition still needs, 2: a partition), `seq` (kind 1: its number in the
+    /// partition; kind 0: its arrival order), `partition` (kind 2: JSON of the
+    /// partition's counters and matcher state: partial matches as their rows' numbers
+    /// and variables), then `row_<i>` per input column (kinds 0 and 1: the row; kind 2:
+    /// the partition key in the `PARTITION BY` columns).
+    fn snapshot_state(&mut self, max_parallelism: u32) -> Result<Option<RecordBatch>> {
+        use datafusion_common::arrow::array::{Int8Array, StringArray, UInt32Array, UInt64Array};
+        let mut kinds: Vec<i8> = Vec::new();
+        let mut seqs: Vec<Option<u64>> = Vec::new();
+        let mut states: Vec<Option<String>> = Vec::new();
+        // Row sources: (store batch or pending batch, row) per snapshot row, or a key.
+        enum Src {
+            Store(u32, u32),
+            Pending(u32, u32),
+            Key(usize),
+        }
+        let mut srcs: Vec<Src> = Vec::new();
+        let mut pending = self.pending.clone();
+        pending.sort_unstable_by_key(|p| (p.0, p.1));
+        for p in &pending {
+            kinds.push(PENDING);
+            seqs.push(Some(p.1));
+            states.push(None);
+            srcs.push(Src::Pending(p.2, p.3));
+        }
+        for (pi, part) in self.partitions.iter().enumerate() {
+            if part.next_seq == 0 && part.matcher.is_idle() && part.matches == 0 {
+                continue;
+            }
+            let state = PartitionState {
+                base: part.base,
+                next_seq: part.next_seq,
+                matches: part.matches,
+                matcher: part.matcher.snapshot(),
+            };
+            kinds.push(PARTITION);
+            seqs.push(None);
+            states.push(Some(serde_json::to_string(&state).map_err(|e| {
+                SluiceError::Internal(format!("encoding MATCH_RECOGNIZE state: {e}"))
+            })?));
+            srcs.push(Src::Key(pi));
+            for (k, r) in part.rows.iter().enumerate() {
+                kinds.push(PARTITION_ROW);
+                seqs.push(Some(part.base + k as u64));
+                states.push(None);
+                srcs.push(Src::Store(r.batch, r.row));
+            }
+        }
+        if kinds.is_empty() {
+            return Ok(None);
+        }
+        // Row columns: interleave from the store, the pending batches and the keys.
+        let key_columns = self.keys.key_columns(self.key_converter.as_ref())?;
+        let mut columns: Vec<ArrayRef> = Vec::new();
+        for c in 0..self.input_schema.fields().len() {
+            let ty = self.input_schema.field(c).data_type();
+            let nulls = new_null_array(ty, 1);
+            let key_pos = self.spec.partition_by.iter().position(|&k| k == c);
+            let mut arrays: Vec<&dyn Array> = vec![nulls.as_ref()];
+            let mut index_of: HashMap<(u8, u32), usize> = HashMap::new();
+            let mut indices = Vec::with_capacity(srcs.len());
+            for src in &srcs {
+                let (slot, row) = match src {
+                    Src::Store(b, r) => {
+                        let k = *index_of.entry((0, *b)).or_insert_with(|| {
+                            arrays.push(self.store[b].0.column(c).as_ref());
+                            arrays.len() - 1
+                        });
+                        (k, *r as usize)
+                    }
+                    Src::Pending(b, r) => {
+                        let k = *index_of.entry((1, *b)).or_insert_with(|| {
+                            arrays.push(self.pending_batches[b].0.column(c).as_ref());
+                            arrays.len() - 1
+                        });
+                        (k, *r as usize)
+                    }
+                    Src::Key(p) => match key_pos {
+                        Some(kp) => {
+                            let k = *index_of.entry((2, 0)).or_insert_with(|| {
+                                arrays.push(key_columns[kp].as_ref());
+                                arrays.len() - 1
+                            });
+                            (k, *p)
+                        }
+                        None => (0, 0),
+                    },
+                };
+                indices.push((slot, row));
+            }
+            columns.push(interleave(&arrays, &indices)?);
+        }
+        let partition_columns: Vec<ArrayRef> = self
+            .spec
+            .partition_by
+            .iter()
+            .map(|&k| Arc::clone(&columns[k]))
+            .collect();
+        let groups = crate::state::key_groups(&partition_columns, kinds.len(), max_parallelism)?;
+        let mut fields = vec![
+            datafusion_common::arrow::datatypes::Field::new("key_group", DataType::UInt32, false),
+            datafusion_common::arrow::datatypes::Field::new("kind", DataType::Int8, false),
+            datafusion_common::arrow::datatypes::Field::new("seq", DataType::UInt64, true),
+            datafusion_common::arrow::datatypes::Field::new("partition", DataType::Utf8, true),
+        ];
+        let mut all: Vec<ArrayRef> = vec![
+            Arc::new(UInt32Array::from(groups)),
+            Arc::new(Int8Array::from(kinds)),
+            Arc::new(UInt64Array::from(seqs)),
+            Arc::new(StringArray::from(states)),
+        ];
+        for (c, col) in columns.into_iter().enumerate() {
+            fields.push(datafusion_common::arrow::datatypes::Field::new(
+                format!("row_{c}"),
+                self.input_schema.field(c).data_type().clone(),
+                true,
+            ));
+            all.push(col);
+        }
+        Ok(Some(RecordBatch::try_new(
+            Arc::new(datafusion_common::arrow::datatypes::Schema::new(fields)),
+            all,
+        )?))
+    }
+
+    fn restore_state(&mut self, snapshots: &[RecordBatch]) -> Result<()> {
+        use datafusion_common::arrow::datatypes::{Int8Type, UInt64Type};
+        for snap in snapshots {
+            let n = snap.num_rows();
+            if n == 0 {
+                continue;
+            }
+            let reader = crate::state::SnapshotReader::new(snap, "MATCH_RECOGNIZE");
+            let kinds = reader.column("kind")?;
+            let kinds = kinds.as_primitive::<Int8Type>().clone();
+            let seqs = reader.column("seq")?;
+            let seqs = seqs.as_primitive::<UInt64Type>().clone();
+            let states = reader.column("partition")?;
+            let states = states.as_string::<i32>().clone();
+            let columns = (0..self.input_schema.fields().len())
+                .map(|c| reader.column(&format!("row_{c}")))
+                .collect::<Result<Vec<_>>>()?;
+            let rows = RecordBatch::try_new(Arc::clone(&self.input_schema), columns)?;
+            let parts = self.partitions_of(rows.columns(), n)?;
+            // Partitions first (their matchers), then their rows in order.
+            for i in 0..n {
+                if kinds.value(i) != PARTITION {
+                    continue;
+                }
+                let state: PartitionState =
+                    serde_json::from_str(states.value(i)).map_err(|e| {
+                        SluiceError::Execution(format!(
+                            "the checkpoint's MATCH_RECOGNIZE state cannot be read: {e}"
+                        ))
+                    })?;
+                let matcher = Matcher::restore(Arc::clone(&self.match_spec), state.matcher)
+                    .map_err(|e| SluiceError::Execution(format!("MATCH_RECOGNIZE restore: {e}")))?;
+                let part = &mut self.partitions[parts[i]];
+                part.base = state.base;
+                part.next_seq = state.next_seq;
+                part.matches = state.matches;
+                part.matcher = matcher;
+            }
+            let mut store_rows: Vec<(usize, u64, usize)> = Vec::new();
+            let mut pending_rows: Vec<(u64, usize)> = Vec::new();
+            for i in 0..n {
+                match kinds.value(i) {
+                    PARTITION_ROW => store_rows.push((parts[i], seqs.value(i), i)),
+                    PENDING => pending_rows.push((seqs.value(i), i)),
+                    _ => {}
+                }
+            }
+            store_rows.sort_unstable();
+            if !store_rows.is_empty() {
+                let id = self.next_batch;
+                self.next_batch = self.next_batch.wrapping_add(1);
+                self.store.insert(id, (rows.clone(), store_rows.len()));
+                for (p, seq, i) in store_rows {
+                    let part = &mut self.partitions[p];
+                    if seq != part.base + part.rows.len() as u64 {
+                        return Err(SluiceError::Execution(format!(
+                            "the checkpoint's MATCH_RECOGNIZE rows of a partition are not \
+                             contiguous (row {seq}, expected {})",
+                            part.base + part.rows.len() as u64
+                        )));
+                    }
+                    part.rows.push_back(RowRef {
+                        batch: id,
+                        row: i as u32,
+                    });
+                }
+            }
+            if !pending_rows.is_empty() {
+                pending_rows.sort_unstable();
+                let ts = event_times_ms(rows.column(self.spec.rowtime))?;
+                let id = self.next_batch;
+                self.next_batch = self.next_batch.wrapping_add(1);
+                self.pending_batches.insert(id, (rows.clone(), pending_rows.len()));
+                for (_, i) in pending_rows {
+                    self.pending.push((ts.value(i), self.arrivals, id, i as u32));
+                    self.arrivals += 1;
+                }
+            }
+        }
+        for p in 0..self.partitions.len() {
+            self.arm_timer(p);
+        }
         Ok(())
     }
 
