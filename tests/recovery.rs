@@ -355,6 +355,43 @@ fn case_030_session_merge_across_restore() {
     );
 }
 
+/// MATCH_RECOGNIZE: a failure in the middle of a pattern (X's partial match A=11, B=12
+/// and buffered rows in the checkpoint), restore, identical matches.
+#[test]
+fn case_016_match_recognize_fails_mid_pattern() {
+    check_case(
+        "016",
+        "sym STRING, start_price INT, first_b INT, last_b INT, nb BIGINT, end_price INT, \
+         end_ts TIMESTAMP(3)",
+        &[
+            Point {
+                name: "failure-free with checkpoints",
+                checkpoint_after_rows: "2,4,6,8",
+                failpoints: "",
+                restarts: 0,
+                restored: 0,
+            },
+            // Checkpoint after row 6 (X 13 @04: A=11, B=12 released, 13 still buffered;
+            // Y's A=30 B=5 partial match), kill after row 7.
+            Point {
+                name: "mid-pattern",
+                checkpoint_after_rows: "6",
+                failpoints: "source-after-row:7",
+                restarts: 1,
+                restored: 1,
+            },
+            // Killed again right after the restore's first checkpoint.
+            Point {
+                name: "twice",
+                checkpoint_after_rows: "4,8",
+                failpoints: "source-after-row:5,source-after-row:9",
+                restarts: 2,
+                restored: 2,
+            },
+        ],
+    );
+}
+
 /// xorshift64*: the tests' reproducible random numbers.
 struct Rng(u64);
 
@@ -420,6 +457,19 @@ const GROUP_QUERY: &str = "SELECT k, COUNT(*) AS cnt, SUM(v) AS total, MAX(v) AS
 /// the values in its state).
 const DISTINCT_OVER_CHANGELOG_QUERY: &str = "SELECT COUNT(DISTINCT cnt) AS counts, \
     COUNT(*) AS ks, MAX(cnt) AS top FROM (SELECT v, COUNT(*) AS cnt FROM events GROUP BY v)";
+/// MATCH_RECOGNIZE with WITHIN and PREV (history-free conditions, vectorized).
+const MR_QUERY: &str = "SELECT k, s, e, n FROM events MATCH_RECOGNIZE (PARTITION BY k \
+    ORDER BY ts MEASURES FIRST(A.ts) AS s, LAST(C.ts) AS e, COUNT(B.*) AS n \
+    PATTERN (A B+ C) WITHIN INTERVAL '8' SECOND \
+    DEFINE A AS v > 50, B AS v <= PREV(v), C AS v > PREV(v))";
+const MR_SINK: &str = "k INT, s TIMESTAMP(3), e TIMESTAMP(3), n BIGINT";
+/// MATCH_RECOGNIZE whose condition reads another variable (evaluated per partial match),
+/// overlapping matches, MATCH_NUMBER.
+const MR_HISTORY_QUERY: &str = "SELECT k, a, b, m FROM events MATCH_RECOGNIZE (PARTITION BY k \
+    ORDER BY ts MEASURES A.v AS a, LAST(B.v) AS b, MATCH_NUMBER() AS m \
+    AFTER MATCH SKIP TO NEXT ROW PATTERN (A B{1,3}?) \
+    DEFINE B AS B.v > A.v + 20)";
+
 /// Two keyed operators (two exchanges at parallelism > 1) over a window aggregate.
 const AGG_OF_AGG_QUERY: &str = "SELECT cnt, COUNT(*) AS windows, MIN(total) AS low \
     FROM (SELECT k, window_start, COUNT(*) AS cnt, SUM(v) AS total \
@@ -504,6 +554,8 @@ fn randomized_failures_exactly_once() {
         (GROUP_QUERY, None),
         (AGG_OF_AGG_QUERY, None),
         (DISTINCT_OVER_CHANGELOG_QUERY, None),
+        (MR_QUERY, Some(MR_SINK)),
+        (MR_HISTORY_QUERY, None),
     ];
     let mut failures = Vec::new();
     let mut restarts = 0;
