@@ -88,6 +88,85 @@ fn flights_daily_sink_writes_what_an_independent_group_by_computes() {
     );
 }
 
+/// MATCH_RECOGNIZE over the flights: every late streak of an aircraft, as a plain Python
+/// scan of the same file finds them (`tests/expected/derive_expected.py`).
+#[test]
+fn flights_late_streaks_match_an_independent_scan() {
+    let batches = run_example("flights_late_streaks.sql");
+    assert_matches(
+        "flights_late_streaks",
+        &expected("flights_late_streaks"),
+        &rows_as_csv(&batches),
+    );
+}
+
+/// Parses `YYYY-MM-DD HH:MM:SS` as seconds since the epoch (UTC) for the checks below.
+fn seconds(ts: &str) -> i64 {
+    let d = |a: usize, b: usize| ts[a..b].parse::<i64>().unwrap();
+    let (y, m, day) = (d(0, 4), d(5, 7), d(8, 10));
+    // Days from civil (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    days * 86_400 + d(11, 13) * 3600 + d(14, 16) * 60 + d(17, 19)
+}
+
+/// MATCH_RECOGNIZE over the weather: every warning satisfies the pattern's conditions
+/// (three or more falls, a gust of 35 mph or more, less than six hours from the first
+/// fall to the gust), each airport's warnings do not overlap (skip past last row), and
+/// the January 20 front (found by reading the data: pressure at EWR falls from 14:00 to
+/// 17:00 UTC, gust 37.98 mph at 19:00) is among them.
+#[test]
+fn weather_storm_warnings_satisfy_the_pattern() {
+    let csv = rows_as_csv(&run_example("weather_storm_warnings.sql"));
+    let mut rows: Vec<Vec<String>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').map(String::from).collect())
+        .collect();
+    assert!(rows.len() >= 10, "{csv}");
+    rows.sort_by(|a, b| (&a[0], &a[1]).cmp(&(&b[0], &b[1])));
+    for w in rows.windows(2) {
+        if w[0][0] == w[1][0] {
+            assert!(w[0][4] < w[1][1], "overlapping warnings: {w:?}");
+        }
+    }
+    for r in &rows {
+        let falls: i64 = r[2].parse().unwrap();
+        let drop: f64 = r[3].parse().unwrap();
+        let gust: f64 = r[5].parse().unwrap();
+        let span = seconds(&r[4]) - seconds(&r[1]);
+        assert!(falls >= 3 && drop > 0.0 && gust >= 35.0, "{r:?}");
+        assert!(span > 0 && span < 6 * 3600, "{r:?}");
+    }
+    assert!(
+        rows.iter().any(|r| r[0] == "EWR"
+            && r[1] == "2013-01-20 14:00:00"
+            && r[4] == "2013-01-20 19:00:00"),
+        "{csv}"
+    );
+}
+
+/// MATCH_RECOGNIZE over generated sensor readings: every alert is a reading above 50 °C
+/// followed by smoke from the same sensor less than ten minutes later.
+#[test]
+fn sensor_alerts_satisfy_the_pattern() {
+    let csv = rows_as_csv(&run_example("sensor_alerts.sql"));
+    let rows: Vec<Vec<&str>> = csv.lines().skip(1).map(|l| l.split(',').collect()).collect();
+    assert!(rows.len() > 50, "{csv}");
+    for r in &rows {
+        let temp: f64 = r[2].parse().unwrap();
+        let span = seconds(r[3]) - seconds(r[1]);
+        assert!(temp > 50.0, "{r:?}");
+        assert!(span > 0 && span < 600, "{r:?}");
+        // Readings of one sensor are 20 s apart.
+        assert_eq!(span % 20, 0, "{r:?}");
+    }
+}
+
 /// Every example file runs to completion (those above are checked in detail).
 #[test]
 fn every_example_runs() {
@@ -95,6 +174,9 @@ fn every_example_runs() {
         "flights_hourly.sql",
         "flights_hop.sql",
         "flights_daily_to_files.sql",
+        "flights_late_streaks.sql",
+        "weather_storm_warnings.sql",
+        "sensor_alerts.sql",
     ];
     let dir = root().join("sql-examples");
     let mut ran = 0;

@@ -93,3 +93,38 @@ rows = db.execute(
     """
 ).fetchall()
 write("flights_daily_to_files", ["day_start", "origin", "departures", "late_departures", "avg_dep_delay"], rows)
+
+# flights_late_streaks.sql (MATCH_RECOGNIZE, PATTERN (L{3,}), L: dep_delay > 60, skip past
+# last row): per tailnum, in file order (the file is in scheduled-departure order; ties
+# keep file order), every maximal run of three or more rows with dep_delay > 60. A row
+# with no dep_delay (cancelled) ends a run. Plain Python, no SQL engine needed.
+runs = []
+by_tail = {}
+with gzip.open(src, "rt", newline="") as f:
+    reader = csv.DictReader(f)
+    for row in reader:
+        if row["tailnum"] in ("NA", ""):
+            continue
+        by_tail.setdefault(row["tailnum"], []).append(row)
+
+
+def late(r):
+    return r["dep_delay"] not in ("NA", "") and float(r["dep_delay"]) > 60
+
+
+for tail, rows_of in by_tail.items():
+    rows_of.sort(key=lambda r: r["sched_dep_ts"])  # stable: ties keep file order
+    run = []
+    for r in rows_of + [None]:
+        if r is not None and late(r):
+            run.append(r)
+            continue
+        if len(run) >= 3:
+            runs.append((tail, run[0]["sched_dep_ts"], run[-1]["sched_dep_ts"],
+                         int(run[0]["flight"]), int(run[-1]["flight"]), len(run),
+                         max(float(x["dep_delay"]) for x in run)))
+        run = []
+runs.sort()
+write("flights_late_streaks",
+      ["tailnum", "first_departure", "last_departure", "first_flight", "last_flight",
+       "departures", "max_delay"], runs)
