@@ -13,6 +13,9 @@
 //! against (b) without; (i) the time and bytes of one checkpoint of 1 M keys of window
 //! state, and the time to restore it into a new job from the local filesystem.
 //!
+//! (j) MATCH_RECOGNIZE `A B+ C` WITHIN 10 s partitioned by key over the same input (A: price
+//! > 900, B: < 500, C: >= 500), and the state size of its last checkpoint.
+//!
 //! Run: `cargo bench --bench throughput` (release build); `SLUICE_BENCH_ONLY=h,i` runs
 //! only the jobs with those letters. Apache Flink 2.3 on the same
 //! machine and data: (a) 0.96 M, (b) 0.41 M, (c) 0.28 M rows/s.
@@ -83,7 +86,8 @@ fn table_ddl(path: &Path) -> String {
          WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');\n\
          CREATE TABLE sink_filter (ts TIMESTAMP(3), `key` INT, price DOUBLE) WITH ('connector' = 'blackhole');\n\
          CREATE TABLE sink_agg (ws TIMESTAMP(3), `key` INT, n BIGINT, total DOUBLE) WITH ('connector' = 'blackhole');\n\
-         CREATE TABLE sink_upd (`key` INT, n BIGINT, total DOUBLE) WITH ('connector' = 'blackhole');\n",
+         CREATE TABLE sink_upd (`key` INT, n BIGINT, total DOUBLE) WITH ('connector' = 'blackhole');\n\
+         CREATE TABLE sink_mr (`key` INT, s TIMESTAMP(3), n BIGINT) WITH ('connector' = 'blackhole');\n",
         path.display()
     )
 }
@@ -346,4 +350,43 @@ fn main() {
     if wanted("i") {
         checkpoint_and_restore_1m_keys();
     }
+    if wanted("j") {
+        match_recognize(&ddl, rows);
+    }
+}
+
+/// (j) MATCH_RECOGNIZE `A B+ C` WITHIN 10 s per key (10,000 keys; one row per key per
+/// second of event time): rows/s, matches, and the state a checkpoint every 2 s holds (the
+/// last one, near the end of the input).
+fn match_recognize(ddl: &str, rows: u64) {
+    let query = "INSERT INTO sink_mr SELECT `key`, s, n FROM bench MATCH_RECOGNIZE ( \
+        PARTITION BY `key` ORDER BY ts \
+        MEASURES FIRST(A.ts) AS s, COUNT(B.*) AS n \
+        PATTERN (A B+ C) WITHIN INTERVAL '10' SECOND \
+        DEFINE A AS price > 900, B AS price < 500, C AS price >= 500);";
+    let (secs, out, late) = run(&format!("{ddl}{query}"));
+    report(
+        "(j) MATCH_RECOGNIZE A B+ C WITHIN 10 s by key",
+        rows,
+        (secs, out, late),
+        None,
+    );
+    let dir = root().join("target/bench-data/chk-mr");
+    let _ = std::fs::remove_dir_all(&dir);
+    let settings = format!(
+        "SET 'execution.checkpointing.interval' = '2 s';\n\
+         SET 'execution.checkpointing.dir' = '{}';\n",
+        dir.display()
+    );
+    let (secs, _, _, metrics) = run_with_metrics(&format!("{ddl}{settings}{query}"));
+    let m = metrics.expect("metrics");
+    eprintln!(
+        "(j) with a checkpoint every 2 s: {:.2} M rows/s; last checkpoint {} ({} of {}): {:.1} MB of state",
+        rows as f64 / secs / 1e6,
+        sluice::JobMetrics::get(&m.last_checkpoint_id),
+        sluice::JobMetrics::get(&m.checkpoints_completed),
+        sluice::JobMetrics::get(&m.checkpoints_completed),
+        sluice::JobMetrics::get(&m.last_checkpoint_bytes) as f64 / 1e6,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -155,7 +155,11 @@ fn weather_storm_warnings_satisfy_the_pattern() {
 #[test]
 fn sensor_alerts_satisfy_the_pattern() {
     let csv = rows_as_csv(&run_example("sensor_alerts.sql"));
-    let rows: Vec<Vec<&str>> = csv.lines().skip(1).map(|l| l.split(',').collect()).collect();
+    let rows: Vec<Vec<&str>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
     assert!(rows.len() > 50, "{csv}");
     for r in &rows {
         let temp: f64 = r[2].parse().unwrap();

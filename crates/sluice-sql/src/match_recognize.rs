@@ -539,9 +539,10 @@ impl NavRewriter<'_> {
             let name = f.name.to_string().to_ascii_uppercase();
             if name == "FIRST" || name == "LAST" {
                 let args = plain_args(f, self.location)?;
-                let (vars, column) = self.var_column(args.first().copied().ok_or_else(|| {
-                    SluiceError::Plan(format!("{name}() needs a column{}", self.location))
-                })?)?;
+                let (vars, column) =
+                    self.var_column(args.first().copied().ok_or_else(|| {
+                        SluiceError::Plan(format!("{name}() needs a column{}", self.location))
+                    })?)?;
                 let n = self.offset(args.get(1).copied(), 0)?;
                 let row = if name == "FIRST" {
                     NavRow::First { vars, n }
@@ -884,7 +885,9 @@ pub(crate) fn plan_clause(
     for (name, cond) in &clause.define {
         let v = var_index(name, "DEFINE")?;
         if defines[v].is_some() {
-            return Err(SluiceError::Plan(format!("DEFINE {name}{at}: defined twice")));
+            return Err(SluiceError::Plan(format!(
+                "DEFINE {name}{at}: defined twice"
+            )));
         }
         defines[v] = Some(rewrite(cond, &mut navs)?);
     }

@@ -292,10 +292,9 @@ impl Planner {
                 .catalog
                 .relation_schema(&mr.input)
                 .ok_or_else(|| SluiceError::Plan(self.catalog.unknown_relation(&mr.input)))?;
-            let planned =
-                crate::match_recognize::plan_clause(mr, &input, &|e, schema| {
-                    self.plan_expr(e, schema)
-                })?;
+            let planned = crate::match_recognize::plan_clause(mr, &input, &|e, schema| {
+                self.plan_expr(e, schema)
+            })?;
             self.catalog
                 .match_recognize
                 .insert(mr.placeholder.clone(), planned);
@@ -577,18 +576,21 @@ impl Planner {
         }
         let keys = spec.partition_by.len();
         let rowtime = if spec.all_rows {
-            let others = (0..input.node.schema.fields().len()).filter(|i| !spec.partition_by.contains(i));
+            let others =
+                (0..input.node.schema.fields().len()).filter(|i| !spec.partition_by.contains(i));
             others
                 .enumerate()
                 .find(|(_, i)| *i == spec.rowtime)
                 .map(|(k, _)| keys + spec.measures.len() + k)
         } else {
-            spec.measures.iter().position(|m| {
-                matches!(m, Expr::Column(c) if c.name.strip_prefix("__nav_")
+            spec.measures
+                .iter()
+                .position(|m| {
+                    matches!(m, Expr::Column(c) if c.name.strip_prefix("__nav_")
                     .and_then(|i| i.parse::<usize>().ok())
                     .is_some_and(|i| spec.navs[i] == sluice_common::plan::MatchNav::MatchRowtime))
-            })
-            .map(|m| keys + m)
+                })
+                .map(|m| keys + m)
         };
         let schema = Arc::new(DFSchema::try_from_qualified_schema(name, &mr.schema)?);
         Ok(Planned {

@@ -147,7 +147,11 @@ impl MatchRecognizeOperator {
         let define = spec
             .define
             .iter()
-            .map(|d| d.as_ref().map(|e| crate::expr::physical(e, nav_df)).transpose())
+            .map(|d| {
+                d.as_ref()
+                    .map(|e| crate::expr::physical(e, nav_df))
+                    .transpose()
+            })
             .collect::<Result<Vec<_>>>()?;
         let measures = crate::expr::physical_all(&spec.measures, nav_df)?;
         let key_converter = if spec.partition_by.is_empty() {
@@ -233,17 +237,16 @@ impl MatchRecognizeOperator {
         for (i, nav) in self.spec.navs.iter().enumerate() {
             let ty = self.nav_schema.field(i).data_type();
             let v = match nav {
-                MatchNav::Value { row, column } => match self
-                    .resolve(row, rows)
-                    .and_then(|s| self.row(p, s))
-                {
-                    Some(r) => self.value(r, *column)?,
-                    None => ScalarValue::try_from(ty)?,
-                },
+                MatchNav::Value { row, column } => {
+                    match self.resolve(row, rows).and_then(|s| self.row(p, s)) {
+                        Some(r) => self.value(r, *column)?,
+                        None => ScalarValue::try_from(ty)?,
+                    }
+                }
                 MatchNav::Aggregate { func, vars, column } => {
-                    let selected = rows
-                        .iter()
-                        .filter(|(_, v)| vars.as_ref().is_none_or(|vs| vs.contains(&(*v as usize))));
+                    let selected = rows.iter().filter(|(_, v)| {
+                        vars.as_ref().is_none_or(|vs| vs.contains(&(*v as usize)))
+                    });
                     let mut values = Vec::new();
                     for (s, _) in selected {
                         match (column, self.row(p, *s)) {
@@ -264,7 +267,11 @@ impl MatchRecognizeOperator {
                 ),
                 MatchNav::MatchNumber => ScalarValue::Int64(Some(number as i64)),
             };
-            out.push(if v.data_type() == *ty { v } else { v.cast_to(ty)? });
+            out.push(if v.data_type() == *ty {
+                v
+            } else {
+                v.cast_to(ty)?
+            });
         }
         Ok(out)
     }
@@ -280,7 +287,8 @@ impl MatchRecognizeOperator {
                 ScalarValue::iter_to_array(rows.iter().map(|r| r[i].clone()))?
             });
         }
-        let options = datafusion_common::arrow::array::RecordBatchOptions::new().with_row_count(Some(n));
+        let options =
+            datafusion_common::arrow::array::RecordBatchOptions::new().with_row_count(Some(n));
         Ok(RecordBatch::try_new_with_options(
             Arc::clone(&self.nav_schema),
             columns,
@@ -328,7 +336,9 @@ impl MatchRecognizeOperator {
                     let nulls = new_null_array(ty, 1);
                     let mut valid = false;
                     for i in 0..n {
-                        let target = seqs[i].checked_sub(back).and_then(|s| self.row(parts[i], s));
+                        let target = seqs[i]
+                            .checked_sub(back)
+                            .and_then(|s| self.row(parts[i], s));
                         match target {
                             Some(r) => {
                                 let k = *source_of.entry(r.batch).or_insert_with(|| {
@@ -354,8 +364,10 @@ impl MatchRecognizeOperator {
             };
             columns.push(col);
         }
-        let options = datafusion_common::arrow::array::RecordBatchOptions::new().with_row_count(Some(n));
-        let navs = RecordBatch::try_new_with_options(Arc::clone(&self.nav_schema), columns, &options)?;
+        let options =
+            datafusion_common::arrow::array::RecordBatchOptions::new().with_row_count(Some(n));
+        let navs =
+            RecordBatch::try_new_with_options(Arc::clone(&self.nav_schema), columns, &options)?;
         self.define
             .iter()
             .map(|d| {
@@ -389,17 +401,20 @@ impl MatchRecognizeOperator {
         let mut ids: Vec<u32> = ready.iter().map(|p| p.2).collect();
         ids.sort_unstable();
         ids.dedup();
-        let position: HashMap<u32, usize> = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+        let position: HashMap<u32, usize> =
+            ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
         let indices: Vec<(usize, usize)> = ready
             .iter()
             .map(|p| (position[&p.2], p.3 as usize))
             .collect();
         let released = {
-            let batches: Vec<&RecordBatch> = ids.iter().map(|id| &self.pending_batches[id].0).collect();
+            let batches: Vec<&RecordBatch> =
+                ids.iter().map(|id| &self.pending_batches[id].0).collect();
             let schema = batches[0].schema();
             let columns = (0..schema.fields().len())
                 .map(|c| {
-                    let arrays: Vec<&dyn Array> = batches.iter().map(|b| b.column(c).as_ref()).collect();
+                    let arrays: Vec<&dyn Array> =
+                        batches.iter().map(|b| b.column(c).as_ref()).collect();
                     interleave(&arrays, &indices)
                 })
                 .collect::<std::result::Result<Vec<_>, _>>()?;
@@ -525,9 +540,9 @@ impl MatchRecognizeOperator {
             for (p, m) in &found {
                 self.partitions[*p].matches += 1;
                 let number = self.partitions[*p].matches;
-                let first = self.row(*p, m.start()).ok_or_else(|| {
-                    SluiceError::Internal("a match row was freed".into())
-                })?;
+                let first = self
+                    .row(*p, m.start())
+                    .ok_or_else(|| SluiceError::Internal("a match row was freed".into()))?;
                 if self.spec.all_rows {
                     for k in 0..m.rows.len() {
                         evals.push(self.nav_values(*p, &m.rows[..=k], number)?);
@@ -583,7 +598,8 @@ impl MatchRecognizeOperator {
         let mut ids: Vec<u32> = rows.iter().map(|r| r.batch).collect();
         ids.sort_unstable();
         ids.dedup();
-        let position: HashMap<u32, usize> = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+        let position: HashMap<u32, usize> =
+            ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
         let arrays: Vec<&dyn Array> = ids
             .iter()
             .map(|id| self.store[id].0.column(column).as_ref())
@@ -602,7 +618,9 @@ impl MatchRecognizeOperator {
             let live = part.matcher.oldest_live_row().unwrap_or(part.next_seq);
             let keep_from = live.min(part.next_seq).saturating_sub(self.spec.max_prev);
             while part.base < keep_from {
-                let Some(r) = part.rows.pop_front() else { break };
+                let Some(r) = part.rows.pop_front() else {
+                    break;
+                };
                 part.base += 1;
                 if let Some(entry) = self.store.get_mut(&r.batch) {
                     entry.1 -= 1;
@@ -735,7 +753,12 @@ impl MatchRecognizeOperator {
         let mut parts = Vec::with_capacity(n);
         self.keys
             .group_indices(key_rows.as_ref(), &selection, &mut parts);
-        while self.partitions.len() < self.keys.len().max(parts.iter().map(|p| p + 1).max().unwrap_or(0)) {
+        while self.partitions.len()
+            < self
+                .keys
+                .len()
+                .max(parts.iter().map(|p| p + 1).max().unwrap_or(0))
+        {
             let p = self.new_partition();
             self.partitions.push(p);
         }
@@ -770,7 +793,8 @@ impl Operator for MatchRecognizeOperator {
                 late += 1;
                 continue;
             }
-            self.pending.push((ts.value(i), self.arrivals, id, i as u32));
+            self.pending
+                .push((ts.value(i), self.arrivals, id, i as u32));
             self.arrivals += 1;
             kept += 1;
         }
@@ -944,12 +968,11 @@ impl Operator for MatchRecognizeOperator {
                 if kinds.value(i) != PARTITION {
                     continue;
                 }
-                let state: PartitionState =
-                    serde_json::from_str(states.value(i)).map_err(|e| {
-                        SluiceError::Execution(format!(
-                            "the checkpoint's MATCH_RECOGNIZE state cannot be read: {e}"
-                        ))
-                    })?;
+                let state: PartitionState = serde_json::from_str(states.value(i)).map_err(|e| {
+                    SluiceError::Execution(format!(
+                        "the checkpoint's MATCH_RECOGNIZE state cannot be read: {e}"
+                    ))
+                })?;
                 let matcher = Matcher::restore(Arc::clone(&self.match_spec), state.matcher)
                     .map_err(|e| SluiceError::Execution(format!("MATCH_RECOGNIZE restore: {e}")))?;
                 let part = &mut self.partitions[parts[i]];
@@ -992,9 +1015,11 @@ impl Operator for MatchRecognizeOperator {
                 let ts = event_times_ms(rows.column(self.spec.rowtime))?;
                 let id = self.next_batch;
                 self.next_batch = self.next_batch.wrapping_add(1);
-                self.pending_batches.insert(id, (rows.clone(), pending_rows.len()));
+                self.pending_batches
+                    .insert(id, (rows.clone(), pending_rows.len()));
                 for (_, i) in pending_rows {
-                    self.pending.push((ts.value(i), self.arrivals, id, i as u32));
+                    self.pending
+                        .push((ts.value(i), self.arrivals, id, i as u32));
                     self.arrivals += 1;
                 }
             }
