@@ -133,6 +133,20 @@ const CREATE_CLICKS: [&str; 3] = [
     "WITH ('connector' = 'filesystem', 'path' = 'clicks.csv', 'format' = 'csv', 'csv.header' = 'true');",
 ];
 
+/// An unbounded `ticks` table (50 rows/s: 1, 2, 3, ...) and a CSV sink `out_ticks` in
+/// `out/`.
+fn create_ticks_and_sink(shell: &Shell) {
+    shell.enter(
+        "CREATE TABLE ticks (n BIGINT) WITH ('connector' = 'datagen', \
+         'rows-per-second' = '50', 'fields.n.kind' = 'sequence', 'fields.n.start' = '1', \
+         'fields.n.end' = '100000000');",
+    );
+    shell.enter(
+        "CREATE TABLE out_ticks (n BIGINT) WITH ('connector' = 'filesystem', \
+         'path' = 'out', 'format' = 'csv');",
+    );
+}
+
 /// A statement over several lines runs at its `;`; a windowed SELECT prints its rows;
 /// Tab completes a table name; the hint line shows a keyword's completion; a syntax error
 /// shows a caret under its position; SHOW TABLES, DESCRIBE and EXPLAIN work; QUIT exits 0.
@@ -252,15 +266,7 @@ fn ctrl_c_cancels_a_running_query() {
 fn background_insert_show_jobs_and_stop_with_savepoint() {
     let dir = temp_dir("jobs");
     let shell = Shell::start(&dir, &dir.join("history"));
-    shell.enter(
-        "CREATE TABLE ticks (n BIGINT) WITH ('connector' = 'datagen', \
-         'rows-per-second' = '50', 'fields.n.kind' = 'sequence', 'fields.n.start' = '1', \
-         'fields.n.end' = '100000000');",
-    );
-    shell.enter(
-        "CREATE TABLE out_ticks (n BIGINT) WITH ('connector' = 'filesystem', \
-         'path' = 'out', 'format' = 'csv');",
-    );
+    create_ticks_and_sink(&shell);
     shell.enter("SET 'execution.checkpointing.interval' = '1 h';");
     shell.enter("SET 'execution.checkpointing.dir' = 'chk';");
     shell.wait_count("Session property has been set", 2);
@@ -352,15 +358,7 @@ fn result_modes_for_an_updating_query() {
 fn quitting_stops_running_jobs_and_keeps_their_output() {
     let dir = temp_dir("quit");
     let shell = Shell::start(&dir, &dir.join("history"));
-    shell.enter(
-        "CREATE TABLE ticks (n BIGINT) WITH ('connector' = 'datagen', \
-         'rows-per-second' = '50', 'fields.n.kind' = 'sequence', 'fields.n.start' = '1', \
-         'fields.n.end' = '100000000');",
-    );
-    shell.enter(
-        "CREATE TABLE out_ticks (n BIGINT) WITH ('connector' = 'filesystem', \
-         'path' = 'out', 'format' = 'csv');",
-    );
+    create_ticks_and_sink(&shell);
     shell.enter("INSERT INTO out_ticks SELECT n FROM ticks;");
     shell.wait_for("the job id", |s| s.contains("[INFO] Submitted job '"));
     std::thread::sleep(Duration::from_millis(500));

@@ -25,7 +25,7 @@ use datafusion_sql::sqlparser::tokenizer::{Location, Token, TokenWithSpan};
 use sluice_common::row_pattern::RowPattern;
 use sluice_common::{Result, SluiceError};
 
-use crate::parser::{interval_ms, DIALECT};
+use crate::parser::{err_at, interval_ms, is_trivia, sql_err, word_is, DIALECT};
 
 /// Where the next search for a match starts after a match (`AFTER MATCH SKIP ...`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,18 +70,6 @@ pub struct MatchRecognizeClause {
     pub location: Location,
 }
 
-fn err_at(location: Location, msg: impl std::fmt::Display) -> SluiceError {
-    SluiceError::Sql(format!("{msg}{location}"))
-}
-
-fn is_trivia(t: &Token) -> bool {
-    matches!(t, Token::Whitespace(_))
-}
-
-fn word_is(t: &Token, upper: &str) -> bool {
-    matches!(t, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(upper))
-}
-
 /// The keywords that open a section of the clause (at parenthesis depth 0).
 const SECTIONS: &[&str] = &[
     "PARTITION",
@@ -117,18 +105,31 @@ pub(crate) fn parse_clause(
             Token::RParen => depth -= 1,
             Token::Word(w) if depth == 0 && w.quote_style.is_none() => {
                 let upper = w.value.to_ascii_uppercase();
-                // `ONE`/`ALL` open a section only as `... ROW(S) PER MATCH`.
-                let opens = SECTIONS.contains(&upper.as_str())
-                    && (upper != "ALL" && upper != "ONE" || {
-                        let next = body[i + 1..].iter().find(|t| !is_trivia(&t.token));
-                        next.is_some_and(|n| word_is(&n.token, "ROW") || word_is(&n.token, "ROWS"))
-                    });
+                // A section keyword opens a section only as its own keyword sequence, and
+                // never after a `.` (`B.after` is a column).
+                let mut next = body[i + 1..].iter().filter(|t| !is_trivia(&t.token));
+                let (n1, n2) = (next.next().map(|t| &t.token), next.next().map(|t| &t.token));
+                let prev = body[..i].iter().rev().find(|t| !is_trivia(&t.token));
+                let after_dot = prev.is_some_and(|t| t.token == Token::Period);
+                let is_word = |t: Option<&Token>| matches!(t, Some(Token::Word(_)));
+                let followed = match upper.as_str() {
+                    "PARTITION" | "ORDER" => n1.is_some_and(|t| word_is(t, "BY")),
+                    "ONE" => n1.is_some_and(|t| word_is(t, "ROW")),
+                    "ALL" => n1.is_some_and(|t| word_is(t, "ROWS")),
+                    "AFTER" => n1.is_some_and(|t| word_is(t, "MATCH")),
+                    "PATTERN" => n1 == Some(&Token::LParen),
+                    "WITHIN" => n1.is_some_and(|t| word_is(t, "INTERVAL")),
+                    "SUBSET" => is_word(n1) && n2 == Some(&Token::Eq),
+                    "DEFINE" | "MEASURES" => n1.is_some(),
+                    _ => false,
+                };
+                let opens = SECTIONS.contains(&upper.as_str()) && followed && !after_dot;
                 if opens {
                     if let Some(prev) = sections.iter().find(|s| s.0 == upper) {
                         return Err(err_at(
                             t.span.start,
                             format!(
-                                "MATCH_RECOGNIZE has a second {upper} clause (the first is at {})",
+                                "MATCH_RECOGNIZE has a second {upper} clause (the first{})",
                                 body[prev.1].span.start
                             ),
                         ));
@@ -159,14 +160,6 @@ pub(crate) fn parse_clause(
     let end_of_body = body.last().map(|t| t.span.end).unwrap_or(location);
     let parser = |tokens: &[TokenWithSpan]| {
         Parser::new(&DIALECT).with_tokens_with_locations(tokens.to_vec())
-    };
-    let sql_err = |e: datafusion_sql::sqlparser::parser::ParserError| {
-        let msg = e.to_string();
-        SluiceError::Sql(
-            msg.strip_prefix("sql parser error: ")
-                .unwrap_or(&msg)
-                .to_string(),
-        )
     };
     let expect_word = |p: &mut Parser, w: &str| -> Result<()> {
         let t = p.next_token();
@@ -212,6 +205,19 @@ pub(crate) fn parse_clause(
 
     let mut measures = Vec::new();
     if let Some((_, _, tokens)) = section("MEASURES") {
+        let meaningful: Vec<&TokenWithSpan> =
+            tokens.iter().filter(|t| !is_trivia(&t.token)).collect();
+        for w in meaningful.windows(2) {
+            if (word_is(&w[0].token, "FINAL") || word_is(&w[0].token, "RUNNING"))
+                && matches!(w[1].token, Token::Word(_))
+            {
+                return Err(SluiceError::NotSupported(format!(
+                    "{} in MEASURES{}: ONE ROW PER MATCH measures are FINAL and ALL ROWS PER \
+                     MATCH measures RUNNING; the keywords are not accepted",
+                    w[0].token, w[0].span.start
+                )));
+            }
+        }
         let mut p = parser(tokens);
         let items = p
             .parse_comma_separated(|p| {
@@ -423,7 +429,15 @@ fn parse_pattern(tokens: &[TokenWithSpan], after_keyword: Location) -> Result<Ro
     let mut starts: Vec<(usize, Location)> = Vec::new();
     for t in &tokens[open + 1..close] {
         starts.push((text.len(), t.span.start));
-        text.push_str(&t.token.to_string());
+        match &t.token {
+            // Comments count as white space.
+            Token::Whitespace(_) => text.push(' '),
+            // Flink quotes identifiers with backticks; the pattern grammar with `"`.
+            Token::Word(w) if w.quote_style == Some('`') => {
+                text.push_str(&format!("\"{}\"", w.value.replace('"', "\"\"")));
+            }
+            other => text.push_str(&other.to_string()),
+        }
     }
     crate::row_pattern_parser::parse_row_pattern(&text).map_err(|e| {
         let at = starts
@@ -444,6 +458,7 @@ use std::collections::HashMap;
 use std::ops::ControlFlow;
 
 use datafusion_common::arrow::datatypes::{DataType, Field, Schema};
+use datafusion_common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion_common::DFSchema;
 use datafusion_expr::{Expr, ExprSchemable};
 use datafusion_sql::sqlparser::ast::{VisitMut, VisitorMut};
@@ -889,6 +904,14 @@ pub(crate) fn plan_clause(
                 "DEFINE {name}{at}: defined twice"
             )));
         }
+        let mut used = Vec::new();
+        let _ = rewrite(cond, &mut used)?;
+        if used.contains(&MatchNav::MatchNumber) {
+            return Err(not_supported(format!(
+                "MATCH_NUMBER() in DEFINE {name}{at}: a match's number is known only once \
+                 it is final (use it in MEASURES)"
+            )));
+        }
         defines[v] = Some(rewrite(cond, &mut navs)?);
     }
     let measures_sql = clause
@@ -936,6 +959,22 @@ pub(crate) fn plan_clause(
         .iter()
         .map(|sql| plan_expr(sql, &nav_schema))
         .collect::<Result<Vec<_>>>()?;
+    for e in define.iter().flatten().chain(&measures) {
+        let mut found = None;
+        let _ = e.apply(|x| {
+            if let Expr::AggregateFunction(a) = x {
+                found = Some(a.func.name().to_string());
+                return Ok(TreeNodeRecursion::Stop);
+            }
+            Ok(TreeNodeRecursion::Continue)
+        });
+        if let Some(name) = found {
+            return Err(not_supported(format!(
+                "the aggregate {name} in MATCH_RECOGNIZE{at}: over pattern variables Sluice \
+                 has COUNT, SUM, AVG, MIN and MAX"
+            )));
+        }
+    }
 
     let skip = match &clause.skip {
         SkipTo::PastLastRow => MatchSkip::PastLastRow,

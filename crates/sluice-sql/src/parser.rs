@@ -246,7 +246,7 @@ fn next_placeholder(prefix: &str) -> String {
     )
 }
 
-fn sql_err(e: impl std::fmt::Display) -> SluiceError {
+pub(crate) fn sql_err(e: impl std::fmt::Display) -> SluiceError {
     let msg = e.to_string();
     SluiceError::Sql(
         msg.strip_prefix("sql parser error: ")
@@ -255,7 +255,7 @@ fn sql_err(e: impl std::fmt::Display) -> SluiceError {
     )
 }
 
-fn err_at(location: Location, msg: impl std::fmt::Display) -> SluiceError {
+pub(crate) fn err_at(location: Location, msg: impl std::fmt::Display) -> SluiceError {
     SluiceError::Sql(format!("{msg}{location}"))
 }
 
@@ -287,7 +287,7 @@ pub fn parse_script(sql: &str) -> Result<Vec<ParsedStatement>> {
     Ok(statements)
 }
 
-fn is_trivia(t: &Token) -> bool {
+pub(crate) fn is_trivia(t: &Token) -> bool {
     matches!(t, Token::Whitespace(_) | Token::EOF)
 }
 
@@ -338,7 +338,7 @@ fn parse_statement_tokens(sql: &str, tokens: Vec<TokenWithSpan>) -> Result<Parse
     })
 }
 
-fn word_is(t: &Token, upper: &str) -> bool {
+pub(crate) fn word_is(t: &Token, upper: &str) -> bool {
     matches!(t, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(upper))
 }
 

@@ -75,6 +75,8 @@ struct Partition {
     matcher: Matcher,
     /// Matches emitted so far (`MATCH_NUMBER()` of the next is this + 1).
     matches: u64,
+    /// Event time of the last row fed to the matcher (`i64::MIN`: none).
+    last_ts: i64,
     /// A `WITHIN` timer is queued for this partition.
     timer: bool,
 }
@@ -102,6 +104,22 @@ pub struct MatchRecognizeOperator {
     next_batch: u32,
     arrivals: u64,
     watermark: i64,
+    /// The watermark forwarded downstream: held below the first row of every open
+    /// partial match, whose output (`MATCH_ROWTIME()`, or the rows of `ALL ROWS PER
+    /// MATCH`) is at or after that row's time.
+    forwarded: i64,
+    /// Partitions whose matcher has open partial matches.
+    active: std::collections::BTreeSet<usize>,
+    /// Partitions whose rows or matcher changed since the last trim.
+    touched: Vec<usize>,
+    /// Rows in the store's batches, and how many of them partitions still hold.
+    stored_rows: usize,
+    live_rows: usize,
+    /// Per variable, which navigations its DEFINE reads (the others are not computed
+    /// when it is evaluated row by row).
+    define_navs: Vec<Vec<bool>>,
+    /// A measure reads `MATCH_NUMBER()`: partitions keep their match count.
+    uses_match_number: bool,
     /// `WITHIN` expiry: (time at which the oldest partial match expires, partition).
     timers: BinaryHeap<Reverse<(i64, usize)>>,
     metrics: Arc<JobMetrics>,
@@ -154,6 +172,28 @@ impl MatchRecognizeOperator {
             })
             .collect::<Result<Vec<_>>>()?;
         let measures = crate::expr::physical_all(&spec.measures, nav_df)?;
+        let spec_uses_match_number = spec.navs.contains(&MatchNav::MatchNumber);
+        let define_navs = spec
+            .define
+            .iter()
+            .map(|d| {
+                let mut used = vec![false; spec.navs.len()];
+                if let Some(e) = d {
+                    for c in e.column_refs() {
+                        if let Some(i) = c
+                            .name
+                            .strip_prefix("__nav_")
+                            .and_then(|i| i.parse::<usize>().ok())
+                        {
+                            if i < used.len() {
+                                used[i] = true;
+                            }
+                        }
+                    }
+                }
+                used
+            })
+            .collect();
         let key_converter = if spec.partition_by.is_empty() {
             None
         } else {
@@ -186,6 +226,13 @@ impl MatchRecognizeOperator {
             next_batch: 0,
             arrivals: 0,
             watermark: i64::MIN,
+            forwarded: i64::MIN,
+            active: Default::default(),
+            touched: Vec::new(),
+            stored_rows: 0,
+            live_rows: 0,
+            define_navs,
+            uses_match_number: spec_uses_match_number,
             timers: BinaryHeap::new(),
             metrics,
         })
@@ -232,10 +279,20 @@ impl MatchRecognizeOperator {
     /// The values of every navigation for one evaluation: over `rows` (the match so
     /// far, in order, the current row last) of partition `p`, whose match number is
     /// `number`.
-    fn nav_values(&self, p: usize, rows: &[(u64, VarId)], number: u64) -> Result<Vec<ScalarValue>> {
+    fn nav_values(
+        &self,
+        p: usize,
+        rows: &[(u64, VarId)],
+        number: u64,
+        only: Option<&[bool]>,
+    ) -> Result<Vec<ScalarValue>> {
         let mut out = Vec::with_capacity(self.spec.navs.len());
         for (i, nav) in self.spec.navs.iter().enumerate() {
             let ty = self.nav_schema.field(i).data_type();
+            if only.is_some_and(|o| !o[i]) {
+                out.push(ScalarValue::try_from(ty)?);
+                continue;
+            }
             let v = match nav {
                 MatchNav::Value { row, column } => {
                     match self.resolve(row, rows).and_then(|s| self.row(p, s)) {
@@ -304,7 +361,8 @@ impl MatchRecognizeOperator {
         let mut rows = path.to_vec();
         rows.push((row, var));
         let number = self.partitions[p].matches + 1;
-        let batch = self.nav_batch(vec![self.nav_values(p, &rows, number)?])?;
+        let only = &self.define_navs[var as usize];
+        let batch = self.nav_batch(vec![self.nav_values(p, &rows, number, Some(only))?])?;
         let v = cond.evaluate(&batch)?.into_array(1)?;
         let b = v.as_boolean();
         Ok(b.is_valid(0) && b.value(0))
@@ -336,8 +394,9 @@ impl MatchRecognizeOperator {
                     let nulls = new_null_array(ty, 1);
                     let mut valid = false;
                     for i in 0..n {
-                        let target = seqs[i]
-                            .checked_sub(back)
+                        let target = (seqs[i] != u64::MAX)
+                            .then(|| seqs[i].checked_sub(back))
+                            .flatten()
                             .and_then(|s| self.row(parts[i], s));
                         match target {
                             Some(r) => {
@@ -431,26 +490,48 @@ impl MatchRecognizeOperator {
         let id = self.next_batch;
         self.next_batch = self.next_batch.wrapping_add(1);
         self.store.insert(id, (released.clone(), n));
-        // Partitions and sequence numbers.
+        // Partitions and sequence numbers. A row older than the last one its partition
+        // matched is late (possible only after a restore that resumed the operator
+        // below where this partition had got to).
         let parts = self.partitions_of(released.columns(), n)?;
+        let ts = event_times_ms(released.column(self.spec.rowtime))?;
         let mut seqs = Vec::with_capacity(n);
+        let mut kept = 0usize;
         for (i, &p) in parts.iter().enumerate() {
             let part = &mut self.partitions[p];
+            if ts.value(i) < part.last_ts {
+                seqs.push(u64::MAX);
+                continue;
+            }
+            part.last_ts = ts.value(i);
             seqs.push(part.next_seq);
             part.next_seq += 1;
             part.rows.push_back(RowRef {
                 batch: id,
                 row: i as u32,
             });
+            kept += 1;
         }
-        let ts = event_times_ms(released.column(self.spec.rowtime))?;
+        JobMetrics::add(&self.metrics.late_rows_dropped, (n - kept) as u64);
+        if kept == 0 {
+            self.store.remove(&id);
+            return Ok(());
+        }
+        self.store.get_mut(&id).expect("the batch just stored").1 = kept;
+        self.stored_rows += n;
+        self.live_rows += kept;
+        // Vectorized conditions; if that fails (e.g. a division by zero on a row the
+        // condition is never tested on), they are evaluated row by row as tested.
         let conditions = if self.spec.history_free {
-            Some(self.define_columns(&released, &parts, &seqs)?)
+            self.define_columns(&released, &parts, &seqs).ok()
         } else {
             None
         };
         let mut touched = Vec::new();
         for i in 0..n {
+            if seqs[i] == u64::MAX {
+                continue;
+            }
             let p = parts[i];
             let mut matcher = std::mem::replace(
                 &mut self.partitions[p].matcher,
@@ -485,10 +566,31 @@ impl MatchRecognizeOperator {
         }
         touched.sort_unstable();
         touched.dedup();
-        for p in touched {
+        for &p in &touched {
             self.arm_timer(p);
+            self.note_activity(p);
         }
+        self.touched.extend(touched);
         Ok(())
+    }
+
+    /// Records whether partition `p` has open partial matches (for the watermark hold).
+    fn note_activity(&mut self, p: usize) {
+        if self.partitions[p].matcher.is_idle() {
+            self.active.remove(&p);
+        } else {
+            self.active.insert(p);
+        }
+    }
+
+    /// The watermark that may go downstream: `watermark`, held below the first row of
+    /// the oldest open partial match (a match found later outputs rows at or after it).
+    fn hold(&self, watermark: i64) -> i64 {
+        self.active
+            .iter()
+            .filter_map(|&p| self.partitions[p].matcher.oldest_start_ts())
+            .min()
+            .map_or(watermark, |start| watermark.min(start.saturating_sub(1)))
     }
 
     fn collect_matches(&mut self, p: usize, found: &mut Vec<(usize, Match)>) {
@@ -525,13 +627,14 @@ impl MatchRecognizeOperator {
                 .map_err(|e| SluiceError::Execution(format!("MATCH_RECOGNIZE: {e}")))?;
             self.collect_matches(p, found);
             self.arm_timer(p);
+            self.note_activity(p);
+            self.touched.push(p);
         }
         Ok(())
     }
 
     /// Output rows for `found` (in order), then frees rows no partition needs.
     fn emit(&mut self, found: Vec<(usize, Match)>, out: &mut Collector) -> Result<()> {
-        let mut touched: Vec<usize> = found.iter().map(|(p, _)| *p).collect();
         if !found.is_empty() {
             // (partition, match rows, rows counted for running measures, match number)
             let mut evals: Vec<Vec<ScalarValue>> = Vec::new();
@@ -545,14 +648,14 @@ impl MatchRecognizeOperator {
                     .ok_or_else(|| SluiceError::Internal("a match row was freed".into()))?;
                 if self.spec.all_rows {
                     for k in 0..m.rows.len() {
-                        evals.push(self.nav_values(*p, &m.rows[..=k], number)?);
+                        evals.push(self.nav_values(*p, &m.rows[..=k], number, None)?);
                         first_rows.push(first);
                         row_refs.push(self.row(*p, m.rows[k].0).ok_or_else(|| {
                             SluiceError::Internal("a match row was freed".into())
                         })?);
                     }
                 } else {
-                    evals.push(self.nav_values(*p, &m.rows, number)?);
+                    evals.push(self.nav_values(*p, &m.rows, number, None)?);
                     first_rows.push(first);
                 }
             }
@@ -588,10 +691,7 @@ impl MatchRecognizeOperator {
                 ops: None,
             });
         }
-        touched.sort_unstable();
-        touched.dedup();
-        self.trim_all();
-        Ok(())
+        self.trim_touched()
     }
 
     fn gather(&self, rows: &[RowRef], column: usize) -> Result<ArrayRef> {
@@ -611,10 +711,15 @@ impl MatchRecognizeOperator {
         Ok(interleave(&arrays, &indices)?)
     }
 
-    /// Frees, in every partition, the rows before its oldest live partial match (minus
-    /// the rows `PREV` reaches back).
-    fn trim_all(&mut self) {
-        for part in &mut self.partitions {
+    /// Frees, in each partition touched since the last trim, the rows before its oldest
+    /// live partial match (minus the rows `PREV` reaches back); compacts the store when
+    /// most of its rows are free (a few rows still needed must not pin whole batches).
+    fn trim_touched(&mut self) -> Result<()> {
+        let mut touched = std::mem::take(&mut self.touched);
+        touched.sort_unstable();
+        touched.dedup();
+        for p in touched {
+            let part = &mut self.partitions[p];
             let live = part.matcher.oldest_live_row().unwrap_or(part.next_seq);
             let keep_from = live.min(part.next_seq).saturating_sub(self.spec.max_prev);
             while part.base < keep_from {
@@ -622,14 +727,51 @@ impl MatchRecognizeOperator {
                     break;
                 };
                 part.base += 1;
+                self.live_rows -= 1;
                 if let Some(entry) = self.store.get_mut(&r.batch) {
                     entry.1 -= 1;
                     if entry.1 == 0 {
+                        self.stored_rows -= entry.0.num_rows();
                         self.store.remove(&r.batch);
                     }
                 }
             }
         }
+        if self.stored_rows > 2 * self.live_rows + 16_384 {
+            self.compact()?;
+        }
+        Ok(())
+    }
+
+    /// Copies every row a partition still holds into one new store batch.
+    fn compact(&mut self) -> Result<()> {
+        let mut refs: Vec<RowRef> = Vec::with_capacity(self.live_rows);
+        for part in &self.partitions {
+            refs.extend(part.rows.iter().copied());
+        }
+        if refs.is_empty() {
+            self.store.clear();
+            self.stored_rows = 0;
+            return Ok(());
+        }
+        let columns = (0..self.input_schema.fields().len())
+            .map(|c| self.gather(&refs, c))
+            .collect::<Result<Vec<_>>>()?;
+        let batch = RecordBatch::try_new(Arc::clone(&self.input_schema), columns)?;
+        let id = self.next_batch;
+        self.next_batch = self.next_batch.wrapping_add(1);
+        let mut k = 0u32;
+        for part in &mut self.partitions {
+            for r in part.rows.iter_mut() {
+                *r = RowRef { batch: id, row: k };
+                k += 1;
+            }
+        }
+        self.store.clear();
+        self.store.insert(id, (batch, refs.len()));
+        self.stored_rows = refs.len();
+        self.live_rows = refs.len();
+        Ok(())
     }
 }
 
@@ -720,6 +862,7 @@ struct PartitionState {
     base: u64,
     next_seq: u64,
     matches: u64,
+    last_ts: i64,
     matcher: super::nfa::MatcherState,
 }
 
@@ -731,6 +874,7 @@ impl MatchRecognizeOperator {
             next_seq: 0,
             matcher: Matcher::new(Arc::clone(&self.match_spec)),
             matches: 0,
+            last_ts: i64::MIN,
             timer: false,
         }
     }
@@ -814,7 +958,11 @@ impl Operator for MatchRecognizeOperator {
             self.expire(watermark_ms, &mut found)?;
             self.emit(found, out)?;
         }
-        out.watermark(watermark_ms);
+        let forward = self.hold(watermark_ms);
+        if forward > self.forwarded {
+            self.forwarded = forward;
+            out.watermark(forward);
+        }
         Ok(())
     }
 
@@ -845,13 +993,19 @@ impl Operator for MatchRecognizeOperator {
             srcs.push(Src::Pending(p.2, p.3));
         }
         for (pi, part) in self.partitions.iter().enumerate() {
-            if part.next_seq == 0 && part.matcher.is_idle() && part.matches == 0 {
+            // A partition with no rows, no partial match and no match number to keep
+            // starts afresh after a restore, as if new.
+            if part.rows.is_empty()
+                && part.matcher.is_idle()
+                && (part.matches == 0 || !self.uses_match_number)
+            {
                 continue;
             }
             let state = PartitionState {
                 base: part.base,
                 next_seq: part.next_seq,
                 matches: part.matches,
+                last_ts: part.last_ts,
                 matcher: part.matcher.snapshot(),
             };
             kinds.push(PARTITION);
@@ -979,6 +1133,7 @@ impl Operator for MatchRecognizeOperator {
                 part.base = state.base;
                 part.next_seq = state.next_seq;
                 part.matches = state.matches;
+                part.last_ts = state.last_ts;
                 part.matcher = matcher;
             }
             let mut store_rows: Vec<(usize, u64, usize)> = Vec::new();
@@ -995,6 +1150,8 @@ impl Operator for MatchRecognizeOperator {
                 let id = self.next_batch;
                 self.next_batch = self.next_batch.wrapping_add(1);
                 self.store.insert(id, (rows.clone(), store_rows.len()));
+                self.stored_rows += rows.num_rows();
+                self.live_rows += store_rows.len();
                 for (p, seq, i) in store_rows {
                     let part = &mut self.partitions[p];
                     if seq != part.base + part.rows.len() as u64 {
@@ -1026,6 +1183,7 @@ impl Operator for MatchRecognizeOperator {
         }
         for p in 0..self.partitions.len() {
             self.arm_timer(p);
+            self.note_activity(p);
         }
         Ok(())
     }
