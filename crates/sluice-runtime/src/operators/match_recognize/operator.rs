@@ -35,7 +35,9 @@
 //!   needs any of their rows.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{BinaryHeap, VecDeque};
+
+use hashbrown::HashMap;
 use std::sync::Arc;
 
 use datafusion_common::arrow::array::{
@@ -79,6 +81,10 @@ struct Partition {
     last_ts: i64,
     /// A `WITHIN` timer is queued for this partition.
     timer: bool,
+    /// Listed in `MatchRecognizeOperator::touched`.
+    touched: bool,
+    /// Listed in `MatchRecognizeOperator::active`.
+    active: bool,
 }
 
 /// See the module docs.
@@ -108,8 +114,9 @@ pub struct MatchRecognizeOperator {
     /// partial match, whose output (`MATCH_ROWTIME()`, or the rows of `ALL ROWS PER
     /// MATCH`) is at or after that row's time.
     forwarded: i64,
-    /// Partitions whose matcher has open partial matches.
-    active: std::collections::BTreeSet<usize>,
+    /// Partitions whose matcher has (or recently had) open partial matches; entries
+    /// whose `Partition::active` flag is off are dropped lazily.
+    active: Vec<usize>,
     /// Partitions whose rows or matcher changed since the last trim.
     touched: Vec<usize>,
     /// Rows in the store's batches, and how many of them partitions still hold.
@@ -333,6 +340,107 @@ impl MatchRecognizeOperator {
         Ok(out)
     }
 
+    /// The nav values of many evaluations at once (one row each: partition, match in
+    /// `found`, rows of the match counted, match number), gathered column by column.
+    fn nav_columns(
+        &self,
+        found: &[(usize, Match)],
+        evals: &[(usize, usize, usize, u64)],
+    ) -> Result<RecordBatch> {
+        use datafusion_common::arrow::array::{Int64Array, StringArray};
+        let n = evals.len();
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.spec.navs.len());
+        for (i, nav) in self.spec.navs.iter().enumerate() {
+            let ty = self.nav_schema.field(i).data_type();
+            let rows_of = |e: &(usize, usize, usize, u64)| &found[e.1].1.rows[..e.2];
+            let col: ArrayRef = match nav {
+                MatchNav::Value { row, column } => {
+                    let refs: Vec<Option<RowRef>> = evals
+                        .iter()
+                        .map(|e| self.resolve(row, rows_of(e)).and_then(|s| self.row(e.0, s)))
+                        .collect();
+                    self.gather_nullable(&refs, *column, ty)?
+                }
+                MatchNav::MatchRowtime => {
+                    let refs: Vec<Option<RowRef>> = evals
+                        .iter()
+                        .map(|e| rows_of(e).last().and_then(|(s, _)| self.row(e.0, *s)))
+                        .collect();
+                    self.gather_nullable(&refs, self.spec.rowtime, ty)?
+                }
+                MatchNav::Aggregate {
+                    func: NavAggregate::Count,
+                    vars,
+                    column: None,
+                } => Arc::new(Int64Array::from_iter_values(evals.iter().map(|e| {
+                    rows_of(e)
+                        .iter()
+                        .filter(|(_, v)| vars.as_ref().is_none_or(|vs| vs.contains(&(*v as usize))))
+                        .count() as i64
+                }))),
+                MatchNav::Classifier => Arc::new(StringArray::from_iter(evals.iter().map(|e| {
+                    rows_of(e)
+                        .last()
+                        .map(|(_, v)| self.spec.variables[*v as usize].as_str())
+                }))),
+                MatchNav::MatchNumber => Arc::new(Int64Array::from_iter_values(
+                    evals.iter().map(|e| e.3 as i64),
+                )),
+                MatchNav::Aggregate { .. } => {
+                    let only: Vec<bool> = (0..self.spec.navs.len()).map(|k| k == i).collect();
+                    let values = evals
+                        .iter()
+                        .map(|e| Ok(self.nav_values(e.0, rows_of(e), e.3, Some(&only))?[i].clone()))
+                        .collect::<Result<Vec<ScalarValue>>>()?;
+                    if values.is_empty() {
+                        new_null_array(ty, 0)
+                    } else {
+                        ScalarValue::iter_to_array(values)?
+                    }
+                }
+            };
+            let col = if col.data_type() == ty {
+                col
+            } else {
+                datafusion_common::arrow::compute::cast(&col, ty)?
+            };
+            columns.push(col);
+        }
+        let options =
+            datafusion_common::arrow::array::RecordBatchOptions::new().with_row_count(Some(n));
+        Ok(RecordBatch::try_new_with_options(
+            Arc::clone(&self.nav_schema),
+            columns,
+            &options,
+        )?)
+    }
+
+    /// Column `column` of each row (NULL where there is none).
+    fn gather_nullable(
+        &self,
+        refs: &[Option<RowRef>],
+        column: usize,
+        ty: &DataType,
+    ) -> Result<ArrayRef> {
+        let nulls = new_null_array(ty, 1);
+        let mut arrays: Vec<&dyn Array> = vec![nulls.as_ref()];
+        let mut slot: HashMap<u32, usize> = HashMap::new();
+        let mut indices = Vec::with_capacity(refs.len());
+        for r in refs {
+            match r {
+                Some(r) => {
+                    let k = *slot.entry(r.batch).or_insert_with(|| {
+                        arrays.push(self.store[&r.batch].0.column(column).as_ref());
+                        arrays.len() - 1
+                    });
+                    indices.push((k, r.row as usize));
+                }
+                None => indices.push((0, 0)),
+            }
+        }
+        Ok(interleave(&arrays, &indices)?)
+    }
+
     /// A batch of nav values, one row per evaluation.
     fn nav_batch(&self, rows: Vec<Vec<ScalarValue>>) -> Result<RecordBatch> {
         let n = rows.len();
@@ -385,7 +493,7 @@ impl MatchRecognizeOperator {
                     row: NavRow::Last { n: 0, .. },
                     column,
                 } => Arc::clone(released.column(*column)),
-                MatchNav::Value { row, column } => {
+                MatchNav::Value { row, column } if is_prev_of_current(row) => {
                     // PREV over the current row: gather from the partitions' rows.
                     let back = prev_depth(row);
                     let mut indices = Vec::with_capacity(n);
@@ -533,10 +641,6 @@ impl MatchRecognizeOperator {
                 continue;
             }
             let p = parts[i];
-            let mut matcher = std::mem::replace(
-                &mut self.partitions[p].matcher,
-                Matcher::new(Arc::clone(&self.match_spec)),
-            );
             let result = match &conditions {
                 Some(cols) => {
                     let mut lookup = |var: VarId, _row: u64, _path: &Path<'_>| {
@@ -544,28 +648,37 @@ impl MatchRecognizeOperator {
                             .as_ref()
                             .is_none_or(|c| c.is_valid(i) && c.value(i))
                     };
-                    matcher.push_row(seqs[i], ts.value(i), &mut lookup)
+                    self.partitions[p]
+                        .matcher
+                        .push_row(seqs[i], ts.value(i), &mut lookup)
                 }
                 None => {
+                    // The conditions read the operator's rows while the matcher runs.
+                    let mut matcher = std::mem::replace(
+                        &mut self.partitions[p].matcher,
+                        Matcher::new(Arc::clone(&self.match_spec)),
+                    );
                     let mut eval = Evaluator {
                         op: self,
                         partition: p,
                         error: None,
                     };
                     let r = matcher.push_row(seqs[i], ts.value(i), &mut eval);
-                    if let Some(e) = eval.error {
+                    let error = eval.error;
+                    self.partitions[p].matcher = matcher;
+                    if let Some(e) = error {
                         return Err(e);
                     }
                     r
                 }
             };
-            self.partitions[p].matcher = matcher;
             result.map_err(|e| SluiceError::Execution(format!("MATCH_RECOGNIZE: {e}")))?;
             self.collect_matches(p, found);
-            touched.push(p);
+            if !self.partitions[p].touched {
+                self.partitions[p].touched = true;
+                touched.push(p);
+            }
         }
-        touched.sort_unstable();
-        touched.dedup();
         for &p in &touched {
             self.arm_timer(p);
             self.note_activity(p);
@@ -576,19 +689,22 @@ impl MatchRecognizeOperator {
 
     /// Records whether partition `p` has open partial matches (for the watermark hold).
     fn note_activity(&mut self, p: usize) {
-        if self.partitions[p].matcher.is_idle() {
-            self.active.remove(&p);
-        } else {
-            self.active.insert(p);
+        let part = &mut self.partitions[p];
+        let open = !part.matcher.is_idle();
+        if open && !part.active {
+            self.active.push(p);
         }
+        part.active = open;
     }
 
     /// The watermark that may go downstream: `watermark`, held below the first row of
     /// the oldest open partial match (a match found later outputs rows at or after it).
-    fn hold(&self, watermark: i64) -> i64 {
+    fn hold(&mut self, watermark: i64) -> i64 {
+        let partitions = &self.partitions;
+        self.active.retain(|&p| partitions[p].active);
         self.active
             .iter()
-            .filter_map(|&p| self.partitions[p].matcher.oldest_start_ts())
+            .filter_map(|&p| partitions[p].matcher.oldest_start_ts())
             .min()
             .map_or(watermark, |start| watermark.min(start.saturating_sub(1)))
     }
@@ -628,7 +744,10 @@ impl MatchRecognizeOperator {
             self.collect_matches(p, found);
             self.arm_timer(p);
             self.note_activity(p);
-            self.touched.push(p);
+            if !self.partitions[p].touched {
+                self.partitions[p].touched = true;
+                self.touched.push(p);
+            }
         }
         Ok(())
     }
@@ -636,11 +755,11 @@ impl MatchRecognizeOperator {
     /// Output rows for `found` (in order), then frees rows no partition needs.
     fn emit(&mut self, found: Vec<(usize, Match)>, out: &mut Collector) -> Result<()> {
         if !found.is_empty() {
-            // (partition, match rows, rows counted for running measures, match number)
-            let mut evals: Vec<Vec<ScalarValue>> = Vec::new();
+            // One evaluation per output row: (partition, match, rows counted, number).
+            let mut evals: Vec<(usize, usize, usize, u64)> = Vec::new();
             let mut first_rows: Vec<RowRef> = Vec::new();
             let mut row_refs: Vec<RowRef> = Vec::new();
-            for (p, m) in &found {
+            for (mi, (p, m)) in found.iter().enumerate() {
                 self.partitions[*p].matches += 1;
                 let number = self.partitions[*p].matches;
                 let first = self
@@ -648,19 +767,19 @@ impl MatchRecognizeOperator {
                     .ok_or_else(|| SluiceError::Internal("a match row was freed".into()))?;
                 if self.spec.all_rows {
                     for k in 0..m.rows.len() {
-                        evals.push(self.nav_values(*p, &m.rows[..=k], number, None)?);
+                        evals.push((*p, mi, k + 1, number));
                         first_rows.push(first);
                         row_refs.push(self.row(*p, m.rows[k].0).ok_or_else(|| {
                             SluiceError::Internal("a match row was freed".into())
                         })?);
                     }
                 } else {
-                    evals.push(self.nav_values(*p, &m.rows, number, None)?);
+                    evals.push((*p, mi, m.rows.len(), number));
                     first_rows.push(first);
                 }
             }
             let n = evals.len();
-            let navs = self.nav_batch(evals)?;
+            let navs = self.nav_columns(&found, &evals)?;
             let mut columns: Vec<ArrayRef> = Vec::new();
             for &k in &self.spec.partition_by {
                 columns.push(self.gather(&first_rows, k)?);
@@ -715,11 +834,10 @@ impl MatchRecognizeOperator {
     /// live partial match (minus the rows `PREV` reaches back); compacts the store when
     /// most of its rows are free (a few rows still needed must not pin whole batches).
     fn trim_touched(&mut self) -> Result<()> {
-        let mut touched = std::mem::take(&mut self.touched);
-        touched.sort_unstable();
-        touched.dedup();
+        let touched = std::mem::take(&mut self.touched);
         for p in touched {
             let part = &mut self.partitions[p];
+            part.touched = false;
             let live = part.matcher.oldest_live_row().unwrap_or(part.next_seq);
             let keep_from = live.min(part.next_seq).saturating_sub(self.spec.max_prev);
             while part.base < keep_from {
@@ -803,6 +921,16 @@ fn var_id(compiled: &CompiledPattern, spec: &MatchRecognizeSpec, v: usize) -> Re
         .ok_or_else(|| SluiceError::Internal(format!("unknown variable {v}")))
 }
 
+/// `PREV(x, n)` counted back from the row being tested.
+fn is_prev_of_current(row: &NavRow) -> bool {
+    match row {
+        NavRow::Prev { base, .. } => {
+            matches!(**base, NavRow::Last { n: 0, .. }) || is_prev_of_current(base)
+        }
+        _ => false,
+    }
+}
+
 fn prev_depth(row: &NavRow) -> u64 {
     match row {
         NavRow::Prev { base, n } => n + prev_depth(base),
@@ -876,6 +1004,8 @@ impl MatchRecognizeOperator {
             matches: 0,
             last_ts: i64::MIN,
             timer: false,
+            touched: false,
+            active: false,
         }
     }
 
