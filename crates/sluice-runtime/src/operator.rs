@@ -37,7 +37,7 @@ impl Collector {
         self.messages.push(Message::Watermark(watermark_ms));
     }
 
-    fn take(&mut self) -> Vec<Message> {
+    pub(crate) fn take(&mut self) -> Vec<Message> {
         std::mem::take(&mut self.messages)
     }
 }

@@ -1,8 +1,7 @@
 //! Keyed session window aggregation (`SESSION` window TVF + `GROUP BY window_start,
 //! window_end, keys`).
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion_common::arrow::array::{
@@ -25,6 +24,7 @@ use crate::operator::{Collector, Operator};
 use crate::operators::stateless::batch_with_schema;
 use crate::operators::window_aggregate::AggregateCall;
 use crate::operators::window_assign::event_times_ms;
+use crate::state::keyed::{EventTimeTimers, KeyRegistry};
 use crate::state::{key_converter, AccumulatorFactory};
 
 /// A session of one key: `[start, end)` with `end` = last row's time + gap, and the
@@ -70,16 +70,13 @@ pub struct SessionAggregateOperator {
     schema: SchemaRef,
     batches: HashMap<u64, BufferedBatch>,
     next_batch_id: u64,
-    key_ids: hashbrown::HashMap<Box<[u8]>, u32>,
-    /// The key of each key id (to forget a key whose last session fired).
-    key_of: Vec<Box<[u8]>>,
-    /// Key ids free for reuse: a key with no open session is forgotten, so state stays
-    /// bounded by the keys with open sessions.
-    free_ids: Vec<u32>,
+    /// Key ids: a key with no open session is forgotten and its id reused, so state
+    /// stays bounded by the keys with open sessions.
+    key_ids: KeyRegistry,
     sessions: Vec<Vec<Session>>,
     /// (end, key id) timers, earliest first. A timer is set when a session opens and
     /// re-armed at the key's earliest open session end when it finds that session grew.
-    timers: BinaryHeap<Reverse<(i64, u32)>>,
+    timers: EventTimeTimers,
     watermark_ms: i64,
     metrics: Arc<JobMetrics>,
 }
@@ -112,32 +109,19 @@ impl SessionAggregateOperator {
             schema,
             batches: HashMap::new(),
             next_batch_id: 0,
-            key_ids: hashbrown::HashMap::new(),
-            key_of: Vec::new(),
-            free_ids: Vec::new(),
+            key_ids: KeyRegistry::new(),
             sessions: Vec::new(),
-            timers: BinaryHeap::new(),
+            timers: EventTimeTimers::new(),
             watermark_ms: WATERMARK_MIN,
             metrics,
         })
     }
 
     fn key_id(&mut self, key: &[u8]) -> u32 {
-        if let Some(id) = self.key_ids.get(key) {
-            return *id;
+        let (id, _) = self.key_ids.id(key);
+        if id as usize >= self.sessions.len() {
+            self.sessions.push(Vec::new());
         }
-        let id = match self.free_ids.pop() {
-            Some(id) => {
-                self.key_of[id as usize] = key.into();
-                id
-            }
-            None => {
-                self.sessions.push(Vec::new());
-                self.key_of.push(key.into());
-                (self.sessions.len() - 1) as u32
-            }
-        };
-        self.key_ids.insert(key.into(), id);
         id
     }
 
@@ -198,18 +182,14 @@ impl SessionAggregateOperator {
             rows: vec![row],
         });
         // One timer per new session; a timer that finds its session extended is re-armed.
-        self.timers.push(Reverse((end, key)));
+        self.timers.set(end, key);
         true
     }
 
     fn fire(&mut self, watermark_ms: i64, out: &mut Collector) -> Result<()> {
         // Sessions to emit: (key, session).
         let mut fired: Vec<Session> = Vec::new();
-        while let Some(Reverse((end, key))) = self.timers.peek().copied() {
-            if !window_fired(end, watermark_ms) {
-                break;
-            }
-            self.timers.pop();
+        while let Some((_, key)) = self.timers.pop_due(|end| window_fired(end, watermark_ms)) {
             let sessions = &mut self.sessions[key as usize];
             let mut i = 0;
             while i < sessions.len() {
@@ -221,16 +201,13 @@ impl SessionAggregateOperator {
             }
             // Sessions that grew since their timer was set: re-arm at their new end.
             match sessions.iter().map(|s| s.end_ms).min() {
-                Some(next_end) => self.timers.push(Reverse((next_end, key))),
+                Some(next_end) => self.timers.set(next_end, key),
                 // No open session left: forget the key, once (a stale timer for an id
                 // already freed finds no session either; stale timers for a reused id
                 // find no fired session and only re-arm).
-                None if self.key_ids.get(&self.key_of[key as usize]) == Some(&key) => {
-                    let bytes = std::mem::take(&mut self.key_of[key as usize]);
-                    self.key_ids.remove(&bytes);
-                    self.free_ids.push(key);
+                None => {
+                    self.key_ids.forget(key);
                 }
-                None => {}
             }
         }
         if fired.is_empty() {
@@ -525,7 +502,7 @@ impl Operator for SessionAggregateOperator {
                             end_ms: end,
                             rows: vec![(batch_id, i as u32)],
                         });
-                        self.timers.push(Reverse((end, key)));
+                        self.timers.set(end, key);
                     }
                 }
             }
@@ -639,7 +616,7 @@ mod tests {
         assert_eq!(op.sessions.len(), 3, "ids reused, none added");
         op.on_end(&mut out).unwrap();
         assert_eq!(op.keys_in_state(), 0);
-        assert_eq!(op.free_ids.len(), 3, "each id freed once");
+        assert_eq!(op.key_ids.free_ids().len(), 3, "each id freed once");
     }
 
     /// A key's extra timers pop after the key was forgotten: the id must not be freed
@@ -654,11 +631,12 @@ mod tests {
             .unwrap();
         op.on_watermark(20, &mut out).unwrap();
         op.on_watermark(200, &mut out).unwrap(); // both pop; key 1 forgotten once
-        assert_eq!(op.free_ids, vec![0]);
+        assert_eq!(op.key_ids.free_ids(), &[0]);
         // Two new keys must get two different ids.
         op.process_batch(rows(&[2, 3], &[40, 41]), &mut out)
             .unwrap();
         assert_eq!(op.keys_in_state(), 2);
-        assert_ne!(op.key_ids.values().min(), op.key_ids.values().max());
+        assert_eq!(op.key_ids.capacity(), 2, "ids 0 and 1");
+        assert!(op.key_ids.key(0).is_some() && op.key_ids.key(1).is_some());
     }
 }

@@ -34,8 +34,7 @@
 //!   matchers. Released rows live in shared columnar batches, dropped when no partition
 //!   needs any of their rows.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 use hashbrown::HashMap;
 use std::sync::Arc;
@@ -59,7 +58,7 @@ use crate::message::StreamBatch;
 use crate::metrics::JobMetrics;
 use crate::operator::{Collector, Operator};
 use crate::operators::window_assign::event_times_ms;
-use crate::state::KeyIndex;
+use crate::state::keyed::{EventTimeTimers, KeyRegistry};
 
 /// A released row: the store batch it is in and its index there.
 #[derive(Debug, Clone, Copy)]
@@ -99,7 +98,10 @@ pub struct MatchRecognizeOperator {
     /// Input columns that are not partition columns (ALL ROWS PER MATCH outputs them).
     other_columns: Vec<usize>,
     key_converter: Option<RowConverter>,
-    keys: KeyIndex,
+    /// Partition keys → partition ids (indexes into `partitions`); a partition with no
+    /// rows, no partial match and no match number to keep is forgotten and its id
+    /// reused.
+    keys: KeyRegistry,
     partitions: Vec<Partition>,
     /// Rows waiting for the watermark: (event time, arrival number, input batch, row).
     pending: Vec<(i64, u64, u32, u32)>,
@@ -128,7 +130,7 @@ pub struct MatchRecognizeOperator {
     /// A measure reads `MATCH_NUMBER()`: partitions keep their match count.
     uses_match_number: bool,
     /// `WITHIN` expiry: (time at which the oldest partial match expires, partition).
-    timers: BinaryHeap<Reverse<(i64, usize)>>,
+    timers: EventTimeTimers,
     metrics: Arc<JobMetrics>,
 }
 
@@ -211,7 +213,7 @@ impl MatchRecognizeOperator {
                     .collect(),
             )?)
         };
-        let keys = KeyIndex::new(key_converter.as_ref());
+        let keys = KeyRegistry::new();
         let other_columns = (0..input_schema.fields().len())
             .filter(|c| !spec.partition_by.contains(c))
             .collect();
@@ -240,7 +242,7 @@ impl MatchRecognizeOperator {
             live_rows: 0,
             define_navs,
             uses_match_number: spec_uses_match_number,
-            timers: BinaryHeap::new(),
+            timers: EventTimeTimers::new(),
             metrics,
         })
     }
@@ -725,17 +727,14 @@ impl MatchRecognizeOperator {
         }
         if let Some(start) = part.matcher.oldest_start_ts() {
             part.timer = true;
-            self.timers.push(Reverse((start.saturating_add(within), p)));
+            self.timers.set(start.saturating_add(within), p as u32);
         }
     }
 
     /// `WITHIN`: partial matches that can no longer finish in time expire.
     fn expire(&mut self, watermark: i64, found: &mut Vec<(usize, Match)>) -> Result<()> {
-        while let Some(Reverse((at, p))) = self.timers.peek().copied() {
-            if at > watermark {
-                break;
-            }
-            self.timers.pop();
+        while let Some((_, p)) = self.timers.pop_due(|at| at <= watermark) {
+            let p = p as usize;
             self.partitions[p].timer = false;
             self.partitions[p]
                 .matcher
@@ -838,6 +837,9 @@ impl MatchRecognizeOperator {
         for p in touched {
             let part = &mut self.partitions[p];
             part.touched = false;
+            let forget = part.matcher.is_idle()
+                && !part.timer
+                && (part.matches == 0 || !self.uses_match_number);
             let live = part.matcher.oldest_live_row().unwrap_or(part.next_seq);
             let keep_from = live.min(part.next_seq).saturating_sub(self.spec.max_prev);
             while part.base < keep_from {
@@ -853,6 +855,16 @@ impl MatchRecognizeOperator {
                         self.store.remove(&r.batch);
                     }
                 }
+            }
+            // Nothing left of the partition: forget its key; the id is reused.
+            if forget && part.rows.is_empty() {
+                self.keys.forget(p as u32);
+                part.base = 0;
+                part.next_seq = 0;
+                part.matches = 0;
+                part.last_ts = i64::MIN;
+                part.active = false;
+                part.matcher = Matcher::new(Arc::clone(&self.match_spec));
             }
         }
         if self.stored_rows > 2 * self.live_rows + 16_384 {
@@ -979,6 +991,13 @@ fn aggregate(func: NavAggregate, values: Vec<ScalarValue>, ty: &DataType) -> Res
     })
 }
 
+impl MatchRecognizeOperator {
+    /// Partition keys with state (rows, partial matches or a match count), for tests.
+    pub fn keys_in_state(&self) -> usize {
+        self.keys.len()
+    }
+}
+
 /// Snapshot row kinds (column `kind`).
 const PENDING: i8 = 0;
 const PARTITION_ROW: i8 = 1;
@@ -1023,18 +1042,17 @@ impl MatchRecognizeOperator {
             }
             None => None,
         };
-        let selection: Vec<u32> = (0..n as u32).collect();
         let mut parts = Vec::with_capacity(n);
-        self.keys
-            .group_indices(key_rows.as_ref(), &selection, &mut parts);
-        while self.partitions.len()
-            < self
-                .keys
-                .len()
-                .max(parts.iter().map(|p| p + 1).max().unwrap_or(0))
-        {
-            let p = self.new_partition();
-            self.partitions.push(p);
+        for i in 0..n {
+            let (id, _) = match &key_rows {
+                Some(rows) => self.keys.id(rows.row(i).as_ref()),
+                None => self.keys.id(&[]),
+            };
+            if id as usize >= self.partitions.len() {
+                let p = self.new_partition();
+                self.partitions.push(p);
+            }
+            parts.push(id as usize);
         }
         Ok(parts)
     }
@@ -1122,6 +1140,8 @@ impl Operator for MatchRecognizeOperator {
             states.push(None);
             srcs.push(Src::Pending(p.2, p.3));
         }
+        // Partitions written (their ids), in order: `Src::Key(k)` is the k-th.
+        let mut header_ids: Vec<u32> = Vec::new();
         for (pi, part) in self.partitions.iter().enumerate() {
             // A partition with no rows, no partial match and no match number to keep
             // starts afresh after a restore, as if new.
@@ -1143,7 +1163,8 @@ impl Operator for MatchRecognizeOperator {
             states.push(Some(serde_json::to_string(&state).map_err(|e| {
                 SluiceError::Internal(format!("encoding MATCH_RECOGNIZE state: {e}"))
             })?));
-            srcs.push(Src::Key(pi));
+            srcs.push(Src::Key(header_ids.len()));
+            header_ids.push(pi as u32);
             for (k, r) in part.rows.iter().enumerate() {
                 kinds.push(PARTITION_ROW);
                 seqs.push(Some(part.base + k as u64));
@@ -1155,7 +1176,10 @@ impl Operator for MatchRecognizeOperator {
             return Ok(None);
         }
         // Row columns: interleave from the store, the pending batches and the keys.
-        let key_columns = self.keys.key_columns(self.key_converter.as_ref())?;
+        let key_columns = match &self.key_converter {
+            Some(c) => self.keys.key_columns(c, &header_ids)?,
+            None => Vec::new(),
+        };
         let mut columns: Vec<ArrayRef> = Vec::new();
         for c in 0..self.input_schema.fields().len() {
             let ty = self.input_schema.field(c).data_type();
@@ -1329,5 +1353,98 @@ impl Operator for MatchRecognizeOperator {
             self.collect_matches(p, &mut found);
         }
         self.emit(found, out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion_common::arrow::array::{Int32Array, TimestampMillisecondArray};
+    use datafusion_common::arrow::datatypes::{Field, Schema, TimeUnit};
+    use datafusion_common::DFSchema;
+    use sluice_common::row_pattern::RowPattern;
+
+    /// `PARTITION BY k ORDER BY ts PATTERN (A B)`, A and B any row, no measures.
+    fn operator() -> MatchRecognizeOperator {
+        let input = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int32, true),
+            Field::new("ts", DataType::Timestamp(TimeUnit::Millisecond, None), true),
+        ]));
+        let spec = MatchRecognizeSpec {
+            partition_by: vec![0],
+            rowtime: 1,
+            pattern: RowPattern::Concat(vec![RowPattern::var("A"), RowPattern::var("B")]),
+            variables: vec!["A".into(), "B".into()],
+            navs: vec![],
+            nav_schema: Arc::new(DFSchema::empty()),
+            define: vec![None, None],
+            history_free: true,
+            measures: vec![],
+            all_rows: false,
+            skip: MatchSkip::PastLastRow,
+            within_ms: None,
+            max_prev: 0,
+        };
+        let out = Arc::new(Schema::new(vec![Field::new("k", DataType::Int32, true)]));
+        MatchRecognizeOperator::new(spec, Arc::clone(&input), out, Arc::default()).unwrap()
+    }
+
+    fn rows(keys: &[i32], ts: &[i64]) -> StreamBatch {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int32, true),
+            Field::new("ts", DataType::Timestamp(TimeUnit::Millisecond, None), true),
+        ]));
+        StreamBatch {
+            data: RecordBatch::try_new(
+                schema,
+                vec![
+                    Arc::new(Int32Array::from(keys.to_vec())),
+                    Arc::new(TimestampMillisecondArray::from(ts.to_vec())),
+                ],
+            )
+            .unwrap(),
+            row_watermarks: None,
+            ops: None,
+        }
+    }
+
+    /// A key whose match completed has no state left: it is forgotten and its id reused,
+    /// so state stays bounded by the keys with open partial matches.
+    #[test]
+    fn completed_keys_are_forgotten_and_ids_reused() {
+        let mut op = operator();
+        let mut out = Collector::default();
+        // 100 keys, two rows each: one match per key.
+        let keys: Vec<i32> = (0..100).flat_map(|k| [k, k]).collect();
+        let ts: Vec<i64> = (0..200).collect();
+        op.process_batch(rows(&keys, &ts), &mut out).unwrap();
+        op.on_watermark(1_000, &mut out).unwrap();
+        let emitted: usize = out
+            .take()
+            .iter()
+            .map(|m| match m {
+                crate::message::Message::Data(b) => b.data.num_rows(),
+                _ => 0,
+            })
+            .sum();
+        assert_eq!(emitted, 100);
+        assert_eq!(op.keys_in_state(), 0);
+        // One open partial match each for 50 new keys: ids 0..50 are reused.
+        let keys: Vec<i32> = (100..150).collect();
+        let ts: Vec<i64> = (2_000..2_050).collect();
+        op.process_batch(rows(&keys, &ts), &mut out).unwrap();
+        op.on_watermark(3_000, &mut out).unwrap();
+        assert_eq!(op.keys_in_state(), 50);
+        assert_eq!(op.partitions.len(), 100, "no new partition slots");
+        // The watermark is held below the open partial matches (first row at 2000).
+        let watermarks: Vec<i64> = out
+            .take()
+            .into_iter()
+            .filter_map(|m| match m {
+                crate::message::Message::Watermark(w) => Some(w),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(watermarks, vec![1_999]);
     }
 }

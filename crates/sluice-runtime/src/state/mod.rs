@@ -1,4 +1,5 @@
-//! Keyed, columnar operator state.
+//! Keyed, columnar operator state. `keyed`: the key registry (dense, reusable key ids)
+//! and event-time timers that SESSION and MATCH_RECOGNIZE keep their per-key state with.
 //!
 //! Window aggregates keep their state here, behind one interface: per window
 //! `[start, end)` (ms), the keys seen (in Arrow's row format, so any key type works) and,
@@ -9,6 +10,8 @@
 //!
 //! Everything held here is columnar (key rows, accumulator state arrays), which is what
 //! the checkpoint layer snapshots as Arrow IPC.
+
+pub mod keyed;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
