@@ -129,6 +129,9 @@ pub struct MatchRecognizeOperator {
     define_navs: Vec<Vec<bool>>,
     /// A measure reads `MATCH_NUMBER()`: partitions keep their match count.
     uses_match_number: bool,
+    /// Keys registered after the last sweep, and the fewest keys worth a sweep.
+    sweep_survivors: usize,
+    sweep_min: usize,
     /// `WITHIN` expiry: (time at which the oldest partial match expires, partition).
     timers: EventTimeTimers,
     metrics: Arc<JobMetrics>,
@@ -242,6 +245,8 @@ impl MatchRecognizeOperator {
             live_rows: 0,
             define_navs,
             uses_match_number: spec_uses_match_number,
+            sweep_survivors: 0,
+            sweep_min: 1024,
             timers: EventTimeTimers::new(),
             metrics,
         })
@@ -837,9 +842,6 @@ impl MatchRecognizeOperator {
         for p in touched {
             let part = &mut self.partitions[p];
             part.touched = false;
-            let forget = part.matcher.is_idle()
-                && !part.timer
-                && (part.matches == 0 || !self.uses_match_number);
             let live = part.matcher.oldest_live_row().unwrap_or(part.next_seq);
             let keep_from = live.min(part.next_seq).saturating_sub(self.spec.max_prev);
             while part.base < keep_from {
@@ -856,9 +858,30 @@ impl MatchRecognizeOperator {
                     }
                 }
             }
-            // Nothing left of the partition: forget its key; the id is reused.
-            if forget && part.rows.is_empty() {
-                self.keys.forget(p as u32);
+        }
+        if self.stored_rows > 2 * self.live_rows + 16_384 {
+            self.compact()?;
+        }
+        self.sweep();
+        Ok(())
+    }
+
+    /// Forgets the partitions with nothing left (no rows, partial match, timer or match
+    /// count to keep); their ids are reused. Runs when the registered keys have doubled
+    /// since the last sweep (amortized O(1) per new key; forgetting at once would make
+    /// a key that comes back register again at every row).
+    fn sweep(&mut self) {
+        if self.keys.len() <= 2 * self.sweep_survivors + self.sweep_min {
+            return;
+        }
+        for p in 0..self.partitions.len() {
+            let part = &mut self.partitions[p];
+            let empty = part.rows.is_empty()
+                && part.matcher.is_idle()
+                && !part.timer
+                && !part.touched
+                && (part.matches == 0 || !self.uses_match_number);
+            if empty && self.keys.forget(p as u32) {
                 part.base = 0;
                 part.next_seq = 0;
                 part.matches = 0;
@@ -867,10 +890,7 @@ impl MatchRecognizeOperator {
                 part.matcher = Matcher::new(Arc::clone(&self.match_spec));
             }
         }
-        if self.stored_rows > 2 * self.live_rows + 16_384 {
-            self.compact()?;
-        }
-        Ok(())
+        self.sweep_survivors = self.keys.len();
     }
 
     /// Copies every row a partition still holds into one new store batch.
@@ -1413,6 +1433,7 @@ mod tests {
     #[test]
     fn completed_keys_are_forgotten_and_ids_reused() {
         let mut op = operator();
+        op.sweep_min = 0;
         let mut out = Collector::default();
         // 100 keys, two rows each: one match per key.
         let keys: Vec<i32> = (0..100).flat_map(|k| [k, k]).collect();
