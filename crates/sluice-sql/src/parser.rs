@@ -1097,6 +1097,25 @@ fn lift_table_functions(tokens: Vec<TokenWithSpan>) -> Result<Lifted> {
                 }
             };
             let input_pos = input_pos.unwrap_or(0);
+            // The table name follows FROM, JOIN or a comma directly: an alias belongs
+            // after the clause (`FROM t MATCH_RECOGNIZE (...) AS m`).
+            let before = out[..input_pos].iter().rposition(|t| !is_trivia(&t.token));
+            if let Some(b) = before {
+                let tok = &out[b].token;
+                let starts_relation = word_is(tok, "FROM")
+                    || word_is(tok, "JOIN")
+                    || matches!(tok, Token::Comma | Token::LParen);
+                if !starts_relation {
+                    return Err(err_at(
+                        out[input_pos].span.start,
+                        format!(
+                            "MATCH_RECOGNIZE takes a table or view name right after FROM; \
+                             put an alias after the clause: FROM <table> MATCH_RECOGNIZE \
+                             (...) AS {input}"
+                        ),
+                    ));
+                }
+            }
             let placeholder = next_placeholder("mr");
             let span = out[input_pos].span;
             out.truncate(input_pos);
