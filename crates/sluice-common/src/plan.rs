@@ -124,6 +124,17 @@ pub enum NavRow {
     },
 }
 
+impl NavRow {
+    /// How many rows before the row it counts from a `PREV` chain reaches (0 for `FIRST`
+    /// and `LAST`).
+    pub fn prev_depth(&self) -> u64 {
+        match self {
+            NavRow::Prev { base, n } => n + base.prev_depth(),
+            _ => 0,
+        }
+    }
+}
+
 /// Aggregates over the rows mapped to pattern variables (`AVG(A.price)`, `COUNT(A.*)`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum NavAggregate {

@@ -770,13 +770,6 @@ fn reads_current_row_only(nav: &MatchNav, var: usize) -> bool {
     matches!(nav, MatchNav::Value { row, .. } if current(row, var))
 }
 
-fn prev_depth(row: &NavRow) -> u64 {
-    match row {
-        NavRow::Prev { base, n } => n + prev_depth(base),
-        _ => 0,
-    }
-}
-
 /// A clause planned against its input: the operator's spec and the output columns.
 #[derive(Debug, Clone)]
 pub struct PlannedMatchRecognize {
@@ -996,7 +989,7 @@ pub(crate) fn plan_clause(
     let max_prev = navs
         .iter()
         .map(|n| match n {
-            MatchNav::Value { row, .. } => prev_depth(row),
+            MatchNav::Value { row, .. } => row.prev_depth(),
             _ => 0,
         })
         .max()

@@ -502,36 +502,16 @@ impl MatchRecognizeOperator {
                 } => Arc::clone(released.column(*column)),
                 MatchNav::Value { row, column } if is_prev_of_current(row) => {
                     // PREV over the current row: gather from the partitions' rows.
-                    let back = prev_depth(row);
-                    let mut indices = Vec::with_capacity(n);
-                    let mut sources: Vec<&RecordBatch> = Vec::new();
-                    let mut source_of: HashMap<u32, usize> = HashMap::new();
-                    let nulls = new_null_array(ty, 1);
-                    let mut valid = false;
-                    for i in 0..n {
-                        let target = (seqs[i] != u64::MAX)
-                            .then(|| seqs[i].checked_sub(back))
-                            .flatten()
-                            .and_then(|s| self.row(parts[i], s));
-                        match target {
-                            Some(r) => {
-                                let k = *source_of.entry(r.batch).or_insert_with(|| {
-                                    sources.push(&self.store[&r.batch].0);
-                                    sources.len() - 1
-                                });
-                                indices.push((k + 1, r.row as usize));
-                                valid = true;
-                            }
-                            None => indices.push((0, 0)),
-                        }
-                    }
-                    if !valid {
-                        new_null_array(ty, n)
-                    } else {
-                        let mut arrays: Vec<&dyn Array> = vec![nulls.as_ref()];
-                        arrays.extend(sources.iter().map(|b| b.column(*column).as_ref()));
-                        interleave(&arrays, &indices)?
-                    }
+                    let back = row.prev_depth();
+                    let refs: Vec<Option<RowRef>> = (0..n)
+                        .map(|i| {
+                            (seqs[i] != u64::MAX)
+                                .then(|| seqs[i].checked_sub(back))
+                                .flatten()
+                                .and_then(|s| self.row(parts[i], s))
+                        })
+                        .collect();
+                    self.gather_nullable(&refs, *column, ty)?
                 }
                 // Not read by history-free conditions.
                 _ => new_null_array(ty, n),
@@ -817,21 +797,10 @@ impl MatchRecognizeOperator {
         self.trim_touched()
     }
 
+    /// Column `column` of each row.
     fn gather(&self, rows: &[RowRef], column: usize) -> Result<ArrayRef> {
-        let mut ids: Vec<u32> = rows.iter().map(|r| r.batch).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        let position: HashMap<u32, usize> =
-            ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
-        let arrays: Vec<&dyn Array> = ids
-            .iter()
-            .map(|id| self.store[id].0.column(column).as_ref())
-            .collect();
-        let indices: Vec<(usize, usize)> = rows
-            .iter()
-            .map(|r| (position[&r.batch], r.row as usize))
-            .collect();
-        Ok(interleave(&arrays, &indices)?)
+        let refs: Vec<Option<RowRef>> = rows.iter().copied().map(Some).collect();
+        self.gather_nullable(&refs, column, self.input_schema.field(column).data_type())
     }
 
     /// Frees, in each partition touched since the last trim, the rows before its oldest
@@ -960,13 +929,6 @@ fn is_prev_of_current(row: &NavRow) -> bool {
             matches!(**base, NavRow::Last { n: 0, .. }) || is_prev_of_current(base)
         }
         _ => false,
-    }
-}
-
-fn prev_depth(row: &NavRow) -> u64 {
-    match row {
-        NavRow::Prev { base, n } => n + prev_depth(base),
-        _ => 0,
     }
 }
 
