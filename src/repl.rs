@@ -597,14 +597,7 @@ impl View {
                 let schema = if job.updating {
                     job.schema.clone()
                 } else {
-                    let mut fields =
-                        vec![std::sync::Arc::new(sluice::arrow::datatypes::Field::new(
-                            "op",
-                            sluice::arrow::datatypes::DataType::Utf8,
-                            false,
-                        ))];
-                    fields.extend(job.schema.fields().iter().cloned());
-                    std::sync::Arc::new(sluice::arrow::datatypes::Schema::new(fields))
+                    std::sync::Arc::new(sluice_runtime::job::op_schema(&job.schema))
                 };
                 View::Changelog(ResultPrinter::new(out, OutputFormat::Table, schema))
             }

@@ -46,12 +46,12 @@ use crate::gate::InputGate;
 use crate::metrics::JobMetrics;
 use crate::operator::{Chain, Operator};
 use crate::tasks::{
-    localize_schema, op_schema, spawn_task, subtask_of_key_group, BarrierSchedule, Coordination,
-    Envelope, Event, OperatorTask, ResultOutput, Router, SourceDriver, SourceSettings, TaskContext,
+    localize_schema, spawn_task, subtask_of_key_group, BarrierSchedule, Coordination, Envelope,
+    Event, OperatorTask, ResultOutput, Router, SourceDriver, SourceSettings, TaskContext,
     RECEIVER_CLOSED,
 };
 
-pub use crate::tasks::OP_COLUMN;
+pub use crate::tasks::{op_schema, OP_COLUMN};
 
 /// How a job runs.
 #[derive(Debug, Clone)]

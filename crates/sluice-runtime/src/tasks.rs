@@ -970,7 +970,9 @@ pub(crate) fn localize_schema(
 /// The name of the RowKind column of an updating result.
 pub const OP_COLUMN: &str = "op";
 
-pub(crate) fn op_schema(
+/// The schema of an updating result: the `op` column (`+I`, `-U`, `+U`, `-D`; Utf8) and
+/// then `schema`'s columns.
+pub fn op_schema(
     schema: &datafusion_common::arrow::datatypes::Schema,
 ) -> datafusion_common::arrow::datatypes::Schema {
     use datafusion_common::arrow::datatypes::{DataType, Field, Schema};
