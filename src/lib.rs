@@ -646,6 +646,16 @@ impl Engine {
         self.jobs.detach(job, statement)
     }
 
+    /// The checkpoint interval when the rows of a `SELECT` are held until each checkpoint
+    /// completes (exactly-once checkpointing on; see [`RunningJob`]); `None` when they
+    /// are delivered at once.
+    pub fn query_results_held_for(&self) -> Option<std::time::Duration> {
+        let config = self.checkpoint_config().ok()?;
+        (config.mode == sluice_runtime::CheckpointingMode::ExactlyOnce)
+            .then_some(config.interval)
+            .flatten()
+    }
+
     /// Ids of the background jobs ([`Engine::detach`]) still running.
     pub fn running_jobs(&self) -> Vec<String> {
         self.jobs.running()

@@ -505,7 +505,8 @@ fn run_input(engine: &mut Engine, runtime: &tokio::runtime::Runtime, input: &str
             StatementResult::Info(batch) => print_info(stmt, &batch),
             StatementResult::Query(job) => {
                 let mode = engine.setting(RESULT_MODE).unwrap_or("tableau").to_string();
-                if let Some(every) = held_results(engine) {
+                if let Some(every) = engine.query_results_held_for() {
+                    let every = format!("{} s", every.as_secs_f64());
                     println!(
                         "[INFO] Exactly-once checkpointing is on: rows show as each checkpoint \
                          completes (every {every}), or at the end of the input."
@@ -526,19 +527,6 @@ fn run_input(engine: &mut Engine, runtime: &tokio::runtime::Runtime, input: &str
         }
     }
     true
-}
-
-/// The checkpoint interval, when a query's rows are held until checkpoints complete
-/// (exactly-once checkpointing on).
-fn held_results(engine: &Engine) -> Option<String> {
-    let interval = engine.setting("execution.checkpointing.interval")?.trim();
-    let mode = engine
-        .setting("execution.checkpointing.mode")
-        .unwrap_or("EXACTLY_ONCE")
-        .to_ascii_uppercase()
-        .replace('-', "_");
-    (mode == "EXACTLY_ONCE" && !interval.is_empty() && interval != "0")
-        .then(|| interval.to_string())
 }
 
 /// Prints an error (with a caret under the position a SQL error names); returns `false`.

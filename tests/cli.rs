@@ -345,6 +345,18 @@ fn piped_shell_waits_for_inserts_and_reports_failure() {
     assert_eq!(committed_lines(&out), expected);
     assert!(!dir.join("history").exists(), "piped input is not history");
 
+    // With exactly-once checkpointing on, the shell says SELECT rows wait for checkpoints.
+    let held = shell(&format!(
+        "{}SET 'execution.checkpointing.interval' = '1 h';\nSELECT n FROM gen WHERE n = 7;\n",
+        sql.lines().next().unwrap()
+    ));
+    let stdout = String::from_utf8_lossy(&held.stdout);
+    assert!(
+        stdout.contains("[INFO] Exactly-once checkpointing is on: rows show as each checkpoint completes (every 3600 s)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("|                    7 |"), "{stdout}");
+
     let failed = shell("SELCT 1;\n");
     assert_eq!(failed.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&failed.stdout).contains("[ERROR] SQL error"));
