@@ -30,7 +30,8 @@ use crate::message::{RowKind, StreamBatch};
 use crate::operator::{Collector, Operator};
 use crate::operators::stateless::batch_with_schema;
 use crate::operators::window_aggregate::AggregateCall;
-use crate::state::{key_converter, KeyIndex};
+use crate::state::keyed::KeyedValues;
+use crate::state::{key_converter, SnapshotReader, SnapshotWriter};
 
 /// One group's state: accumulators, net row count, key and last emitted values.
 struct Group {
@@ -42,6 +43,24 @@ struct Group {
     last_access_ms: u64,
 }
 
+impl Group {
+    /// A new group of `key`, accessed at `now_ms`.
+    fn new(key: Vec<ScalarValue>, accumulators: Vec<Box<dyn Accumulator>>, now_ms: u64) -> Self {
+        Group {
+            accumulators,
+            rows: 0,
+            key,
+            emitted: None,
+            last_access_ms: now_ms,
+        }
+    }
+
+    /// What the slot of a forgotten key holds.
+    fn empty() -> Self {
+        Group::new(Vec::new(), Vec::new(), 0)
+    }
+}
+
 /// See the module docs. Output schema: the keys, then one column per aggregate; rows carry
 /// their RowKind in `StreamBatch::ops`.
 pub struct GroupAggregateOperator {
@@ -51,8 +70,8 @@ pub struct GroupAggregateOperator {
     /// The input is a changelog: accumulators must retract.
     retracting: bool,
     converter: Option<datafusion_common::arrow::row::RowConverter>,
-    index: KeyIndex,
-    groups: Vec<Group>,
+    /// Groups by key; an expired group's key is forgotten and its id reused.
+    groups: KeyedValues<Group>,
     schema: SchemaRef,
     scratch: Vec<usize>,
     /// Idle state retention (`'table.exec.state.ttl'`).
@@ -76,42 +95,33 @@ impl GroupAggregateOperator {
         self.started.elapsed().as_millis() as u64
     }
 
-    /// Drops the groups idle for longer than the TTL (at most twice per TTL), renumbering
-    /// the rest densely.
-    fn expire(&mut self) -> Result<()> {
+    /// Forgets the groups idle for longer than the TTL (looked for at most twice per
+    /// TTL); their ids are reused by new keys.
+    fn expire(&mut self) {
         let Some(ttl) = self.ttl else {
-            return Ok(());
+            return;
         };
         if self.keys.is_empty() {
-            return Ok(()); // the global aggregate always has its row
+            return; // the global aggregate always has its row
         }
         let ttl_ms = ttl.as_millis() as u64;
         let now = self.now_ms();
         if now < self.last_sweep_ms + ttl_ms / 2 {
-            return Ok(());
+            return;
         }
         self.last_sweep_ms = now;
-        let before = self.groups.len();
-        self.groups
-            .retain(|g| now.saturating_sub(g.last_access_ms) <= ttl_ms);
-        if self.groups.len() == before {
-            return Ok(());
-        }
-        // Rebuild the key index over the groups that stay, in their order.
-        self.index = KeyIndex::new(self.converter.as_ref());
-        if let Some(converter) = &self.converter {
-            let key_columns = (0..self.keys.len())
-                .map(|k| ScalarValue::iter_to_array(self.groups.iter().map(|g| g.key[k].clone())))
-                .collect::<datafusion_common::Result<Vec<_>>>()?;
-            if !self.groups.is_empty() {
-                let rows = converter.convert_columns(&key_columns)?;
-                let all: Vec<u32> = (0..self.groups.len() as u32).collect();
-                self.index
-                    .group_indices(Some(&rows), &all, &mut self.scratch);
+        for id in self.groups.live_ids() {
+            if now.saturating_sub(self.groups[id as usize].last_access_ms) > ttl_ms {
+                self.groups.forget(id, Group::empty());
             }
         }
-        Ok(())
     }
+
+    /// Groups with state (for tests).
+    pub fn groups_in_state(&self) -> usize {
+        self.groups.len()
+    }
+
     /// Aggregates `aggregates` (with their argument expressions in `calls`) per key.
     pub fn new(
         keys: Vec<Arc<dyn PhysicalExpr>>,
@@ -123,13 +133,12 @@ impl GroupAggregateOperator {
     ) -> Result<Self> {
         let converter = key_converter(key_types)?;
         Ok(GroupAggregateOperator {
-            index: KeyIndex::new(converter.as_ref()),
             converter,
             keys,
             calls,
             aggregates,
             retracting,
-            groups: Vec::new(),
+            groups: KeyedValues::new(),
             schema,
             scratch: Vec::new(),
             ttl: None,
@@ -139,40 +148,7 @@ impl GroupAggregateOperator {
     }
 
     fn new_accumulators(&self) -> Result<Vec<Box<dyn Accumulator>>> {
-        self.aggregates
-            .iter()
-            .map(|a| -> Result<Box<dyn Accumulator>> {
-                if !self.retracting {
-                    return Ok(a.create_accumulator()?);
-                }
-                match a.fun().name() {
-                    // DataFusion's sliding MIN/MAX retract in arrival order only (window
-                    // frames); a changelog retracts any value, so keep them all.
-                    "min" | "max" => Ok(Box::new(Multiset::new(
-                        if a.fun().name() == "min" {
-                            MultisetKind::Min
-                        } else {
-                            MultisetKind::Max
-                        },
-                        a.field().data_type().clone(),
-                    ))),
-                    // DataFusion's sliding COUNT(DISTINCT) keeps counts, but its state
-                    // (what a checkpoint holds) only the values: a restored one would lose
-                    // multiplicities. Ours keeps both in its state.
-                    "count" if a.is_distinct() => {
-                        let values_type = match a.state_fields()?[0].data_type() {
-                            DataType::List(item) => item.data_type().clone(),
-                            other => other.clone(),
-                        };
-                        Ok(Box::new(Multiset::new(
-                            MultisetKind::CountDistinct,
-                            values_type,
-                        )))
-                    }
-                    _ => Ok(a.create_sliding_accumulator()?),
-                }
-            })
-            .collect()
+        new_accumulators(&self.aggregates, self.retracting)
     }
 
     fn current_values(group: &mut Group) -> Result<Vec<ScalarValue>> {
@@ -236,23 +212,28 @@ impl GroupAggregateOperator {
         Ok(())
     }
 
-    fn group_for(&mut self, g: usize, key_columns: &[ArrayRef], row: usize) -> Result<()> {
-        while self.groups.len() <= g {
+    /// The group id of each of `rows` of the batch (its key rows `key_rows`, `None`
+    /// without keys), creating the groups of new keys from `key_columns`.
+    fn group_ids(
+        &mut self,
+        key_columns: &[ArrayRef],
+        key_rows: Option<&datafusion_common::arrow::row::Rows>,
+        rows: &[u32],
+        out: &mut Vec<usize>,
+    ) -> Result<()> {
+        let now = self.now_ms();
+        let (aggregates, retracting) = (&self.aggregates, self.retracting);
+        self.groups.ids_or_insert_with(key_rows, rows, out, |row| {
             let key = key_columns
                 .iter()
                 .map(|c| ScalarValue::try_from_array(c, row))
                 .collect::<datafusion_common::Result<Vec<_>>>()?;
-            let accumulators = self.new_accumulators()?;
-            let last_access_ms = self.now_ms();
-            self.groups.push(Group {
-                accumulators,
-                rows: 0,
+            Ok(Group::new(
                 key,
-                emitted: None,
-                last_access_ms,
-            });
-        }
-        Ok(())
+                new_accumulators(aggregates, retracting)?,
+                now,
+            ))
+        })
     }
 }
 
@@ -262,7 +243,7 @@ impl Operator for GroupAggregateOperator {
     }
 
     fn process_batch(&mut self, batch: StreamBatch, out: &mut Collector) -> Result<()> {
-        self.expire()?;
+        self.expire();
         let now = self.now_ms();
         let data = &batch.data;
         let n = data.num_rows();
@@ -273,14 +254,10 @@ impl Operator for GroupAggregateOperator {
         };
         let all: Vec<u32> = (0..n as u32).collect();
         let mut group_of = std::mem::take(&mut self.scratch);
-        self.index
-            .group_indices(key_rows.as_ref(), &all, &mut group_of);
+        self.group_ids(&key_columns, key_rows.as_ref(), &all, &mut group_of)?;
         // Rows of each group, split into added and retracted.
         let mut per_group: BTreeMap<usize, (Vec<u32>, Vec<u32>)> = BTreeMap::new();
         for (row, &g) in group_of.iter().enumerate() {
-            if g >= self.groups.len() {
-                self.group_for(g, &key_columns, row)?;
-            }
             let retract = batch.row_kind(row).is_retraction();
             let entry = per_group.entry(g).or_default();
             if retract {
@@ -332,36 +309,30 @@ impl Operator for GroupAggregateOperator {
     fn on_end(&mut self, out: &mut Collector) -> Result<()> {
         // A global aggregate has its one row even when no row ever arrived.
         if self.keys.is_empty() && self.groups.is_empty() {
-            let accumulators = self.new_accumulators()?;
-            self.groups.push(Group {
-                accumulators,
-                rows: 0,
-                key: vec![],
-                emitted: None,
-                last_access_ms: 0,
-            });
-            self.emit_changes(&[0], out)?;
+            let mut ids = Vec::new();
+            self.group_ids(&[], None, &[0], &mut ids)?;
+            self.emit_changes(&ids, out)?;
         }
         Ok(())
     }
 
-    /// One row per group: `key_group` (UInt32), `rows` (Int64: the group's net row
-    /// count), `emitted` (Boolean: a result row was emitted and not deleted), the key
-    /// columns `key_<k>`, each accumulator's state `agg_<a>_<i>` (DataFusion's
-    /// `Accumulator::state`), and the last emitted aggregate values `out_<a>`.
+    /// One row per group, in the common snapshot layout ([`crate::state::snapshot`]):
+    /// `key_group`, the key columns `key_<k>`, `rows` (Int64: the group's net row
+    /// count), `emitted` (Boolean: a result row was emitted and not deleted), each
+    /// accumulator's state `agg_<a>_<i>` (DataFusion's `Accumulator::state`), and the last
+    /// emitted aggregate values `out_<a>`.
     fn snapshot_state(&mut self, max_parallelism: u32) -> Result<Option<RecordBatch>> {
-        use datafusion_common::arrow::array::{BooleanArray, Int64Array, UInt32Array};
-        use datafusion_common::arrow::datatypes::{Field, Schema};
-        if self.groups.is_empty() {
+        use datafusion_common::arrow::array::{BooleanArray, Int64Array};
+        let ids = self.groups.live_ids();
+        if ids.is_empty() {
             return Ok(None);
         }
-        let n = self.groups.len();
         let key_count = self.keys.len();
         let mut states: Vec<Vec<Vec<ScalarValue>>> = vec![Vec::new(); self.calls.len()];
-        for g in 0..n {
+        for &id in &ids {
             // `state()` may consume an accumulator: rebuild it from the state it gave.
             let fresh = self.new_accumulators()?;
-            let group = &mut self.groups[g];
+            let group = &mut self.groups[id as usize];
             for (a, (acc, mut rebuilt)) in group.accumulators.iter_mut().zip(fresh).enumerate() {
                 let state = acc.state()?;
                 let arrays = state
@@ -373,107 +344,68 @@ impl Operator for GroupAggregateOperator {
                 states[a].push(state);
             }
         }
-        let key_columns = (0..key_count)
-            .map(|k| ScalarValue::iter_to_array(self.groups.iter().map(|g| g.key[k].clone())))
-            .collect::<datafusion_common::Result<Vec<_>>>()?;
-        let groups = crate::state::key_groups(&key_columns, n, max_parallelism)?;
-        let mut fields = vec![
-            Field::new("key_group", DataType::UInt32, false),
-            Field::new("rows", DataType::Int64, false),
-            Field::new("emitted", DataType::Boolean, false),
-        ];
-        let mut columns: Vec<ArrayRef> = vec![
-            Arc::new(UInt32Array::from(groups)),
-            Arc::new(Int64Array::from_iter_values(
-                self.groups.iter().map(|g| g.rows),
-            )),
+        let groups: Vec<&Group> = ids.iter().map(|&id| &self.groups[id as usize]).collect();
+        let key_columns = self.groups.key_columns(self.converter.as_ref(), &ids)?;
+        let mut w = SnapshotWriter::new(key_columns, ids.len(), max_parallelism)?;
+        w.column(
+            "rows",
+            Arc::new(Int64Array::from_iter_values(groups.iter().map(|g| g.rows))),
+        );
+        w.column(
+            "emitted",
             Arc::new(BooleanArray::from_iter(
-                self.groups.iter().map(|g| Some(g.emitted.is_some())),
+                groups.iter().map(|g| Some(g.emitted.is_some())),
             )),
-        ];
-        for (k, c) in key_columns.into_iter().enumerate() {
-            fields.push(Field::new(format!("key_{k}"), c.data_type().clone(), true));
-            columns.push(c);
-        }
+        );
         for (a, per_group) in states.iter().enumerate() {
             let width = per_group.first().map(|s| s.len()).unwrap_or(0);
             for i in 0..width {
                 let c = ScalarValue::iter_to_array(per_group.iter().map(|s| s[i].clone()))?;
-                fields.push(Field::new(
-                    format!("agg_{a}_{i}"),
-                    c.data_type().clone(),
-                    true,
-                ));
-                columns.push(c);
+                w.column(format!("agg_{a}_{i}"), c);
             }
         }
         for a in 0..self.calls.len() {
             let field = self.schema.field(key_count + a);
-            let c = ScalarValue::iter_to_array(self.groups.iter().map(|g| match &g.emitted {
+            let c = ScalarValue::iter_to_array(groups.iter().map(|g| match &g.emitted {
                 Some(v) => v[key_count + a].clone(),
                 None => ScalarValue::try_from(field.data_type()).unwrap_or(ScalarValue::Null),
             }))?;
-            fields.push(Field::new(format!("out_{a}"), c.data_type().clone(), true));
-            columns.push(c);
+            w.column(format!("out_{a}"), c);
         }
-        Ok(Some(RecordBatch::try_new(
-            Arc::new(Schema::new(fields)),
-            columns,
-        )?))
+        w.finish()
     }
 
     /// Adds the groups of snapshots (see [`Self::snapshot_state`]).
     fn restore_state(&mut self, snapshots: &[RecordBatch]) -> Result<()> {
         use datafusion_common::arrow::datatypes::Int64Type;
-        let key_count = self.keys.len();
         for snap in snapshots {
             let n = snap.num_rows();
             if n == 0 {
                 continue;
             }
-            let reader = crate::state::SnapshotReader::new(snap, "aggregate");
+            let reader = SnapshotReader::new(snap, "aggregate");
             let rows = reader.column("rows")?;
             let rows = rows.as_primitive::<Int64Type>().clone();
             let emitted = reader.column("emitted")?;
             let emitted = emitted.as_boolean().clone();
-            let keys = reader.keys(key_count)?;
-            let mut state_columns: Vec<Vec<ArrayRef>> = Vec::new();
-            for a in 0..self.calls.len() {
-                let prefix = format!("agg_{a}_");
-                let mut cols = Vec::new();
-                for i in 0.. {
-                    match snap.column_by_name(&format!("{prefix}{i}")) {
-                        Some(c) => cols.push(Arc::clone(c)),
-                        None => break,
-                    }
-                }
-                state_columns.push(cols);
-            }
+            let (keys, key_rows) = reader.key_rows(self.converter.as_ref(), self.keys.len())?;
+            let state_columns: Vec<Vec<ArrayRef>> = (0..self.calls.len())
+                .map(|a| reader.numbered(&format!("agg_{a}_")))
+                .collect();
             let outs = (0..self.calls.len())
                 .map(|a| reader.column(&format!("out_{a}")))
                 .collect::<Result<Vec<_>>>()?;
-            let key_rows = match &self.converter {
-                Some(c) => Some(c.convert_columns(&keys)?),
-                None => None,
-            };
             let all: Vec<u32> = (0..n as u32).collect();
             let mut group_of = Vec::new();
-            self.index
-                .group_indices(key_rows.as_ref(), &all, &mut group_of);
+            self.group_ids(&keys, key_rows.as_ref(), &all, &mut group_of)?;
             for (row, &g) in group_of.iter().enumerate() {
-                if g >= self.groups.len() {
-                    self.group_for(g, &keys, row)?;
-                }
-                let group_accs = self.new_accumulators()?;
-                let group = &mut self.groups[g];
-                group.accumulators = group_accs;
-                for (a, acc) in group.accumulators.iter_mut().enumerate() {
-                    let states = state_columns[a]
-                        .iter()
-                        .map(|c| c.slice(row, 1))
-                        .collect::<Vec<_>>();
+                let mut accumulators = self.new_accumulators()?;
+                for (acc, columns) in accumulators.iter_mut().zip(&state_columns) {
+                    let states = columns.iter().map(|c| c.slice(row, 1)).collect::<Vec<_>>();
                     acc.merge_batch(&states)?;
                 }
+                let group = &mut self.groups[g];
+                group.accumulators = accumulators;
                 group.rows = rows.value(row);
                 group.emitted = if emitted.value(row) {
                     let mut v = group.key.clone();
@@ -488,6 +420,48 @@ impl Operator for GroupAggregateOperator {
         }
         Ok(())
     }
+}
+
+/// One new accumulator per aggregate; for a changelog input (`retracting`), ones that can
+/// retract any value.
+fn new_accumulators(
+    aggregates: &[Arc<AggregateFunctionExpr>],
+    retracting: bool,
+) -> Result<Vec<Box<dyn Accumulator>>> {
+    aggregates
+        .iter()
+        .map(|a| -> Result<Box<dyn Accumulator>> {
+            if !retracting {
+                return Ok(a.create_accumulator()?);
+            }
+            match a.fun().name() {
+                // DataFusion's sliding MIN/MAX retract in arrival order only (window
+                // frames); a changelog retracts any value, so keep them all.
+                "min" | "max" => Ok(Box::new(Multiset::new(
+                    if a.fun().name() == "min" {
+                        MultisetKind::Min
+                    } else {
+                        MultisetKind::Max
+                    },
+                    a.field().data_type().clone(),
+                ))),
+                // DataFusion's sliding COUNT(DISTINCT) keeps counts, but its state
+                // (what a checkpoint holds) only the values: a restored one would lose
+                // multiplicities. Ours keeps both in its state.
+                "count" if a.is_distinct() => {
+                    let values_type = match a.state_fields()?[0].data_type() {
+                        DataType::List(item) => item.data_type().clone(),
+                        other => other.clone(),
+                    };
+                    Ok(Box::new(Multiset::new(
+                        MultisetKind::CountDistinct,
+                        values_type,
+                    )))
+                }
+                _ => Ok(a.create_sliding_accumulator()?),
+            }
+        })
+        .collect()
 }
 
 /// What a [`Multiset`] computes.

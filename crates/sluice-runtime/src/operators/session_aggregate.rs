@@ -24,8 +24,9 @@ use crate::operator::{Collector, Operator};
 use crate::operators::stateless::batch_with_schema;
 use crate::operators::window_aggregate::AggregateCall;
 use crate::operators::window_assign::event_times_ms;
-use crate::state::keyed::{EventTimeTimers, KeyRegistry};
-use crate::state::{key_converter, AccumulatorFactory};
+use crate::state::keyed::KeyedValues;
+use crate::state::time::EventTimeTimers;
+use crate::state::{key_converter, AccumulatorFactory, SnapshotReader, SnapshotWriter};
 
 /// A session of one key: `[start, end)` with `end` = last row's time + gap, and the
 /// buffered rows it holds (`(batch id, row)`).
@@ -70,10 +71,9 @@ pub struct SessionAggregateOperator {
     schema: SchemaRef,
     batches: HashMap<u64, BufferedBatch>,
     next_batch_id: u64,
-    /// Key ids: a key with no open session is forgotten and its id reused, so state
-    /// stays bounded by the keys with open sessions.
-    key_ids: KeyRegistry,
-    sessions: Vec<Vec<Session>>,
+    /// The open sessions of each key: a key with no open session is forgotten and its id
+    /// reused, so state stays bounded by the keys with open sessions.
+    sessions: KeyedValues<Vec<Session>>,
     /// (end, key id) timers, earliest first. A timer is set when a session opens and
     /// re-armed at the key's earliest open session end when it finds that session grew.
     timers: EventTimeTimers,
@@ -109,8 +109,7 @@ impl SessionAggregateOperator {
             schema,
             batches: HashMap::new(),
             next_batch_id: 0,
-            key_ids: KeyRegistry::new(),
-            sessions: Vec::new(),
+            sessions: KeyedValues::new(),
             timers: EventTimeTimers::new(),
             watermark_ms: WATERMARK_MIN,
             metrics,
@@ -118,16 +117,12 @@ impl SessionAggregateOperator {
     }
 
     fn key_id(&mut self, key: &[u8]) -> u32 {
-        let (id, _) = self.key_ids.id(key);
-        if id as usize >= self.sessions.len() {
-            self.sessions.push(Vec::new());
-        }
-        id
+        self.sessions.id_or_insert_with(key, Vec::new).0
     }
 
     /// Number of keys with state (open sessions), for tests.
     pub fn keys_in_state(&self) -> usize {
-        self.key_ids.len()
+        self.sessions.len()
     }
 
     /// Adds one row to its key's sessions; returns false when the row is late.
@@ -206,7 +201,7 @@ impl SessionAggregateOperator {
                 // already freed finds no session either; stale timers for a reused id
                 // find no fired session and only re-arm).
                 None => {
-                    self.key_ids.forget(key);
+                    self.sessions.forget(key, Vec::new());
                 }
             }
         }
@@ -371,19 +366,19 @@ impl Operator for SessionAggregateOperator {
         self.fire(WATERMARK_MAX, out)
     }
 
-    /// One row per buffered row of an open session: `key_group` (UInt32),
-    /// `session_start`, `session_end` (Int64, ms instants), the key columns `key_<k>`, the
+    /// One row per buffered row of an open session, in the common snapshot layout
+    /// ([`crate::state::snapshot`]): `key_group`, the key columns `key_<k>`,
+    /// `session_start`, `session_end` (Int64, ms instants), the
     /// aggregate arguments `arg_<a>_<k>` and `FILTER` masks `filter_<a>` as evaluated when
     /// the row arrived. The sessions' timers are re-derived from their ends on restore.
     fn snapshot_state(&mut self, max_parallelism: u32) -> Result<Option<RecordBatch>> {
-        use datafusion_common::arrow::array::{Int64Array, UInt32Array};
-        use datafusion_common::arrow::datatypes::{Field, Schema};
+        use datafusion_common::arrow::array::Int64Array;
         let mut slot_of: HashMap<u64, usize> = HashMap::new();
         let mut slots: Vec<u64> = Vec::new();
         let mut indices: Vec<(usize, usize)> = Vec::new();
         let mut starts = Vec::new();
         let mut ends = Vec::new();
-        for sessions in &self.sessions {
+        for sessions in self.sessions.slots() {
             for s in sessions {
                 for &(batch, row) in &s.rows {
                     let slot = *slot_of.entry(batch).or_insert_with(|| {
@@ -407,47 +402,24 @@ impl Operator for SessionAggregateOperator {
         let keys = (0..self.keys.len())
             .map(|k| gather(&|b: &BufferedBatch| b.keys[k].as_ref()))
             .collect::<std::result::Result<Vec<_>, _>>()?;
-        let groups = crate::state::key_groups(&keys, indices.len(), max_parallelism)?;
-        let mut fields = vec![
-            Field::new("key_group", DataType::UInt32, false),
-            Field::new("session_start", DataType::Int64, false),
-            Field::new("session_end", DataType::Int64, false),
-        ];
-        let mut columns: Vec<ArrayRef> = vec![
-            Arc::new(UInt32Array::from(groups)),
-            Arc::new(Int64Array::from(starts)),
-            Arc::new(Int64Array::from(ends)),
-        ];
-        for (k, key) in keys.into_iter().enumerate() {
-            fields.push(Field::new(
-                format!("key_{k}"),
-                key.data_type().clone(),
-                true,
-            ));
-            columns.push(key);
-        }
+        let mut w = SnapshotWriter::new(keys, indices.len(), max_parallelism)?;
+        w.column("session_start", Arc::new(Int64Array::from(starts)));
+        w.column("session_end", Arc::new(Int64Array::from(ends)));
         for (a, call) in self.aggregates.iter().enumerate() {
             for k in 0..call.args.len() {
-                let arg = gather(&|b: &BufferedBatch| b.args[a][k].as_ref())?;
-                fields.push(Field::new(
+                w.column(
                     format!("arg_{a}_{k}"),
-                    arg.data_type().clone(),
-                    true,
-                ));
-                columns.push(arg);
+                    gather(&|b: &BufferedBatch| b.args[a][k].as_ref())?,
+                );
             }
             if call.filter.is_some() {
                 let f = gather(&|b: &BufferedBatch| {
                     b.filters[a].as_ref().expect("filter kept") as &dyn Array
                 })?;
-                fields.push(Field::new(format!("filter_{a}"), DataType::Boolean, true));
-                columns.push(f);
+                w.column(format!("filter_{a}"), f);
             }
         }
-        Ok(Some(RecordBatch::try_new(
-            Arc::new(Schema::new(fields)),
-            columns,
-        )?))
+        w.finish()
     }
 
     /// Rebuilds the open sessions of a snapshot (see [`Self::snapshot_state`]): the rows
@@ -459,12 +431,12 @@ impl Operator for SessionAggregateOperator {
             if n == 0 {
                 continue;
             }
-            let reader = crate::state::SnapshotReader::new(snap, "session");
+            let reader = SnapshotReader::new(snap, "session");
             let starts = reader.column("session_start")?;
             let ends = reader.column("session_end")?;
             let starts = starts.as_primitive::<Int64Type>();
             let ends = ends.as_primitive::<Int64Type>();
-            let keys = reader.keys(self.keys.len())?;
+            let (keys, key_rows) = reader.key_rows(self.converter.as_ref(), self.keys.len())?;
             let mut args = Vec::new();
             let mut filters = Vec::new();
             for (a, call) in self.aggregates.iter().enumerate() {
@@ -478,10 +450,6 @@ impl Operator for SessionAggregateOperator {
                     None => None,
                 });
             }
-            let key_rows = match &self.converter {
-                Some(c) => Some(c.convert_columns(&keys)?),
-                None => None,
-            };
             let batch_id = self.next_batch_id;
             self.next_batch_id += 1;
             for i in 0..n {
@@ -613,10 +581,14 @@ mod tests {
         op.process_batch(rows(&[4, 1], &[30, 31]), &mut out)
             .unwrap();
         assert_eq!(op.keys_in_state(), 3);
-        assert_eq!(op.sessions.len(), 3, "ids reused, none added");
+        assert_eq!(op.sessions.capacity(), 3, "ids reused, none added");
         op.on_end(&mut out).unwrap();
         assert_eq!(op.keys_in_state(), 0);
-        assert_eq!(op.key_ids.free_ids().len(), 3, "each id freed once");
+        assert_eq!(
+            op.sessions.registry().free_ids().len(),
+            3,
+            "each id freed once"
+        );
     }
 
     /// A key's extra timers pop after the key was forgotten: the id must not be freed
@@ -631,12 +603,12 @@ mod tests {
             .unwrap();
         op.on_watermark(20, &mut out).unwrap();
         op.on_watermark(200, &mut out).unwrap(); // both pop; key 1 forgotten once
-        assert_eq!(op.key_ids.free_ids(), &[0]);
+        assert_eq!(op.sessions.registry().free_ids(), &[0]);
         // Two new keys must get two different ids.
         op.process_batch(rows(&[2, 3], &[40, 41]), &mut out)
             .unwrap();
         assert_eq!(op.keys_in_state(), 2);
-        assert_eq!(op.key_ids.capacity(), 2, "ids 0 and 1");
-        assert!(op.key_ids.key(0).is_some() && op.key_ids.key(1).is_some());
+        assert_eq!(op.sessions.registry().capacity(), 2, "ids 0 and 1");
+        assert!(op.sessions.registry().key(0).is_some() && op.sessions.registry().key(1).is_some());
     }
 }

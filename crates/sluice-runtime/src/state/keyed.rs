@@ -1,31 +1,64 @@
-//! Keyed-state building blocks shared by the stateful operators: a registry of keys with
-//! dense, reusable ids, and event-time timers per key.
+//! Keyed state: the registry of keys every stateful operator keeps its per-key state
+//! by, and the two kinds of per-key state built on it.
 //!
-//! - [`KeyRegistry`]: keys (Arrow row format bytes of the key columns) ↔ dense ids
-//!   `0..capacity`. An operator keeps its per-key state in vectors indexed by id; when a
-//!   key has no state left, the operator forgets it and its id is reused by the next new
-//!   key, so state stays bounded by the keys that still have state (Flink clears a key's
-//!   state the same way when its last window or timer is gone). Used by SESSION and
-//!   MATCH_RECOGNIZE.
-//! - [`EventTimeTimers`]: `(time, key id)` timers, earliest first, with lazy deletion: a
-//!   timer is not removed when the state it was set for changes; when it fires, the
-//!   operator looks at the key's current state and ignores or re-arms it (SESSION's
-//!   window ends, MATCH_RECOGNIZE's `WITHIN` expiry).
+//! - [`KeyRegistry`]: keys (Arrow row format bytes of the key columns; empty for the one
+//!   key of an operator without key columns) ↔ dense ids `0..capacity`. Keys live in one
+//!   byte arena (no allocation per key). When a key has no state left, the operator
+//!   forgets it and its id is reused by the next new key, so state stays bounded by the
+//!   keys that still have state (Flink clears a key's state the same way when its last
+//!   window or timer is gone, or when `table.exec.state.ttl` expires it).
+//! - [`KeyedValues<V>`]: one value per key (a group's accumulators and last result, a
+//!   key's open sessions, a `MATCH_RECOGNIZE` partition's rows and matcher). Values of
+//!   forgotten keys are replaced by an empty value, so an id can be used as an index
+//!   without a lookup.
+//! - [`KeyedAccumulators`]: per key, one DataFusion `GroupsAccumulator` slot per
+//!   aggregate, updated a batch at a time (vectorized). A window aggregate keeps one per
+//!   window (the window is the state's namespace, as in Flink's `InternalAppendingState`).
+//!
+//! Every snapshot of this state goes through [`super::snapshot::SnapshotWriter`]: one row
+//! per key (or per key and namespace, or per buffered row), with `key_group`, the key
+//! columns (decoded from the registry with [`KeyRegistry::key_columns`]) and the state's
+//! columns.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::hash::BuildHasher;
 
-use datafusion_common::arrow::array::ArrayRef;
-use datafusion_common::arrow::row::RowConverter;
-use sluice_common::Result;
+use datafusion_common::arrow::array::{ArrayRef, BooleanArray};
+use datafusion_common::arrow::row::{RowConverter, Rows};
+use datafusion_expr::{EmitTo, GroupsAccumulator};
+use hashbrown::hash_table::Entry;
+use hashbrown::{DefaultHashBuilder, HashTable};
+use sluice_common::{Result, SluiceError};
+
+use super::AccumulatorFactory;
+
+/// The length recorded for a free id.
+const FREE: u32 = u32::MAX;
 
 /// Keys ↔ dense ids with reuse of forgotten ids (see the module docs).
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct KeyRegistry {
-    ids: hashbrown::HashMap<Box<[u8]>, u32>,
-    /// The key of each id; `None` for a free id.
-    keys: Vec<Option<Box<[u8]>>>,
+    /// Ids, found by hash and key bytes.
+    table: HashTable<u32>,
+    /// Hash of each id's key.
+    hashes: Vec<u64>,
+    /// `(start in arena, length in bytes)` of each id's key; length [`FREE`] for a free id.
+    spans: Vec<(usize, u32)>,
+    /// The key bytes of every id, back to back.
+    arena: Vec<u8>,
+    /// Arena bytes of forgotten keys (reclaimed when they are half the arena).
+    garbage: usize,
     free: Vec<u32>,
+    hasher: DefaultHashBuilder,
+}
+
+impl std::fmt::Debug for KeyRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyRegistry")
+            .field("keys", &self.len())
+            .field("capacity", &self.capacity())
+            .field("arena_bytes", &self.arena.len())
+            .finish()
+    }
 }
 
 impl KeyRegistry {
@@ -34,56 +67,137 @@ impl KeyRegistry {
         Self::default()
     }
 
-    /// The id of `key` (its row-format bytes; empty for the one key of an operator
-    /// without key columns), registering it when new: a forgotten id is reused, else the
-    /// next id (`capacity()` before the call). The flag says whether the key was new.
+    /// The id of `key` (its row-format bytes), registering it when new: a forgotten id is
+    /// reused, else the next id (`capacity()` before the call). The flag says whether the
+    /// key was new.
     pub fn id(&mut self, key: &[u8]) -> (u32, bool) {
-        if let Some(id) = self.ids.get(key) {
-            return (*id, false);
+        let hash = self.hasher.hash_one(key);
+        let Self {
+            table,
+            hashes,
+            spans,
+            arena,
+            free,
+            ..
+        } = self;
+        let entry = table.entry(
+            hash,
+            |&id| {
+                let (start, len) = spans[id as usize];
+                hashes[id as usize] == hash && &arena[start..start + len as usize] == key
+            },
+            |&id| hashes[id as usize],
+        );
+        match entry {
+            Entry::Occupied(o) => (*o.get(), false),
+            Entry::Vacant(v) => {
+                let span = (arena.len(), key.len() as u32);
+                arena.extend_from_slice(key);
+                let id = match free.pop() {
+                    Some(id) => {
+                        spans[id as usize] = span;
+                        hashes[id as usize] = hash;
+                        id
+                    }
+                    None => {
+                        spans.push(span);
+                        hashes.push(hash);
+                        (spans.len() - 1) as u32
+                    }
+                };
+                v.insert(id);
+                (id, true)
+            }
         }
-        let id = match self.free.pop() {
-            Some(id) => {
-                self.keys[id as usize] = Some(key.into());
-                id
-            }
+    }
+
+    /// The id of each selected row of `rows` (`None`: no key columns, every row has the
+    /// one empty key), registering new keys; ids go to `out` (cleared first), as `usize`
+    /// because DataFusion's `GroupsAccumulator` takes group indices so.
+    pub fn ids_of(&mut self, rows: Option<&Rows>, selection: &[u32], out: &mut Vec<usize>) {
+        out.clear();
+        match rows {
             None => {
-                self.keys.push(Some(key.into()));
-                (self.keys.len() - 1) as u32
+                let id = self.id(&[]).0 as usize;
+                out.resize(selection.len(), id);
             }
-        };
-        self.ids.insert(key.into(), id);
-        (id, true)
+            Some(rows) => out.extend(
+                selection
+                    .iter()
+                    .map(|&i| self.id(rows.row(i as usize).as_ref()).0 as usize),
+            ),
+        }
     }
 
     /// The key registered under `id`, if it is not free.
     pub fn key(&self, id: u32) -> Option<&[u8]> {
-        self.keys.get(id as usize).and_then(|k| k.as_deref())
+        let &(start, len) = self.spans.get(id as usize)?;
+        (len != FREE).then(|| &self.arena[start..start + len as usize])
+    }
+
+    /// Whether `id` holds a key.
+    pub fn is_live(&self, id: u32) -> bool {
+        self.spans.get(id as usize).is_some_and(|s| s.1 != FREE)
     }
 
     /// Forgets the key of `id` (its state is gone); the id is reused. Returns `false`
     /// when the id was already free (a stale timer, say).
     pub fn forget(&mut self, id: u32) -> bool {
-        let Some(key) = self.keys.get_mut(id as usize).and_then(|k| k.take()) else {
+        let Some(&(_, len)) = self.spans.get(id as usize) else {
             return false;
         };
-        self.ids.remove(&key);
+        if len == FREE {
+            return false;
+        }
+        let hash = self.hashes[id as usize];
+        if let Ok(found) = self.table.find_entry(hash, |&x| x == id) {
+            found.remove();
+        }
+        self.spans[id as usize].1 = FREE;
+        self.garbage += len as usize;
         self.free.push(id);
+        if self.garbage > 4096 && self.garbage > self.arena.len() / 2 {
+            self.compact_arena();
+        }
         true
+    }
+
+    /// Copies the live keys into a new arena.
+    fn compact_arena(&mut self) {
+        let mut arena = Vec::with_capacity(self.arena.len() - self.garbage);
+        for span in &mut self.spans {
+            if span.1 != FREE {
+                let start = arena.len();
+                arena.extend_from_slice(&self.arena[span.0..span.0 + span.1 as usize]);
+                span.0 = start;
+            }
+        }
+        self.arena = arena;
+        self.garbage = 0;
     }
 
     /// Keys registered (not forgotten).
     pub fn len(&self) -> usize {
-        self.ids.len()
+        self.spans.len() - self.free.len()
     }
 
     /// Whether no key is registered.
     pub fn is_empty(&self) -> bool {
-        self.ids.is_empty()
+        self.len() == 0
     }
 
     /// One more than the largest id ever given (the length of per-id state vectors).
     pub fn capacity(&self) -> usize {
-        self.keys.len()
+        self.spans.len()
+    }
+
+    /// The registered ids, ascending.
+    pub fn live_ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.spans
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.1 != FREE)
+            .map(|(id, _)| id as u32)
     }
 
     /// Ids free for reuse (for tests).
@@ -91,62 +205,302 @@ impl KeyRegistry {
         &self.free
     }
 
+    /// Bytes held for keys (the arena, forgotten keys not yet reclaimed included).
+    pub fn key_bytes(&self) -> usize {
+        self.arena.len()
+    }
+
     /// The key columns of `ids` (which must be registered), decoded with `converter`
-    /// (the one the keys were encoded with), for snapshots and output.
+    /// (the one the keys were encoded with; `None` for an operator without key columns:
+    /// no columns), for snapshots and output.
     ///
     /// # Errors
     /// An id that is free, or bytes the converter cannot decode.
-    pub fn key_columns(&self, converter: &RowConverter, ids: &[u32]) -> Result<Vec<ArrayRef>> {
+    pub fn key_columns(
+        &self,
+        converter: Option<&RowConverter>,
+        ids: &[u32],
+    ) -> Result<Vec<ArrayRef>> {
+        let Some(converter) = converter else {
+            return Ok(Vec::new());
+        };
         let parser = converter.parser();
         let rows = ids
             .iter()
             .map(|&id| {
-                self.key(id).map(|k| parser.parse(k)).ok_or_else(|| {
-                    sluice_common::SluiceError::Internal(format!("key id {id} is free"))
-                })
+                self.key(id)
+                    .map(|k| parser.parse(k))
+                    .ok_or_else(|| SluiceError::Internal(format!("key id {id} is free")))
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(converter.convert_rows(rows)?)
     }
 }
 
-/// `(time in ms, key id)` timers, earliest first, with lazy deletion (see the module
-/// docs).
-#[derive(Debug, Default)]
-pub struct EventTimeTimers {
-    heap: BinaryHeap<Reverse<(i64, u32)>>,
+/// One value per key, indexed by key id (see the module docs). `V` is whatever the
+/// operator keeps per key; a forgotten key's slot holds the empty value given to
+/// [`Self::forget`].
+pub struct KeyedValues<V> {
+    keys: KeyRegistry,
+    values: Vec<V>,
 }
 
-impl EventTimeTimers {
-    /// No timers.
+impl<V> Default for KeyedValues<V> {
+    fn default() -> Self {
+        KeyedValues {
+            keys: KeyRegistry::new(),
+            values: Vec::new(),
+        }
+    }
+}
+
+impl<V> KeyedValues<V> {
+    /// No keys.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Sets a timer for `key` at `time_ms` (another timer of the key stays set).
-    pub fn set(&mut self, time_ms: i64, key: u32) {
-        self.heap.push(Reverse((time_ms, key)));
+    fn set(&mut self, id: u32, value: V) {
+        match self.values.get_mut(id as usize) {
+            Some(slot) => *slot = value,
+            None => self.values.push(value),
+        }
     }
 
-    /// Removes and returns the earliest timer if `due(its time)`; `None` when there is
-    /// none or the earliest is not due yet.
-    pub fn pop_due(&mut self, due: impl Fn(i64) -> bool) -> Option<(i64, u32)> {
-        let Reverse((time, key)) = *self.heap.peek()?;
-        if !due(time) {
+    /// The id of `key`; a new key's value is `init()`. The flag says whether it was new.
+    pub fn id_or_insert_with(&mut self, key: &[u8], init: impl FnOnce() -> V) -> (u32, bool) {
+        let (id, new) = self.keys.id(key);
+        if new {
+            self.set(id, init());
+        }
+        (id, new)
+    }
+
+    /// The id of each selected row's key (`rows`: `None` without key columns), into `out`;
+    /// a new key's value is `init(row)`, `row` being the first selected row with it.
+    ///
+    /// # Errors
+    /// What `init` fails with (the key stays registered with no value: the operator
+    /// fails as a whole).
+    pub fn ids_or_insert_with(
+        &mut self,
+        rows: Option<&Rows>,
+        selection: &[u32],
+        out: &mut Vec<usize>,
+        mut init: impl FnMut(usize) -> Result<V>,
+    ) -> Result<()> {
+        out.clear();
+        for &row in selection {
+            let key = match rows {
+                Some(rows) => rows.row(row as usize),
+                None => {
+                    let (id, new) = self.keys.id(&[]);
+                    if new {
+                        self.set(id, init(row as usize)?);
+                    }
+                    out.push(id as usize);
+                    continue;
+                }
+            };
+            let (id, new) = self.keys.id(key.as_ref());
+            if new {
+                self.set(id, init(row as usize)?);
+            }
+            out.push(id as usize);
+        }
+        Ok(())
+    }
+
+    /// Forgets `id`'s key; its slot takes `empty`. Returns the value it had (`None` when
+    /// it was already free).
+    pub fn forget(&mut self, id: u32, empty: V) -> Option<V> {
+        if !self.keys.forget(id) {
             return None;
         }
-        self.heap.pop();
-        Some((time, key))
+        Some(std::mem::replace(&mut self.values[id as usize], empty))
     }
 
-    /// Timers set (stale ones included).
+    /// Whether `id` holds a key's value.
+    pub fn is_live(&self, id: u32) -> bool {
+        self.keys.is_live(id)
+    }
+
+    /// Registered ids, ascending.
+    pub fn live_ids(&self) -> Vec<u32> {
+        self.keys.live_ids().collect()
+    }
+
+    /// Keys with a value.
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.keys.len()
     }
 
-    /// Whether no timer is set.
+    /// Whether no key has a value.
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.keys.is_empty()
+    }
+
+    /// Slots (live and free): the length of per-id vectors.
+    pub fn capacity(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Every slot, free ones holding their empty value.
+    pub fn slots(&self) -> &[V] {
+        &self.values
+    }
+
+    /// Every slot, mutable.
+    pub fn slots_mut(&mut self) -> &mut [V] {
+        &mut self.values
+    }
+
+    /// The registry (keys of ids, free ids).
+    pub fn registry(&self) -> &KeyRegistry {
+        &self.keys
+    }
+
+    /// The key columns of `ids`: see [`KeyRegistry::key_columns`].
+    ///
+    /// # Errors
+    /// As there.
+    pub fn key_columns(
+        &self,
+        converter: Option<&RowConverter>,
+        ids: &[u32],
+    ) -> Result<Vec<ArrayRef>> {
+        self.keys.key_columns(converter, ids)
+    }
+}
+
+impl<V> std::ops::Index<usize> for KeyedValues<V> {
+    type Output = V;
+    fn index(&self, id: usize) -> &V {
+        &self.values[id]
+    }
+}
+
+impl<V> std::ops::IndexMut<usize> for KeyedValues<V> {
+    fn index_mut(&mut self, id: usize) -> &mut V {
+        &mut self.values[id]
+    }
+}
+
+/// Per key, one `GroupsAccumulator` slot per aggregate (see the module docs): DataFusion's
+/// vectorized accumulators index their state by our dense key ids.
+pub struct KeyedAccumulators {
+    keys: KeyRegistry,
+    accumulators: Vec<Box<dyn GroupsAccumulator>>,
+}
+
+impl KeyedAccumulators {
+    /// No keys, fresh accumulators from `factory`.
+    ///
+    /// # Errors
+    /// An aggregate whose accumulator cannot be created.
+    pub fn new(factory: &AccumulatorFactory) -> Result<Self> {
+        Ok(KeyedAccumulators {
+            keys: KeyRegistry::new(),
+            accumulators: factory.create()?,
+        })
+    }
+
+    /// Keys with state.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether no key has state.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Adds the selected rows: `key_rows` are the batch's key rows (`None` without key
+    /// columns), `args[a]` the argument arrays of aggregate `a` and `filters[a]` its
+    /// `FILTER` mask, both already restricted to `selection`. `scratch` holds the ids.
+    ///
+    /// # Errors
+    /// What an accumulator fails with (e.g. an overflow).
+    pub fn update(
+        &mut self,
+        key_rows: Option<&Rows>,
+        selection: &[u32],
+        args: &[Vec<ArrayRef>],
+        filters: &[Option<BooleanArray>],
+        scratch: &mut Vec<usize>,
+    ) -> Result<()> {
+        self.keys.ids_of(key_rows, selection, scratch);
+        let total = self.keys.capacity();
+        for ((acc, values), filter) in self.accumulators.iter_mut().zip(args).zip(filters) {
+            acc.update_batch(values, scratch, filter.as_ref(), total)?;
+        }
+        Ok(())
+    }
+
+    /// Merges accumulator states (`states[a]`: aggregate `a`'s state columns, one row
+    /// per key of `key_rows`) into the keys' state: how a snapshot is restored.
+    ///
+    /// # Errors
+    /// States that do not fit the accumulators.
+    pub fn merge(
+        &mut self,
+        key_rows: Option<&Rows>,
+        rows: usize,
+        states: &[Vec<ArrayRef>],
+        scratch: &mut Vec<usize>,
+    ) -> Result<()> {
+        let selection: Vec<u32> = (0..rows as u32).collect();
+        self.keys.ids_of(key_rows, &selection, scratch);
+        let total = self.keys.capacity();
+        for (acc, state) in self.accumulators.iter_mut().zip(states) {
+            acc.merge_batch(state, scratch, total)?;
+        }
+        Ok(())
+    }
+
+    /// The final values (one array per aggregate) and key columns of every key, in id
+    /// order, consuming the state.
+    ///
+    /// # Errors
+    /// An accumulator that fails to evaluate, keys the converter cannot decode.
+    pub fn evaluate(
+        mut self,
+        converter: Option<&RowConverter>,
+    ) -> Result<(Vec<ArrayRef>, Vec<ArrayRef>)> {
+        let ids: Vec<u32> = self.keys.live_ids().collect();
+        let keys = self.keys.key_columns(converter, &ids)?;
+        let values = self
+            .accumulators
+            .iter_mut()
+            .map(|a| a.evaluate(EmitTo::All))
+            .collect::<datafusion_common::Result<Vec<_>>>()?;
+        Ok((keys, values))
+    }
+
+    /// The key columns and accumulator states (per aggregate, its state columns) of
+    /// every key, in id order, for a snapshot. The state stays as it was: DataFusion's
+    /// `state()` consumes an accumulator, so each is rebuilt from the state it gave.
+    ///
+    /// # Errors
+    /// As [`Self::evaluate`].
+    pub fn snapshot(
+        &mut self,
+        converter: Option<&RowConverter>,
+        factory: &AccumulatorFactory,
+    ) -> Result<(Vec<ArrayRef>, Vec<Vec<ArrayRef>>)> {
+        let ids: Vec<u32> = self.keys.live_ids().collect();
+        let keys = self.keys.key_columns(converter, &ids)?;
+        let n = self.keys.capacity();
+        let all: Vec<usize> = (0..n).collect();
+        let mut rebuilt = factory.create()?;
+        let mut states = Vec::with_capacity(self.accumulators.len());
+        for (acc, fresh) in self.accumulators.iter_mut().zip(rebuilt.iter_mut()) {
+            let state = acc.state(EmitTo::All)?;
+            fresh.merge_batch(&state, &all, n)?;
+            states.push(state);
+        }
+        self.accumulators = rebuilt;
+        Ok((keys, states))
     }
 }
 
@@ -169,6 +523,48 @@ mod tests {
         assert_eq!(r.capacity(), 2);
         assert_eq!(r.key(0), Some(&b"c"[..]));
         assert_eq!(r.id(b"a"), (2, true));
+        assert_eq!(r.live_ids().collect::<Vec<_>>(), vec![0, 1, 2]);
+    }
+
+    /// Many keys come and go: the arena is reclaimed (memory stays bounded by the live
+    /// keys) and every live key keeps its id and bytes through the compactions.
+    #[test]
+    fn registry_arena_stays_bounded_under_churn() {
+        let mut r = KeyRegistry::new();
+        let mut live: std::collections::HashMap<Vec<u8>, u32> = Default::default();
+        for round in 0..50u32 {
+            for k in 0..1000u32 {
+                let key = format!("key-{round}-{k}-padding-padding").into_bytes();
+                let (id, new) = r.id(&key);
+                assert!(new);
+                live.insert(key, id);
+            }
+            // Forget all but every tenth key of this round.
+            let gone: Vec<Vec<u8>> = live
+                .keys()
+                .filter(|k| !k.ends_with(b"0-padding-padding"))
+                .cloned()
+                .collect();
+            for k in gone {
+                let id = live.remove(&k).unwrap();
+                assert!(r.forget(id));
+            }
+        }
+        assert_eq!(r.len(), live.len());
+        for (k, id) in &live {
+            assert_eq!(r.key(*id), Some(k.as_slice()));
+            assert_eq!(r.id(k), (*id, false));
+        }
+        let live_bytes: usize = live.keys().map(|k| k.len()).sum();
+        assert!(
+            r.key_bytes() <= 2 * live_bytes + 4096 + 40_000,
+            "arena {} bytes for {} live bytes",
+            r.key_bytes(),
+            live_bytes
+        );
+        // 50,000 keys registered in all; at most one round's forgotten ids are free.
+        assert_eq!(live.len(), 5000);
+        assert!(r.capacity() <= 6000, "ids are reused: {}", r.capacity());
     }
 
     #[test]
@@ -188,27 +584,37 @@ mod tests {
         ];
         let rows = converter.convert_columns(&cols).unwrap();
         let mut r = KeyRegistry::new();
-        let a = r.id(rows.row(0).as_ref()).0;
-        let b = r.id(rows.row(1).as_ref()).0;
-        let back = r.key_columns(&converter, &[b, a]).unwrap();
+        let mut ids = Vec::new();
+        r.ids_of(Some(&rows), &[0, 1, 0], &mut ids);
+        assert_eq!(ids, vec![0, 1, 0]);
+        let back = r.key_columns(Some(&converter), &[1, 0]).unwrap();
         let names = back[0].as_any().downcast_ref::<StringArray>().unwrap();
         assert!(names.is_null(0));
         assert_eq!(names.value(1), "x");
         let n = back[1].as_any().downcast_ref::<Int32Array>().unwrap();
         assert_eq!(n.values(), &[2, 1]);
-        assert!(r.key_columns(&converter, &[7]).is_err());
+        assert!(r.key_columns(Some(&converter), &[7]).is_err());
+        assert!(r.key_columns(None, &[0]).unwrap().is_empty());
     }
 
     #[test]
-    fn timers_fire_in_time_order_when_due() {
-        let mut t = EventTimeTimers::new();
-        t.set(30, 1);
-        t.set(10, 2);
-        t.set(20, 3);
-        assert_eq!(t.pop_due(|time| time <= 5), None);
-        assert_eq!(t.pop_due(|time| time <= 25), Some((10, 2)));
-        assert_eq!(t.pop_due(|time| time <= 25), Some((20, 3)));
-        assert_eq!(t.pop_due(|time| time <= 25), None);
-        assert_eq!(t.len(), 1);
+    fn keyed_values_initialize_new_keys_once_and_reset_forgotten_slots() {
+        let mut v: KeyedValues<Vec<u32>> = KeyedValues::new();
+        let keys: Vec<&[u8]> = vec![b"a", b"b", b"a", b"c"];
+        for (row, k) in keys.iter().enumerate() {
+            let (id, _) = v.id_or_insert_with(k, Vec::new);
+            v[id as usize].push(row as u32);
+        }
+        assert_eq!(v.len(), 3);
+        assert_eq!(v[0], vec![0, 2]);
+        assert_eq!(v.forget(0, Vec::new()), Some(vec![0, 2]));
+        assert_eq!(v.forget(0, Vec::new()), None);
+        assert!(v[0].is_empty(), "a forgotten slot holds the empty value");
+        // A new key takes slot 0 with a fresh value.
+        let (id, new) = v.id_or_insert_with(b"d", || vec![99]);
+        assert_eq!((id, new), (0, true));
+        assert_eq!(v[0], vec![99]);
+        assert_eq!(v.live_ids(), vec![0, 1, 2]);
+        assert_eq!(v.capacity(), 3);
     }
 }

@@ -58,7 +58,9 @@ use crate::message::StreamBatch;
 use crate::metrics::JobMetrics;
 use crate::operator::{Collector, Operator};
 use crate::operators::window_assign::event_times_ms;
-use crate::state::keyed::{EventTimeTimers, KeyRegistry};
+use crate::state::keyed::KeyedValues;
+use crate::state::time::{EventTimeBuffer, EventTimeTimers};
+use crate::state::{SnapshotReader, SnapshotWriter};
 
 /// A released row: the store batch it is in and its index there.
 #[derive(Debug, Clone, Copy)]
@@ -98,19 +100,17 @@ pub struct MatchRecognizeOperator {
     /// Input columns that are not partition columns (ALL ROWS PER MATCH outputs them).
     other_columns: Vec<usize>,
     key_converter: Option<RowConverter>,
-    /// Partition keys → partition ids (indexes into `partitions`); a partition with no
-    /// rows, no partial match and no match number to keep is forgotten and its id
-    /// reused.
-    keys: KeyRegistry,
-    partitions: Vec<Partition>,
-    /// Rows waiting for the watermark: (event time, arrival number, input batch, row).
-    pending: Vec<(i64, u64, u32, u32)>,
+    /// The partition of each key; a partition with no rows, no partial match and no
+    /// match number to keep is forgotten and its id reused.
+    partitions: KeyedValues<Partition>,
+    /// Rows waiting for the watermark, released in event-time order, ties in arrival
+    /// order: (input batch, row).
+    pending: EventTimeBuffer<(u32, u32)>,
     /// Input batches with rows still pending, and how many.
     pending_batches: HashMap<u32, (RecordBatch, usize)>,
     /// Released rows, with how many of each batch's rows partitions still hold.
     store: HashMap<u32, (RecordBatch, usize)>,
     next_batch: u32,
-    arrivals: u64,
     watermark: i64,
     /// The watermark forwarded downstream: held below the first row of every open
     /// partial match, whose output (`MATCH_ROWTIME()`, or the rows of `ALL ROWS PER
@@ -216,7 +216,6 @@ impl MatchRecognizeOperator {
                     .collect(),
             )?)
         };
-        let keys = KeyRegistry::new();
         let other_columns = (0..input_schema.fields().len())
             .filter(|c| !spec.partition_by.contains(c))
             .collect();
@@ -230,13 +229,11 @@ impl MatchRecognizeOperator {
             out_schema,
             other_columns,
             key_converter,
-            keys,
-            partitions: Vec::new(),
-            pending: Vec::new(),
+            partitions: KeyedValues::new(),
+            pending: EventTimeBuffer::new(),
             pending_batches: HashMap::new(),
             store: HashMap::new(),
             next_batch: 0,
-            arrivals: 0,
             watermark: i64::MIN,
             forwarded: i64::MIN,
             active: Default::default(),
@@ -538,28 +535,20 @@ impl MatchRecognizeOperator {
     /// Releases the buffered rows with event time <= `limit` in (time, arrival) order
     /// and feeds them to their partitions' matchers; returns the matches found.
     fn release(&mut self, limit: i64, found: &mut Vec<(usize, Match)>) -> Result<()> {
-        let mut ready: Vec<(i64, u64, u32, u32)> = Vec::new();
-        self.pending.retain(|p| {
-            if p.0 <= limit {
-                ready.push(*p);
-                false
-            } else {
-                true
-            }
-        });
+        let mut ready: Vec<(i64, (u32, u32))> = Vec::new();
+        self.pending.release(limit, &mut ready);
         if ready.is_empty() {
             return Ok(());
         }
-        ready.sort_unstable_by_key(|p| (p.0, p.1));
         // Gather the released rows into one batch.
-        let mut ids: Vec<u32> = ready.iter().map(|p| p.2).collect();
+        let mut ids: Vec<u32> = ready.iter().map(|p| p.1 .0).collect();
         ids.sort_unstable();
         ids.dedup();
         let position: HashMap<u32, usize> =
             ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
         let indices: Vec<(usize, usize)> = ready
             .iter()
-            .map(|p| (position[&p.2], p.3 as usize))
+            .map(|p| (position[&p.1 .0], p.1 .1 as usize))
             .collect();
         let released = {
             let batches: Vec<&RecordBatch> =
@@ -575,10 +564,13 @@ impl MatchRecognizeOperator {
             RecordBatch::try_new(schema, columns)?
         };
         for p in &ready {
-            let entry = self.pending_batches.get_mut(&p.2).expect("pending batch");
+            let entry = self
+                .pending_batches
+                .get_mut(&p.1 .0)
+                .expect("pending batch");
             entry.1 -= 1;
             if entry.1 == 0 {
-                self.pending_batches.remove(&p.2);
+                self.pending_batches.remove(&p.1 .0);
             }
         }
         let n = released.num_rows();
@@ -840,32 +832,27 @@ impl MatchRecognizeOperator {
     /// since the last sweep (amortized O(1) per new key; forgetting at once would make
     /// a key that comes back register again at every row).
     fn sweep(&mut self) {
-        if self.keys.len() <= 2 * self.sweep_survivors + self.sweep_min {
+        if self.partitions.len() <= 2 * self.sweep_survivors + self.sweep_min {
             return;
         }
-        for p in 0..self.partitions.len() {
-            let part = &mut self.partitions[p];
+        for p in self.partitions.live_ids() {
+            let part = &self.partitions[p as usize];
             let empty = part.rows.is_empty()
                 && part.matcher.is_idle()
                 && !part.timer
                 && !part.touched
                 && (part.matches == 0 || !self.uses_match_number);
-            if empty && self.keys.forget(p as u32) {
-                part.base = 0;
-                part.next_seq = 0;
-                part.matches = 0;
-                part.last_ts = i64::MIN;
-                part.active = false;
-                part.matcher = Matcher::new(Arc::clone(&self.match_spec));
+            if empty {
+                self.partitions.forget(p, Partition::new(&self.match_spec));
             }
         }
-        self.sweep_survivors = self.keys.len();
+        self.sweep_survivors = self.partitions.len();
     }
 
     /// Copies every row a partition still holds into one new store batch.
     fn compact(&mut self) -> Result<()> {
         let mut refs: Vec<RowRef> = Vec::with_capacity(self.live_rows);
-        for part in &self.partitions {
+        for part in self.partitions.slots() {
             refs.extend(part.rows.iter().copied());
         }
         if refs.is_empty() {
@@ -880,7 +867,7 @@ impl MatchRecognizeOperator {
         let id = self.next_batch;
         self.next_batch = self.next_batch.wrapping_add(1);
         let mut k = 0u32;
-        for part in &mut self.partitions {
+        for part in self.partitions.slots_mut() {
             for r in part.rows.iter_mut() {
                 *r = RowRef { batch: id, row: k };
                 k += 1;
@@ -976,7 +963,7 @@ fn aggregate(func: NavAggregate, values: Vec<ScalarValue>, ty: &DataType) -> Res
 impl MatchRecognizeOperator {
     /// Partition keys with state (rows, partial matches or a match count), for tests.
     pub fn keys_in_state(&self) -> usize {
-        self.keys.len()
+        self.partitions.len()
     }
 }
 
@@ -995,13 +982,14 @@ struct PartitionState {
     matcher: super::nfa::MatcherState,
 }
 
-impl MatchRecognizeOperator {
-    fn new_partition(&self) -> Partition {
+impl Partition {
+    /// A partition with no rows and an idle matcher for `spec`.
+    fn new(spec: &Arc<MatchSpec>) -> Partition {
         Partition {
             rows: VecDeque::new(),
             base: 0,
             next_seq: 0,
-            matcher: Matcher::new(Arc::clone(&self.match_spec)),
+            matcher: Matcher::new(Arc::clone(spec)),
             matches: 0,
             last_ts: i64::MIN,
             timer: false,
@@ -1009,7 +997,9 @@ impl MatchRecognizeOperator {
             active: false,
         }
     }
+}
 
+impl MatchRecognizeOperator {
     /// The partition of each row of `columns` (input columns), created when new.
     fn partitions_of(&mut self, columns: &[ArrayRef], n: usize) -> Result<Vec<usize>> {
         let key_rows = match &self.key_converter {
@@ -1025,17 +1015,12 @@ impl MatchRecognizeOperator {
             None => None,
         };
         let mut parts = Vec::with_capacity(n);
-        for i in 0..n {
-            let (id, _) = match &key_rows {
-                Some(rows) => self.keys.id(rows.row(i).as_ref()),
-                None => self.keys.id(&[]),
-            };
-            if id as usize >= self.partitions.len() {
-                let p = self.new_partition();
-                self.partitions.push(p);
-            }
-            parts.push(id as usize);
-        }
+        let all: Vec<u32> = (0..n as u32).collect();
+        let spec = &self.match_spec;
+        self.partitions
+            .ids_or_insert_with(key_rows.as_ref(), &all, &mut parts, |_| {
+                Ok(Partition::new(spec))
+            })?;
         Ok(parts)
     }
 }
@@ -1067,9 +1052,7 @@ impl Operator for MatchRecognizeOperator {
                 late += 1;
                 continue;
             }
-            self.pending
-                .push((ts.value(i), self.arrivals, id, i as u32));
-            self.arrivals += 1;
+            self.pending.push(ts.value(i), (id, i as u32));
             kept += 1;
         }
         JobMetrics::add(&self.metrics.late_rows_dropped, late);
@@ -1096,14 +1079,15 @@ impl Operator for MatchRecognizeOperator {
         Ok(())
     }
 
-    /// Columns: `key_group`, `kind` (0: a row waiting for the watermark, 1: a row a
-    /// partition still needs, 2: a partition), `seq` (kind 1: its number in the
-    /// partition; kind 0: its arrival order), `partition` (kind 2: JSON of the
-    /// partition's counters and matcher state: partial matches as their rows' numbers
-    /// and variables), then `row_<i>` per input column (kinds 0 and 1: the row; kind 2:
-    /// the partition key in the `PARTITION BY` columns).
+    /// The common snapshot layout ([`crate::state::snapshot`]): `key_group`, the
+    /// `PARTITION BY` columns as `key_<k>`, `kind` (0: a row waiting for the watermark,
+    /// 1: a row a partition still needs, 2: a partition), `seq` (kind 1: its number in
+    /// the partition; kind 0: its place in release order), `partition` (kind 2: JSON of
+    /// the partition's counters and matcher state: partial matches as their rows'
+    /// numbers and variables), then `row_<i>` per other input column `i` (kinds 0 and 1:
+    /// the row; kind 2: null).
     fn snapshot_state(&mut self, max_parallelism: u32) -> Result<Option<RecordBatch>> {
-        use datafusion_common::arrow::array::{Int8Array, StringArray, UInt32Array, UInt64Array};
+        use datafusion_common::arrow::array::{Int8Array, StringArray, UInt64Array};
         let mut kinds: Vec<i8> = Vec::new();
         let mut seqs: Vec<Option<u64>> = Vec::new();
         let mut states: Vec<Option<String>> = Vec::new();
@@ -1114,17 +1098,16 @@ impl Operator for MatchRecognizeOperator {
             Key(usize),
         }
         let mut srcs: Vec<Src> = Vec::new();
-        let mut pending = self.pending.clone();
-        pending.sort_unstable_by_key(|p| (p.0, p.1));
-        for p in &pending {
+        for (arrival, (_, &(batch, row))) in self.pending.ordered().into_iter().enumerate() {
             kinds.push(PENDING);
-            seqs.push(Some(p.1));
+            seqs.push(Some(arrival as u64));
             states.push(None);
-            srcs.push(Src::Pending(p.2, p.3));
+            srcs.push(Src::Pending(batch, row));
         }
         // Partitions written (their ids), in order: `Src::Key(k)` is the k-th.
         let mut header_ids: Vec<u32> = Vec::new();
-        for (pi, part) in self.partitions.iter().enumerate() {
+        for pi in self.partitions.live_ids() {
+            let part = &self.partitions[pi as usize];
             // A partition with no rows, no partial match and no match number to keep
             // starts afresh after a restore, as if new.
             if part.rows.is_empty()
@@ -1146,7 +1129,7 @@ impl Operator for MatchRecognizeOperator {
                 SluiceError::Internal(format!("encoding MATCH_RECOGNIZE state: {e}"))
             })?));
             srcs.push(Src::Key(header_ids.len()));
-            header_ids.push(pi as u32);
+            header_ids.push(pi);
             for (k, r) in part.rows.iter().enumerate() {
                 kinds.push(PARTITION_ROW);
                 seqs.push(Some(part.base + k as u64));
@@ -1158,10 +1141,9 @@ impl Operator for MatchRecognizeOperator {
             return Ok(None);
         }
         // Row columns: interleave from the store, the pending batches and the keys.
-        let key_columns = match &self.key_converter {
-            Some(c) => self.keys.key_columns(c, &header_ids)?,
-            None => Vec::new(),
-        };
+        let key_columns = self
+            .partitions
+            .key_columns(self.key_converter.as_ref(), &header_ids)?;
         let mut columns: Vec<ArrayRef> = Vec::new();
         for c in 0..self.input_schema.fields().len() {
             let ty = self.input_schema.field(c).data_type();
@@ -1207,31 +1189,14 @@ impl Operator for MatchRecognizeOperator {
             .iter()
             .map(|&k| Arc::clone(&columns[k]))
             .collect();
-        let groups = crate::state::key_groups(&partition_columns, kinds.len(), max_parallelism)?;
-        let mut fields = vec![
-            datafusion_common::arrow::datatypes::Field::new("key_group", DataType::UInt32, false),
-            datafusion_common::arrow::datatypes::Field::new("kind", DataType::Int8, false),
-            datafusion_common::arrow::datatypes::Field::new("seq", DataType::UInt64, true),
-            datafusion_common::arrow::datatypes::Field::new("partition", DataType::Utf8, true),
-        ];
-        let mut all: Vec<ArrayRef> = vec![
-            Arc::new(UInt32Array::from(groups)),
-            Arc::new(Int8Array::from(kinds)),
-            Arc::new(UInt64Array::from(seqs)),
-            Arc::new(StringArray::from(states)),
-        ];
-        for (c, col) in columns.into_iter().enumerate() {
-            fields.push(datafusion_common::arrow::datatypes::Field::new(
-                format!("row_{c}"),
-                self.input_schema.field(c).data_type().clone(),
-                true,
-            ));
-            all.push(col);
+        let mut w = SnapshotWriter::new(partition_columns, kinds.len(), max_parallelism)?;
+        w.column("kind", Arc::new(Int8Array::from(kinds)));
+        w.column("seq", Arc::new(UInt64Array::from(seqs)));
+        w.column("partition", Arc::new(StringArray::from(states)));
+        for &c in &self.other_columns {
+            w.column(format!("row_{c}"), Arc::clone(&columns[c]));
         }
-        Ok(Some(RecordBatch::try_new(
-            Arc::new(datafusion_common::arrow::datatypes::Schema::new(fields)),
-            all,
-        )?))
+        w.finish()
     }
 
     fn restore_state(&mut self, snapshots: &[RecordBatch]) -> Result<()> {
@@ -1241,15 +1206,21 @@ impl Operator for MatchRecognizeOperator {
             if n == 0 {
                 continue;
             }
-            let reader = crate::state::SnapshotReader::new(snap, "MATCH_RECOGNIZE");
+            let reader = SnapshotReader::new(snap, "MATCH_RECOGNIZE");
             let kinds = reader.column("kind")?;
             let kinds = kinds.as_primitive::<Int8Type>().clone();
             let seqs = reader.column("seq")?;
             let seqs = seqs.as_primitive::<UInt64Type>().clone();
             let states = reader.column("partition")?;
             let states = states.as_string::<i32>().clone();
+            // The partition columns are the snapshot's key columns.
             let columns = (0..self.input_schema.fields().len())
-                .map(|c| reader.column(&format!("row_{c}")))
+                .map(
+                    |c| match self.spec.partition_by.iter().position(|&k| k == c) {
+                        Some(k) => reader.column(&format!("key_{k}")),
+                        None => reader.column(&format!("row_{c}")),
+                    },
+                )
                 .collect::<Result<Vec<_>>>()?;
             let rows = RecordBatch::try_new(Arc::clone(&self.input_schema), columns)?;
             let parts = self.partitions_of(rows.columns(), n)?;
@@ -1311,15 +1282,13 @@ impl Operator for MatchRecognizeOperator {
                 self.pending_batches
                     .insert(id, (rows.clone(), pending_rows.len()));
                 for (_, i) in pending_rows {
-                    self.pending
-                        .push((ts.value(i), self.arrivals, id, i as u32));
-                    self.arrivals += 1;
+                    self.pending.push(ts.value(i), (id, i as u32));
                 }
             }
         }
-        for p in 0..self.partitions.len() {
-            self.arm_timer(p);
-            self.note_activity(p);
+        for p in self.partitions.live_ids() {
+            self.arm_timer(p as usize);
+            self.note_activity(p as usize);
         }
         Ok(())
     }
@@ -1327,7 +1296,8 @@ impl Operator for MatchRecognizeOperator {
     fn on_end(&mut self, out: &mut Collector) -> Result<()> {
         let mut found = Vec::new();
         self.release(i64::MAX, &mut found)?;
-        for p in 0..self.partitions.len() {
+        for p in self.partitions.live_ids() {
+            let p = p as usize;
             self.partitions[p]
                 .matcher
                 .finish()
@@ -1418,7 +1388,7 @@ mod tests {
         op.process_batch(rows(&keys, &ts), &mut out).unwrap();
         op.on_watermark(3_000, &mut out).unwrap();
         assert_eq!(op.keys_in_state(), 50);
-        assert_eq!(op.partitions.len(), 100, "no new partition slots");
+        assert_eq!(op.partitions.capacity(), 100, "no new partition slots");
         // The watermark is held below the open partial matches (first row at 2000).
         let watermarks: Vec<i64> = out
             .take()
