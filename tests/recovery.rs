@@ -710,7 +710,11 @@ fn resume_from(dir: &Path, path: &str, parallelism: usize) -> Vec<(&'static str,
 /// failure-free output.
 #[test]
 fn restore_at_another_parallelism() {
-    for (query, sink) in [(TUMBLE_QUERY, TUMBLE_SINK), (SESSION_QUERY, SESSION_SINK)] {
+    for (query, sink) in [
+        (TUMBLE_QUERY, TUMBLE_SINK),
+        (SESSION_QUERY, SESSION_SINK),
+        (MR_QUERY, MR_SINK),
+    ] {
         let dir = generated_case(query);
         let expected = failure_free(&dir, sink);
         for (first, second) in [(2, 3), (3, 1), (1, 2)] {
@@ -737,6 +741,71 @@ fn restore_at_another_parallelism() {
             let _ = std::fs::remove_dir_all(&chk);
             let _ = std::fs::remove_dir_all(&out);
         }
+    }
+}
+
+/// Every stateful operator (window, session, updating aggregate, MATCH_RECOGNIZE) writes
+/// its keyed state in the one layout of `state::snapshot`: `key_group` (UInt32, below
+/// the max parallelism), then the key columns `key_0`... (here the key `k`, 0..=4), then
+/// its own state columns; and each subtask holds only the key groups it owns.
+#[test]
+fn every_stateful_operator_snapshots_in_the_common_layout() {
+    use sluice::arrow::array::{Array, AsArray};
+    use sluice::arrow::datatypes::{DataType, Int32Type, UInt32Type};
+    for (query, sink, state_column) in [
+        (TUMBLE_QUERY, Some(TUMBLE_SINK), "window_start"),
+        (SESSION_QUERY, Some(SESSION_SINK), "session_start"),
+        (MR_QUERY, Some(MR_SINK), "kind"),
+        (GROUP_QUERY, None, "rows"),
+    ] {
+        let dir = generated_case(query);
+        let chk = temp_dir("chk");
+        let out = temp_dir("out");
+        let mut settings = stop_after(&chk, "200", "source-after-row:300", 2);
+        settings.push(("pipeline.max-parallelism", "16".into()));
+        let r = run(&dir, &settings, sink.map(|s| (s, out.as_path())));
+        assert!(r.error.is_some(), "{query}: the run fails at row 300");
+        let job = job_dir(&chk);
+        let files: Vec<PathBuf> = std::fs::read_dir(job.join("chk-1"))
+            .expect("checkpoint 1")
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "arrow"))
+            .collect();
+        assert!(!files.is_empty(), "{query}: no state file");
+        let mut rows = 0;
+        let mut groups_of_subtask: Vec<std::collections::BTreeSet<u32>> = Vec::new();
+        for file in &files {
+            let bytes = std::fs::read(file).unwrap();
+            let reader =
+                sluice::arrow::ipc::reader::StreamReader::try_new(bytes.as_slice(), None).unwrap();
+            let mut groups = std::collections::BTreeSet::new();
+            for batch in reader {
+                let batch = batch.unwrap();
+                let schema = batch.schema();
+                let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+                assert_eq!(&names[..2], &["key_group", "key_0"], "{query}: {names:?}");
+                assert_eq!(schema.field(0).data_type(), &DataType::UInt32);
+                assert!(names.contains(&state_column), "{query}: {names:?}");
+                for g in batch.column(0).as_primitive::<UInt32Type>().values() {
+                    assert!(*g < 16, "{query}: key group {g}");
+                    groups.insert(*g);
+                }
+                let keys = batch.column(1).as_primitive::<Int32Type>();
+                assert_eq!(keys.null_count(), 0, "{query}");
+                assert!(keys.values().iter().all(|k| (0..=4).contains(k)), "{query}");
+                rows += batch.num_rows();
+            }
+            groups_of_subtask.push(groups);
+        }
+        assert!(rows > 0, "{query}: empty state at row 200");
+        for (i, a) in groups_of_subtask.iter().enumerate() {
+            for b in &groups_of_subtask[i + 1..] {
+                assert!(a.is_disjoint(b), "{query}: two subtasks hold one key group");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&chk);
+        let _ = std::fs::remove_dir_all(&out);
     }
 }
 

@@ -750,8 +750,79 @@ impl CheckpointStorage {
 }
 
 /// A stable fingerprint of a plan (hex CRC-32 of its debug rendering and the engine
-/// version).
+/// version). The names of the parser's placeholder tables (`__sluice_mr_<n>`,
+/// `__sluice_tvf_<n>`: `n` counts parses in the process) are numbered by first appearance
+/// instead, so the same query parsed in another engine, or after other statements, has
+/// the same fingerprint and finds its checkpoints.
 pub fn plan_fingerprint(plan: &sluice_common::plan::PlanNode) -> String {
-    let text = format!("{}\n{plan:?}", env!("CARGO_PKG_VERSION"));
+    let text = normalize_placeholders(&format!("{}\n{plan:?}", env!("CARGO_PKG_VERSION")));
     format!("{:08x}", crc32fast::hash(text.as_bytes()))
+}
+
+/// `text` with each distinct `__sluice_<kind>_<digits>` renamed `__sluice_<kind>_#<k>`,
+/// `k` its rank of first appearance.
+fn normalize_placeholders(text: &str) -> String {
+    const PREFIX: &str = "__sluice_";
+    let mut seen: Vec<String> = Vec::new();
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(PREFIX) {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at + PREFIX.len()..];
+        let kind_len = tail
+            .find(|c: char| !c.is_ascii_lowercase())
+            .unwrap_or(tail.len());
+        let after_kind = &tail[kind_len..];
+        let digits = after_kind
+            .strip_prefix('_')
+            .map(|d| d.find(|c: char| !c.is_ascii_digit()).unwrap_or(d.len()))
+            .unwrap_or(0);
+        if kind_len == 0 || digits == 0 {
+            out.push_str(PREFIX);
+            rest = tail;
+            continue;
+        }
+        let name = &rest[at..at + PREFIX.len() + kind_len + 1 + digits];
+        let rank = match seen.iter().position(|s| s == name) {
+            Some(r) => r,
+            None => {
+                seen.push(name.to_string());
+                seen.len() - 1
+            }
+        };
+        out.push_str(&format!("{PREFIX}{}_#{rank}", &tail[..kind_len]));
+        rest = &rest[at + name.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod fingerprint_tests {
+    use super::normalize_placeholders;
+
+    /// Placeholder numbers depend on how many queries the process parsed before; the
+    /// fingerprint must not.
+    #[test]
+    fn placeholders_are_numbered_by_first_appearance() {
+        let a =
+            normalize_placeholders("scan __sluice_mr_7 (x), tvf __sluice_tvf_12, __sluice_mr_7.y");
+        let b =
+            normalize_placeholders("scan __sluice_mr_40 (x), tvf __sluice_tvf_3, __sluice_mr_40.y");
+        assert_eq!(a, b);
+        assert_eq!(
+            a,
+            "scan __sluice_mr_#0 (x), tvf __sluice_tvf_#1, __sluice_mr_#0.y"
+        );
+        // Two placeholders stay two.
+        assert_ne!(
+            normalize_placeholders("__sluice_mr_1 __sluice_mr_2"),
+            normalize_placeholders("__sluice_mr_1 __sluice_mr_1")
+        );
+        // Text that only looks like a prefix is left alone.
+        assert_eq!(
+            normalize_placeholders("__sluice_ __sluice_x y"),
+            "__sluice_ __sluice_x y"
+        );
+    }
 }
