@@ -589,3 +589,100 @@ impl Accumulator for Multiset {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion_common::arrow::array::Int32Array;
+    use datafusion_common::arrow::datatypes::{Field, Schema};
+    use datafusion_physical_expr::aggregate::AggregateExprBuilder;
+    use datafusion_physical_expr::expressions::col;
+
+    /// `SELECT k, COUNT(k) FROM t GROUP BY k` with a state TTL of 100 ms (the test's steps take far less; it
+    /// waits 300 ms for keys to expire).
+    fn operator() -> GroupAggregateOperator {
+        let input = Arc::new(Schema::new(vec![Field::new("k", DataType::Int32, false)]));
+        let k = col("k", &input).unwrap();
+        let count = Arc::new(
+            AggregateExprBuilder::new(
+                datafusion_functions_aggregate::count::count_udaf(),
+                vec![Arc::clone(&k)],
+            )
+            .schema(Arc::clone(&input))
+            .alias("n")
+            .build()
+            .unwrap(),
+        );
+        let output = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int32, true),
+            Field::new("n", DataType::Int64, true),
+        ]));
+        GroupAggregateOperator::new(
+            vec![Arc::clone(&k)],
+            &[DataType::Int32],
+            vec![AggregateCall {
+                args: vec![k],
+                filter: None,
+            }],
+            vec![count],
+            false,
+            output,
+        )
+        .unwrap()
+        .with_state_ttl(Some(std::time::Duration::from_millis(100)))
+    }
+
+    fn rows(keys: &[i32]) -> StreamBatch {
+        let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int32, false)]));
+        StreamBatch::new(
+            RecordBatch::try_new(schema, vec![Arc::new(Int32Array::from(keys.to_vec()))]).unwrap(),
+        )
+    }
+
+    /// The (op, k, n) rows emitted.
+    fn changes(out: &mut Collector) -> Vec<(i8, i32, i64)> {
+        let mut all = Vec::new();
+        for m in out.take() {
+            if let crate::message::Message::Data(b) = m {
+                let ks = b
+                    .data
+                    .column(0)
+                    .as_primitive::<datafusion_common::arrow::datatypes::Int32Type>();
+                let ns = b
+                    .data
+                    .column(1)
+                    .as_primitive::<datafusion_common::arrow::datatypes::Int64Type>();
+                for r in 0..b.data.num_rows() {
+                    all.push((b.row_kind(r) as i8, ks.value(r), ns.value(r)));
+                }
+            }
+        }
+        all
+    }
+
+    /// `'table.exec.state.ttl'`: idle groups are forgotten (nothing emitted), their ids
+    /// reused by new keys (no renumbering of the others), and a forgotten key that comes
+    /// back starts from scratch with a new `+I`.
+    #[test]
+    fn expired_groups_are_forgotten_and_ids_reused() {
+        let mut op = operator();
+        let mut out = Collector::default();
+        op.process_batch(rows(&[1, 2, 1, 3]), &mut out).unwrap();
+        let insert = RowKind::Insert as i8;
+        let mut first = changes(&mut out);
+        first.sort();
+        assert_eq!(first, vec![(insert, 1, 2), (insert, 2, 1), (insert, 3, 1)]);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        // The sweep before this batch forgets keys 1-3; key 4 takes a freed id.
+        op.process_batch(rows(&[4]), &mut out).unwrap();
+        assert_eq!(changes(&mut out), vec![(insert, 4, 1)]);
+        assert_eq!(op.groups_in_state(), 1);
+        assert_eq!(op.groups.capacity(), 3, "ids reused, none added");
+        // Key 1 again: a fresh count, emitted as an insert (Flink does the same).
+        op.process_batch(rows(&[1]), &mut out).unwrap();
+        assert_eq!(changes(&mut out), vec![(insert, 1, 1)]);
+        // A snapshot holds only the groups in state.
+        let snap = op.snapshot_state(128).unwrap().unwrap();
+        assert_eq!(snap.num_rows(), 2);
+    }
+}
