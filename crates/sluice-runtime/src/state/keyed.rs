@@ -37,10 +37,9 @@ const FREE: u32 = u32::MAX;
 /// Keys ↔ dense ids with reuse of forgotten ids (see the module docs).
 #[derive(Default)]
 pub struct KeyRegistry {
-    /// Ids, found by hash and key bytes.
-    table: HashTable<u32>,
-    /// Hash of each id's key.
-    hashes: Vec<u64>,
+    /// `(hash, id)`, found by hash and key bytes (the hash kept inline, so a probe
+    /// touches the key bytes only on a hash match).
+    table: HashTable<(u64, u32)>,
     /// `(start in arena, length in bytes)` of each id's key; length [`FREE`] for a free id.
     spans: Vec<(usize, u32)>,
     /// The key bytes of every id, back to back.
@@ -74,7 +73,6 @@ impl KeyRegistry {
         let hash = self.hasher.hash_one(key);
         let Self {
             table,
-            hashes,
             spans,
             arena,
             free,
@@ -82,30 +80,30 @@ impl KeyRegistry {
         } = self;
         let entry = table.entry(
             hash,
-            |&id| {
-                let (start, len) = spans[id as usize];
-                hashes[id as usize] == hash && &arena[start..start + len as usize] == key
+            |&(h, id)| {
+                h == hash && {
+                    let (start, len) = spans[id as usize];
+                    &arena[start..start + len as usize] == key
+                }
             },
-            |&id| hashes[id as usize],
+            |&(h, _)| h,
         );
         match entry {
-            Entry::Occupied(o) => (*o.get(), false),
+            Entry::Occupied(o) => (o.get().1, false),
             Entry::Vacant(v) => {
                 let span = (arena.len(), key.len() as u32);
                 arena.extend_from_slice(key);
                 let id = match free.pop() {
                     Some(id) => {
                         spans[id as usize] = span;
-                        hashes[id as usize] = hash;
                         id
                     }
                     None => {
                         spans.push(span);
-                        hashes.push(hash);
                         (spans.len() - 1) as u32
                     }
                 };
-                v.insert(id);
+                v.insert((hash, id));
                 (id, true)
             }
         }
@@ -143,14 +141,16 @@ impl KeyRegistry {
     /// Forgets the key of `id` (its state is gone); the id is reused. Returns `false`
     /// when the id was already free (a stale timer, say).
     pub fn forget(&mut self, id: u32) -> bool {
-        let Some(&(_, len)) = self.spans.get(id as usize) else {
+        let Some(&(start, len)) = self.spans.get(id as usize) else {
             return false;
         };
         if len == FREE {
             return false;
         }
-        let hash = self.hashes[id as usize];
-        if let Ok(found) = self.table.find_entry(hash, |&x| x == id) {
+        let hash = self
+            .hasher
+            .hash_one(&self.arena[start..start + len as usize]);
+        if let Ok(found) = self.table.find_entry(hash, |&(_, x)| x == id) {
             found.remove();
         }
         self.spans[id as usize].1 = FREE;
