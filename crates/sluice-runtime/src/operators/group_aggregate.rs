@@ -595,7 +595,6 @@ mod tests {
     use super::*;
     use datafusion_common::arrow::array::Int32Array;
     use datafusion_common::arrow::datatypes::{Field, Schema};
-    use datafusion_physical_expr::aggregate::AggregateExprBuilder;
     use datafusion_physical_expr::expressions::col;
 
     /// `SELECT k, COUNT(k) FROM t GROUP BY k` with a state TTL of 100 ms (the test's steps take far less; it
@@ -603,20 +602,8 @@ mod tests {
     fn operator() -> GroupAggregateOperator {
         let input = Arc::new(Schema::new(vec![Field::new("k", DataType::Int32, false)]));
         let k = col("k", &input).unwrap();
-        let count = Arc::new(
-            AggregateExprBuilder::new(
-                datafusion_functions_aggregate::count::count_udaf(),
-                vec![Arc::clone(&k)],
-            )
-            .schema(Arc::clone(&input))
-            .alias("n")
-            .build()
-            .unwrap(),
-        );
-        let output = Arc::new(Schema::new(vec![
-            Field::new("k", DataType::Int32, true),
-            Field::new("n", DataType::Int64, true),
-        ]));
+        let count = crate::operators::test_support::count("k", &input);
+        let output = crate::operators::test_support::k_n_schema();
         GroupAggregateOperator::new(
             vec![Arc::clone(&k)],
             &[DataType::Int32],

@@ -493,7 +493,6 @@ mod tests {
     use super::*;
     use datafusion_common::arrow::array::{Int32Array, Int64Array, TimestampMillisecondArray};
     use datafusion_common::arrow::datatypes::{Field, Schema, TimeUnit};
-    use datafusion_physical_expr::aggregate::AggregateExprBuilder;
     use datafusion_physical_expr::expressions::col;
     use sluice_common::plan::{WindowKind, WindowSpec};
 
@@ -507,20 +506,8 @@ mod tests {
             ),
         ]));
         let k = col("k", &input).unwrap();
-        let count = Arc::new(
-            AggregateExprBuilder::new(
-                datafusion_functions_aggregate::count::count_udaf(),
-                vec![Arc::clone(&k)],
-            )
-            .schema(Arc::clone(&input))
-            .alias("n")
-            .build()
-            .unwrap(),
-        );
-        let output = Arc::new(Schema::new(vec![
-            Field::new("k", DataType::Int32, true),
-            Field::new("n", DataType::Int64, true),
-        ]));
+        let count = crate::operators::test_support::count("k", &input);
+        let output = crate::operators::test_support::k_n_schema();
         SessionAggregateOperator::new(
             WindowSpec {
                 kind: WindowKind::Session { gap_ms: 10 },

@@ -252,28 +252,18 @@ mod tests {
     use datafusion_common::arrow::array::{Float64Array, StringArray};
     use datafusion_common::arrow::datatypes::{Field, Schema};
     use datafusion_common::ScalarValue;
-    use datafusion_physical_expr::aggregate::AggregateExprBuilder;
-    use datafusion_physical_expr::expressions::col;
     use sluice_common::plan::{WindowKind, WindowSpec};
 
     fn factory() -> AccumulatorFactory {
+        use crate::operators::test_support::aggregate;
+        use datafusion_functions_aggregate as f;
         let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Float64, true)]));
-        let v = col("v", &schema).unwrap();
-        let build = |udf, name: &str| {
-            Arc::new(
-                AggregateExprBuilder::new(udf, vec![Arc::clone(&v)])
-                    .schema(Arc::clone(&schema))
-                    .alias(name)
-                    .build()
-                    .unwrap(),
-            )
-        };
         AccumulatorFactory::new(vec![
-            build(datafusion_functions_aggregate::sum::sum_udaf(), "s"),
-            build(datafusion_functions_aggregate::count::count_udaf(), "c"),
-            build(datafusion_functions_aggregate::min_max::max_udaf(), "m"),
-            build(datafusion_functions_aggregate::average::avg_udaf(), "a"),
-            build(datafusion_functions_aggregate::count::count_udaf(), "d"),
+            aggregate(f::sum::sum_udaf(), "v", &schema, "s"),
+            aggregate(f::count::count_udaf(), "v", &schema, "c"),
+            aggregate(f::min_max::max_udaf(), "v", &schema, "m"),
+            aggregate(f::average::avg_udaf(), "v", &schema, "a"),
+            aggregate(f::count::count_udaf(), "v", &schema, "d"),
         ])
     }
 
