@@ -7,6 +7,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -807,6 +808,79 @@ fn every_stateful_operator_snapshots_in_the_common_layout() {
         let _ = std::fs::remove_dir_all(&chk);
         let _ = std::fs::remove_dir_all(&out);
     }
+}
+
+/// The visible part files of a sink directory and their contents.
+fn visible_files(dir: &Path) -> BTreeMap<String, String> {
+    std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|p| {
+            let name = p.file_name()?.to_string_lossy().to_string();
+            (!name.starts_with('.')).then(|| (name, std::fs::read_to_string(&p).unwrap()))
+        })
+        .collect()
+}
+
+/// A new run of a query (no `--from-checkpoint`) starts a new lineage: it never removes
+/// the committed output of earlier runs into the same directory, even when it fails. A
+/// run resumed from its checkpoint rewinds only its own lineage's output.
+#[test]
+fn a_new_run_keeps_the_output_of_earlier_runs() {
+    let dir = generated_case(TUMBLE_QUERY);
+    let expected = failure_free(&dir, TUMBLE_SINK);
+    let chk = temp_dir("chk");
+    let out = temp_dir("out");
+    let first = run(
+        &dir,
+        &stop_after(&chk, "100,200", "", 1),
+        Some((TUMBLE_SINK, out.as_path())),
+    );
+    assert_eq!(first.error, None);
+    let first_files = visible_files(&out);
+    let first_rows: Vec<String> =
+        data_rows(&first_files.values().cloned().collect::<String>(), false);
+    assert_eq!(first_rows, expected);
+    // A second, failing run of the same query into the same directory.
+    let second = run(
+        &dir,
+        &stop_after(&chk, "100,200", "source-after-row:300", 1),
+        Some((TUMBLE_SINK, out.as_path())),
+    );
+    assert!(second.error.is_some());
+    let after_second = visible_files(&out);
+    for (name, text) in &first_files {
+        assert_eq!(
+            after_second.get(name),
+            Some(text),
+            "{name} of the first run"
+        );
+    }
+    // Resumed from the second run's checkpoint: the second lineage completes, and the
+    // first run's files are still all there.
+    let third = run(
+        &dir,
+        &resume_from(&chk, "latest", 2),
+        Some((TUMBLE_SINK, out.as_path())),
+    );
+    assert_eq!(third.error, None);
+    let all = visible_files(&out);
+    for (name, text) in &first_files {
+        assert_eq!(all.get(name), Some(text), "{name} of the first run");
+    }
+    let resumed: String = all
+        .iter()
+        .filter(|(name, _)| !first_files.contains_key(*name))
+        .map(|(_, text)| text.clone())
+        .collect();
+    assert_eq!(
+        data_rows(&resumed, false),
+        expected,
+        "second run + its resume"
+    );
+    let _ = std::fs::remove_dir_all(&chk);
+    let _ = std::fs::remove_dir_all(&out);
 }
 
 /// The checkpoint directory of the only job in `chk`.

@@ -345,6 +345,12 @@ pub struct Manifest {
     /// Sink files pre-committed up to this checkpoint, committed when it completes (and
     /// again, idempotently, when it is restored).
     pub pending_commits: Vec<PendingFile>,
+    /// The runs whose output leads to this checkpoint (their part-file job ids): the run
+    /// that took it and the runs it resumed from, oldest first. A restore rewinds only
+    /// their sink output; other runs of the same query are left alone. Empty in
+    /// manifests of older versions (then every run of the job is rewound).
+    #[serde(default)]
+    pub runs: Vec<String>,
 }
 
 /// A checkpoint read back: its manifest and the state of each operator.

@@ -348,6 +348,7 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
         pending: BTreeMap::new(),
         finished_sources: BTreeMap::new(),
         uncommitted: BTreeMap::new(),
+        lineage: Vec::new(),
     };
     let control = Arc::clone(&job.coordination);
     let checkpoints = job.storage.is_some() && cp.mode != CheckpointingMode::AtMostOnce;
@@ -469,6 +470,8 @@ struct Job {
     finished_sources: BTreeMap<usize, SourceOffset>,
     /// What sinks pre-committed, by checkpoint id, not yet committed.
     uncommitted: BTreeMap<u64, Committable>,
+    /// The runs whose output leads to the current state (see `Manifest::runs`).
+    lineage: Vec<String>,
 }
 
 impl Job {
@@ -924,22 +927,41 @@ impl Job {
             self.commit_up_to(r.manifest.checkpoint_id)?;
         }
         self.uncommitted.clear();
+        let run = self.config.connectors.job_id.clone();
+        // The runs whose sink output the restored state continues: a fresh start
+        // continues nothing (earlier runs' output is theirs to keep).
+        self.lineage = match restore {
+            Some(r) if r.manifest.runs.is_empty() => vec![self.file_job.clone()],
+            Some(r) => r.manifest.runs.clone(),
+            None => Vec::new(),
+        };
+        if !self.lineage.contains(&run) {
+            self.lineage.push(run.clone());
+        }
         if self.config.checkpoint.two_phase() {
             if let Some(dir) = self.sink_directory() {
                 use crate::connectors::filesystem::{discard_committed_after, discard_uncommitted};
-                // Uncommitted files of any run of this job.
-                discard_uncommitted(&dir, &self.file_job)?;
-                // Output committed after the restored checkpoint (the newest checkpoint
-                // was damaged, or an older one was chosen) is produced again by the replay.
-                let after = restore.map(|r| r.manifest.checkpoint_id).unwrap_or(0);
-                let removed = discard_committed_after(&dir, &self.file_job, after)?;
-                if !removed.is_empty() {
-                    warn(&format!(
-                        "restoring checkpoint {after}: removed {} part file(s) committed after \
-                         it, which the replay writes again: {}",
-                        removed.len(),
-                        removed.join(", ")
-                    ));
+                for lineage_run in &self.lineage {
+                    // Their uncommitted files (this run's from a failed attempt).
+                    discard_uncommitted(&dir, lineage_run)?;
+                }
+                if let Some(r) = restore {
+                    // Output committed after the restored checkpoint (the newest
+                    // checkpoint was damaged, or an older one was chosen) is produced again
+                    // by the replay.
+                    let after = r.manifest.checkpoint_id;
+                    let mut removed = Vec::new();
+                    for lineage_run in &self.lineage {
+                        removed.extend(discard_committed_after(&dir, lineage_run, after)?);
+                    }
+                    if !removed.is_empty() {
+                        warn(&format!(
+                            "restoring checkpoint {after}: removed {} part file(s) committed \
+                             after it, which the replay writes again: {}",
+                            removed.len(),
+                            removed.join(", ")
+                        ));
+                    }
                 }
             }
         }
@@ -1078,6 +1100,7 @@ impl Job {
             stage_watermarks,
             files,
             pending_commits,
+            runs: self.lineage.clone(),
         };
         storage.put_manifest(&manifest)?;
         Ok(total)
