@@ -351,7 +351,17 @@ pub struct Manifest {
     /// manifests of older versions (then every run of the job is rewound).
     #[serde(default)]
     pub runs: Vec<String>,
+    /// Query result rows (a `SELECT`'s result stream under exactly-once) pre-committed
+    /// up to this checkpoint: Arrow IPC file `results.arrow`. They are released to the
+    /// reader when the checkpoint completes, which `_results_released` records; a run
+    /// that restores the checkpoint without that marker (the process stopped in
+    /// between) releases them first.
+    #[serde(default)]
+    pub pending_results: Option<StateFile>,
 }
+
+/// The marker file saying a checkpoint's pending result rows were released.
+pub const RESULTS_RELEASED: &str = "_results_released";
 
 /// A checkpoint read back: its manifest and the state of each operator.
 #[derive(Debug, Clone)]
@@ -360,6 +370,8 @@ pub struct RestoredCheckpoint {
     pub manifest: Manifest,
     /// Snapshot batches per operator index (from all subtasks).
     pub state: BTreeMap<usize, Vec<RecordBatch>>,
+    /// The pre-committed result rows (`Manifest::pending_results`).
+    pub pending_results: Vec<RecordBatch>,
 }
 
 /// A checkpoint storage location for one job (see the module docs).
@@ -645,6 +657,43 @@ impl CheckpointStorage {
         Ok(entry)
     }
 
+    /// Writes the pre-committed result rows of checkpoint `id` (one Arrow IPC stream) and
+    /// returns their manifest entry.
+    ///
+    /// # Errors
+    /// The put failed, or the batches cannot be encoded.
+    pub fn put_results(&self, id: u64, batches: &[RecordBatch]) -> Result<StateFile> {
+        let mut bytes = Vec::new();
+        {
+            let schema = batches
+                .first()
+                .map(|b| b.schema())
+                .ok_or_else(|| SluiceError::Internal("no result rows to write".into()))?;
+            let mut w =
+                datafusion_common::arrow::ipc::writer::StreamWriter::try_new(&mut bytes, &schema)?;
+            for b in batches {
+                w.write(b)?;
+            }
+            w.finish()?;
+        }
+        let name = "results.arrow".to_string();
+        let entry = StateFile {
+            operator: 0,
+            subtask: 0,
+            name: name.clone(),
+            bytes: bytes.len() as u64,
+            crc32: crc32fast::hash(&bytes),
+            rows: batches.iter().map(|b| b.num_rows() as u64).sum(),
+        };
+        self.put(id, &name, bytes)?;
+        Ok(entry)
+    }
+
+    /// Whether file `name` of checkpoint `id` exists.
+    pub fn exists(&self, id: u64, name: &str) -> bool {
+        self.block_on(self.store.head(&self.path(id, name))).is_ok()
+    }
+
     /// Writes the manifest, which completes the checkpoint.
     ///
     /// # Errors
@@ -679,7 +728,13 @@ impl CheckpointStorage {
             )));
         }
         let mut state: BTreeMap<usize, Vec<RecordBatch>> = BTreeMap::new();
-        for f in &manifest.files {
+        let mut pending_results = Vec::new();
+        for (i, f) in manifest
+            .files
+            .iter()
+            .chain(manifest.pending_results.iter())
+            .enumerate()
+        {
             let bytes = self.get(id, &f.name)?;
             if bytes.len() as u64 != f.bytes || crc32fast::hash(&bytes) != f.crc32 {
                 return Err(SluiceError::Execution(format!(
@@ -692,12 +747,18 @@ impl CheckpointStorage {
                     f.crc32
                 )));
             }
-            state
-                .entry(f.operator)
-                .or_default()
-                .extend(crate::state::from_ipc(&bytes)?);
+            let batches = crate::state::from_ipc(&bytes)?;
+            if i < manifest.files.len() {
+                state.entry(f.operator).or_default().extend(batches);
+            } else {
+                pending_results.extend(batches);
+            }
         }
-        Ok(RestoredCheckpoint { manifest, state })
+        Ok(RestoredCheckpoint {
+            manifest,
+            state,
+            pending_results,
+        })
     }
 
     /// The newest checkpoint that loads and verifies, skipping (and reporting through

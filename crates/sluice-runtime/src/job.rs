@@ -921,10 +921,32 @@ impl Job {
     /// discards everything pre-committed or written after it.
     fn prepare_restore(&mut self, restore: Option<&RestoredCheckpoint>) -> Result<()> {
         if let Some(r) = restore {
+            let id = r.manifest.checkpoint_id;
             for f in &r.manifest.pending_commits {
                 f.commit()?;
             }
-            self.commit_up_to(r.manifest.checkpoint_id)?;
+            // Result rows pre-committed up to the checkpoint: still in memory when this
+            // run took it (a restart), else from the checkpoint unless a run released
+            // them already.
+            let in_memory = !self.pending_result_rows(id).is_empty();
+            self.commit_up_to(id)?;
+            let from_file = !in_memory
+                && !r.pending_results.is_empty()
+                && !self
+                    .storage
+                    .as_ref()
+                    .is_some_and(|s| s.exists(id, crate::checkpoint::RESULTS_RELEASED));
+            if from_file {
+                // One batch: at the job's start nobody reads yet, and one send always
+                // fits the result channel.
+                let rows = &r.pending_results;
+                let batch =
+                    datafusion_common::arrow::compute::concat_batches(&rows[0].schema(), rows)?;
+                self.commit(Committable::Rows(vec![batch]))?;
+            }
+            if in_memory || from_file {
+                self.mark_results_released(id);
+            }
         }
         self.uncommitted.clear();
         let run = self.config.connectors.job_id.clone();
@@ -1046,7 +1068,11 @@ impl Job {
             .checkpoint
             .failpoints
             .check("after-manifest", Some(id))?;
+        let releases_rows = !self.pending_result_rows(id).is_empty();
         self.commit_up_to(id)?;
+        if releases_rows {
+            self.mark_results_released(id);
+        }
         if let Some(storage) = &self.storage {
             if let Err(e) = storage.prune(id, self.config.checkpoint.num_retained) {
                 warn(&format!("removing old checkpoints failed: {e}"));
@@ -1084,6 +1110,13 @@ impl Job {
                 _ => Vec::new(),
             })
             .collect();
+        let results = self.pending_result_rows(id);
+        let pending_results = if results.is_empty() {
+            None
+        } else {
+            failpoints.check("upload", Some(id))?;
+            Some(storage.put_results(id, &results)?)
+        };
         let manifest = Manifest {
             checkpoint_id: id,
             job: self.job_name.clone(),
@@ -1101,9 +1134,35 @@ impl Job {
             files,
             pending_commits,
             runs: self.lineage.clone(),
+            pending_results,
         };
         storage.put_manifest(&manifest)?;
         Ok(total)
+    }
+
+    /// The result rows pre-committed for checkpoints up to `id`, not yet released.
+    fn pending_result_rows(&self, id: u64) -> Vec<RecordBatch> {
+        self.uncommitted
+            .range(..=id)
+            .flat_map(|(_, c)| match c {
+                Committable::Rows(rows) => rows.clone(),
+                _ => Vec::new(),
+            })
+            .filter(|b| b.num_rows() > 0)
+            .collect()
+    }
+
+    /// Records that checkpoint `id`'s pending result rows were released (see
+    /// `Manifest::pending_results`); a failure to write the marker is only reported (a
+    /// restore from another process would then release the rows again).
+    fn mark_results_released(&self, id: u64) {
+        if let Some(storage) = &self.storage {
+            if let Err(e) = storage.put(id, crate::checkpoint::RESULTS_RELEASED, Vec::new()) {
+                warn(&format!(
+                    "checkpoint {id}: recording released results failed: {e}"
+                ));
+            }
+        }
     }
 
     /// Commits what was pre-committed for checkpoints up to `id`: sink files get their
