@@ -259,7 +259,16 @@ impl Engine {
         if let Some(dir) = get(&["execution.checkpointing.dir", "state.checkpoints.dir"]) {
             config.dir = dir;
         }
-        config.num_retained = count("execution.checkpointing.num-retained", 3)?.max(1) as usize;
+        config.num_retained = match count("execution.checkpointing.num-retained", 3)? {
+            0 => {
+                return Err(SluiceError::Config(
+                    "'execution.checkpointing.num-retained' must be at least 1: the newest \
+                     complete checkpoint is what a restart restores"
+                        .into(),
+                ))
+            }
+            n => n as usize,
+        };
         if let Some(rows) = s.get("sluice.test.checkpoint-after-rows") {
             config.checkpoint_after_rows = rows
                 .split(',')

@@ -771,7 +771,10 @@ fn every_stateful_operator_snapshots_in_the_common_layout() {
             .expect("checkpoint 1")
             .flatten()
             .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|e| e == "arrow"))
+            .filter(|p| {
+                let name = p.file_name().unwrap().to_string_lossy();
+                name.starts_with("op-") && name.ends_with(".arrow")
+            })
             .collect();
         assert!(!files.is_empty(), "{query}: no state file");
         let mut rows = 0;
@@ -945,6 +948,58 @@ fn held_result_rows_survive_a_stop_between_manifest_and_release() {
         );
         let _ = std::fs::remove_dir_all(&chk);
     }
+}
+
+/// The error that starting `query` (after `settings`, with the tables of `dir`) fails with.
+fn start_error(dir: &Path, settings: &[(&str, String)], query: &str) -> String {
+    let mut engine = Engine::new(EngineConfig {
+        working_dir: Some(dir.to_path_buf()),
+        ..Default::default()
+    });
+    let mut sql = String::new();
+    for (k, v) in settings {
+        sql.push_str(&format!("SET '{k}' = '{v}';\n"));
+    }
+    let text = std::fs::read_to_string(dir.join("query.sql")).expect("query.sql");
+    let (ddl, _) = text.rsplit_once("SELECT").expect("a SELECT");
+    sql.push_str(ddl);
+    sql.push_str(query);
+    let mut error = None;
+    for stmt in sluice::parse_script(&sql).expect("parses") {
+        if let Err(e) = engine.execute(&stmt) {
+            error = Some(e.to_string());
+        }
+    }
+    error.expect("the query does not start")
+}
+
+/// Resuming another query from a checkpoint fails before reading a row, and says why:
+/// by `latest` (each query has its own directory) and by an explicit path.
+#[test]
+fn another_querys_checkpoint_is_refused_clearly() {
+    let dir = generated_case(TUMBLE_QUERY);
+    let chk = temp_dir("chk");
+    let r = run(
+        &dir,
+        &stop_after(&chk, "100,200", "source-after-row:300", 1),
+        None,
+    );
+    assert!(r.error.is_some());
+    let latest = start_error(&dir, &resume_from(&chk, "latest", 1), GROUP_QUERY);
+    assert!(
+        latest.contains("no complete checkpoint of this query")
+            && latest.contains("'scan.parallelism'"),
+        "{latest}"
+    );
+    let path = job_dir(&chk).join("chk-2").display().to_string();
+    let by_path = start_error(&dir, &resume_from(&chk, &path, 1), GROUP_QUERY);
+    assert!(
+        by_path.contains("checkpoint 2 was taken by another query")
+            && by_path.contains("plan fingerprint")
+            && !by_path.contains("Sluice 0"),
+        "{by_path}"
+    );
+    let _ = std::fs::remove_dir_all(&chk);
 }
 
 /// The CSV `text` without its header line.

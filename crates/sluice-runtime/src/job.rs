@@ -275,6 +275,14 @@ impl JobHandle {
 /// restore from that is missing, corrupt or of another query are reported here, before
 /// any row is read; data errors arrive through [`RunningJob`].
 pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
+    if config.parallelism > config.max_parallelism as usize {
+        // Each subtask owns a non-empty range of key groups (Flink rejects this too).
+        return Err(SluiceError::Config(format!(
+            "'parallelism.default' ({}) is larger than 'pipeline.max-parallelism' ({}), the \
+             number of key groups each keyed subtask owns a share of",
+            config.parallelism, config.max_parallelism
+        )));
+    }
     let metrics = Arc::new(JobMetrics::default());
     let updating = plan.is_updating();
     let (out_tx, out_rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(16);
@@ -307,7 +315,10 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
             let found = storage.latest(&mut |w| warn(&w))?;
             Some(found.ok_or_else(|| {
                 SluiceError::Config(format!(
-                    "no complete checkpoint of this query in '{}' to start from",
+                    "no complete checkpoint of this query in '{}' to start from (checkpoints \
+                     are kept per query, by its plan fingerprint or 'pipeline.name': a \
+                     changed query or plan setting, such as a table's 'scan.parallelism', \
+                     looks in another directory)",
                     storage.display()
                 ))
             })?)
@@ -391,11 +402,22 @@ fn warn(message: &str) {
 /// A checkpoint restores only into the query that took it, with the same key groups.
 fn check_compatible(manifest: &Manifest, fingerprint: &str, config: &JobConfig) -> Result<()> {
     if manifest.plan_fingerprint != fingerprint {
+        let version = env!("CARGO_PKG_VERSION");
+        let cause = if manifest.engine_version == version {
+            "another query, or the same query with other plan settings (such as a table's \
+             'scan.parallelism')"
+                .to_string()
+        } else {
+            format!(
+                "Sluice {} (this is {version}), or another query",
+                manifest.engine_version
+            )
+        };
         return Err(SluiceError::Config(format!(
-            "checkpoint {} was taken by another query (plan fingerprint {}, this query's is \
-             {fingerprint}) or another Sluice version ({}); a session that restored it \
-             still has 'execution.state-recovery.path' set: RESET it to start fresh",
-            manifest.checkpoint_id, manifest.plan_fingerprint, manifest.engine_version
+            "checkpoint {} was taken by {cause}: plan fingerprint {}, this query's is \
+             {fingerprint} (in a shell session, 'execution.state-recovery.path' stays set \
+             after a restore: RESET it to start fresh)",
+            manifest.checkpoint_id, manifest.plan_fingerprint
         )));
     }
     if manifest.max_parallelism != config.max_parallelism {

@@ -40,12 +40,13 @@ struct Group {
     key: Vec<ScalarValue>,
     emitted: Option<Vec<ScalarValue>>,
     /// Processing time of the group's last row (ms since the operator started).
-    last_access_ms: u64,
+    /// Negative for a group restored with idle time from before the operator started.
+    last_access_ms: i64,
 }
 
 impl Group {
     /// A new group of `key`, accessed at `now_ms`.
-    fn new(key: Vec<ScalarValue>, accumulators: Vec<Box<dyn Accumulator>>, now_ms: u64) -> Self {
+    fn new(key: Vec<ScalarValue>, accumulators: Vec<Box<dyn Accumulator>>, now_ms: i64) -> Self {
         Group {
             accumulators,
             rows: 0,
@@ -78,7 +79,7 @@ pub struct GroupAggregateOperator {
     ttl: Option<std::time::Duration>,
     started: std::time::Instant,
     /// When expired groups were last looked for (ms since `started`).
-    last_sweep_ms: u64,
+    last_sweep_ms: i64,
 }
 
 impl GroupAggregateOperator {
@@ -91,8 +92,8 @@ impl GroupAggregateOperator {
         self
     }
 
-    fn now_ms(&self) -> u64 {
-        self.started.elapsed().as_millis() as u64
+    fn now_ms(&self) -> i64 {
+        self.started.elapsed().as_millis() as i64
     }
 
     /// Forgets the groups idle for longer than the TTL (looked for at most twice per
@@ -104,14 +105,14 @@ impl GroupAggregateOperator {
         if self.keys.is_empty() {
             return; // the global aggregate always has its row
         }
-        let ttl_ms = ttl.as_millis() as u64;
+        let ttl_ms = ttl.as_millis() as i64;
         let now = self.now_ms();
         if now < self.last_sweep_ms + ttl_ms / 2 {
             return;
         }
         self.last_sweep_ms = now;
         for id in self.groups.live_ids() {
-            if now.saturating_sub(self.groups[id as usize].last_access_ms) > ttl_ms {
+            if now - self.groups[id as usize].last_access_ms > ttl_ms {
                 self.groups.forget(id, Group::empty());
             }
         }
@@ -143,7 +144,8 @@ impl GroupAggregateOperator {
             scratch: Vec::new(),
             ttl: None,
             started: std::time::Instant::now(),
-            last_sweep_ms: 0,
+            // The first batch sweeps (restored groups may be idle already).
+            last_sweep_ms: i64::MIN / 4,
         })
     }
 
@@ -318,7 +320,9 @@ impl Operator for GroupAggregateOperator {
 
     /// One row per group, in the common snapshot layout ([`crate::state::snapshot`]):
     /// `key_group`, the key columns `key_<k>`, `rows` (Int64: the group's net row
-    /// count), `emitted` (Boolean: a result row was emitted and not deleted), each
+    /// count), `idle_ms` (Int64: processing time since the group's last row, for
+    /// `'table.exec.state.ttl'`), `emitted` (Boolean: a result row was emitted and not
+    /// deleted), each
     /// accumulator's state `agg_<a>_<i>` (DataFusion's `Accumulator::state`), and the last
     /// emitted aggregate values `out_<a>`.
     fn snapshot_state(&mut self, max_parallelism: u32) -> Result<Option<RecordBatch>> {
@@ -350,6 +354,15 @@ impl Operator for GroupAggregateOperator {
         w.column(
             "rows",
             Arc::new(Int64Array::from_iter_values(groups.iter().map(|g| g.rows))),
+        );
+        // Idle time, so a restore keeps each group's TTL clock (Flink keeps state TTL
+        // timestamps in its snapshots too).
+        let now = self.now_ms();
+        w.column(
+            "idle_ms",
+            Arc::new(Int64Array::from_iter_values(
+                groups.iter().map(|g| (now - g.last_access_ms).max(0)),
+            )),
         );
         w.column(
             "emitted",
@@ -388,6 +401,9 @@ impl Operator for GroupAggregateOperator {
             let rows = rows.as_primitive::<Int64Type>().clone();
             let emitted = reader.column("emitted")?;
             let emitted = emitted.as_boolean().clone();
+            let idle = reader.column("idle_ms")?;
+            let idle = idle.as_primitive::<Int64Type>().clone();
+            let now = self.now_ms();
             let (keys, key_rows) = reader.key_rows(self.converter.as_ref(), self.keys.len())?;
             let state_columns: Vec<Vec<ArrayRef>> = (0..self.calls.len())
                 .map(|a| reader.numbered(&format!("agg_{a}_")))
@@ -407,6 +423,7 @@ impl Operator for GroupAggregateOperator {
                 let group = &mut self.groups[g];
                 group.accumulators = accumulators;
                 group.rows = rows.value(row);
+                group.last_access_ms = now - idle.value(row);
                 group.emitted = if emitted.value(row) {
                     let mut v = group.key.clone();
                     for o in &outs {
@@ -671,5 +688,31 @@ mod tests {
         // A snapshot holds only the groups in state.
         let snap = op.snapshot_state(128).unwrap().unwrap();
         assert_eq!(snap.num_rows(), 2);
+    }
+
+    /// A restored group keeps the idle time it had at the snapshot: restored after it
+    /// idled longer than the TTL, it expires at the first sweep, not a TTL later.
+    #[test]
+    fn restored_groups_keep_their_idle_time() {
+        let mut op = operator();
+        let mut out = Collector::default();
+        op.process_batch(rows(&[1, 2]), &mut out).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        // Both keys have idled 300 ms (no batch since, so no sweep yet).
+        let snap = op.snapshot_state(128).unwrap().unwrap();
+        let mut restored = operator();
+        restored.restore_state(&[snap]).unwrap();
+        assert_eq!(restored.groups_in_state(), 2);
+        out.take();
+        restored.process_batch(rows(&[3, 2]), &mut out).unwrap();
+        let insert = RowKind::Insert as i8;
+        let mut emitted = changes(&mut out);
+        emitted.sort();
+        assert_eq!(
+            emitted,
+            vec![(insert, 2, 1), (insert, 3, 1)],
+            "keys 1 and 2 expired at the first sweep: key 2 starts afresh"
+        );
+        assert_eq!(restored.groups_in_state(), 2, "keys 2 and 3");
     }
 }
