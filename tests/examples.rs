@@ -498,3 +498,54 @@ fn embedding_sink_callback_receives_rows() {
         .unwrap_or_default();
     assert!(err.contains("no callback receives its rows"), "{err}");
 }
+
+/// Embedding: two running jobs of one query would number checkpoints in the same
+/// directory and overwrite each other's, so the second is refused while the first runs;
+/// with its own `'pipeline.name'` it has its own directory, and once the first stops the
+/// query can start again.
+#[test]
+fn two_running_jobs_of_one_query_never_share_a_checkpoint_directory() {
+    let dir = std::env::temp_dir().join(format!("sluice-embed-claim-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut engine = Engine::new(EngineConfig::default());
+    engine
+        .execute_script(
+            "CREATE TABLE ticks (n BIGINT) WITH ('connector' = 'datagen', \
+             'rows-per-second' = '5', 'fields.n.kind' = 'sequence', 'fields.n.start' = '1', \
+             'fields.n.end' = '1000000');",
+        )
+        .unwrap();
+    engine
+        .set("execution.checkpointing.interval", "1 h")
+        .unwrap();
+    engine
+        .set("execution.checkpointing.dir", &dir.display().to_string())
+        .unwrap();
+    let query = "SELECT n FROM ticks WHERE n > 0";
+    let sluice::StatementResult::Query(first) = engine.sql(query).unwrap() else {
+        panic!("a query")
+    };
+    let err = engine
+        .sql(query)
+        .err()
+        .expect("refused while the first runs");
+    assert!(
+        err.to_string().contains("already checkpoints into"),
+        "{err}"
+    );
+    engine.set("pipeline.name", "second").unwrap();
+    let sluice::StatementResult::Query(second) = engine.sql(query).unwrap() else {
+        panic!("a query")
+    };
+    first.handle().stop();
+    first.join();
+    engine.execute_script("RESET 'pipeline.name';").unwrap();
+    let sluice::StatementResult::Query(again) = engine.sql(query).unwrap() else {
+        panic!("the query starts again once the first stopped")
+    };
+    for job in [second, again] {
+        job.handle().stop();
+        job.join();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -309,6 +309,10 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
     } else {
         None
     };
+    let claim = match &storage {
+        Some(s) if cp.enabled() => Some(CheckpointDirClaim::claim(s.display())?),
+        _ => None,
+    };
     let restored = match (cp.restore.as_deref(), &storage) {
         (None, _) | (_, None) => None,
         (Some("latest"), Some(storage)) => {
@@ -371,6 +375,7 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
         .name("sluice-coordinator".into())
         .spawn(move || {
             let _ended = EndedGuard(Arc::clone(&job.coordination));
+            let _claim = claim;
             job.supervise(attempt, events_tx, events_rx);
         })
         .map_err(|e| SluiceError::io("starting the job coordinator", e))?;
@@ -391,6 +396,52 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
             checkpoints,
         },
     })
+}
+
+/// The checkpoint directories of this process's running jobs.
+static CLAIMED_CHECKPOINT_DIRS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// A running job's claim on its checkpoint directory, released when dropped (when the
+/// job's coordinator ends). Two running jobs of one query would number checkpoints in the
+/// same directory and overwrite each other's (Flink gives every job its own id; our
+/// directory is per query, so `--from-checkpoint latest` finds it).
+struct CheckpointDirClaim(String);
+
+impl CheckpointDirClaim {
+    /// Claims `dir`, waiting up to 2 s for a job that is stopping to release it.
+    ///
+    /// # Errors
+    /// Another running job of this process checkpoints into `dir`.
+    fn claim(dir: &str) -> Result<Self> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        loop {
+            {
+                let mut claimed = CLAIMED_CHECKPOINT_DIRS
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                if !claimed.iter().any(|d| d == dir) {
+                    claimed.push(dir.to_string());
+                    return Ok(CheckpointDirClaim(dir.to_string()));
+                }
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(SluiceError::Config(format!(
+                    "a running job of this query already checkpoints into '{dir}'; stop it, \
+                     or give this one its own 'pipeline.name'"
+                )));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for CheckpointDirClaim {
+    fn drop(&mut self) {
+        let mut claimed = CLAIMED_CHECKPOINT_DIRS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        claimed.retain(|d| *d != self.0);
+    }
 }
 
 /// Reports something the job survived (a failed checkpoint, a restart) on stderr, as the
