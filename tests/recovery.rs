@@ -721,16 +721,19 @@ fn restore_at_another_parallelism() {
         for (first, second) in [(2, 3), (3, 1), (1, 2)] {
             let chk = temp_dir("chk");
             let out = temp_dir("out");
-            let r1 = run(
+            // Batches of 64 rows: the checkpoint at row 250 falls inside one.
+            let r1 = run_batches(
                 &dir,
                 &stop_after(&chk, "120,250", "source-after-row:300", first),
                 Some((sink, out.as_path())),
+                64,
             );
             assert!(r1.error.is_some(), "the first run fails at row 300");
-            let r2 = run(
+            let r2 = run_batches(
                 &dir,
                 &resume_from(&chk, "latest", second),
                 Some((sink, out.as_path())),
+                64,
             );
             assert_eq!(r2.error, None);
             assert_eq!(r2.metrics.restored_checkpoint_id.load(Ordering::Relaxed), 2);
@@ -738,6 +741,13 @@ fn restore_at_another_parallelism() {
                 data_rows(&r2.csv, false),
                 expected,
                 "{query}: parallelism {first} then {second}"
+            );
+            // Rows in: those after the checkpoint's offset (row 250), not the rows of a
+            // batch read again to find it.
+            assert_eq!(
+                JobMetrics::get(&r2.metrics.rows_in),
+                INPUT_ROWS - 250,
+                "{query}"
             );
             let _ = std::fs::remove_dir_all(&chk);
             let _ = std::fs::remove_dir_all(&out);

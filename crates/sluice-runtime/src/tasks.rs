@@ -426,6 +426,8 @@ impl SourceDriver {
                 base = self.skip.min(n);
                 raw = raw.slice(base as usize, (n - base) as usize);
                 self.skip -= base;
+                // Read again only to find the restored offset: not rows in.
+                self.ctx.metrics.rows_in.fetch_sub(base, Ordering::Relaxed);
                 if raw.num_rows() == 0 {
                     continue;
                 }
