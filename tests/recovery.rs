@@ -1012,6 +1012,102 @@ fn another_querys_checkpoint_is_refused_clearly() {
     let _ = std::fs::remove_dir_all(&chk);
 }
 
+/// Held rows released at a job's start do not block the caller: an application that
+/// starts the resumed job from async code (inside a tokio runtime) gets them first.
+#[test]
+fn held_rows_are_released_to_a_job_started_from_async_code() {
+    let dir = generated_case(TUMBLE_QUERY);
+    let reference = run(&dir, &[], None);
+    let chk = temp_dir("chk");
+    let first = run(
+        &dir,
+        &stop_after(&chk, "100,200", "after-manifest:2", 1),
+        None,
+    );
+    assert!(first.error.is_some());
+    let mut sql = String::new();
+    for (k, v) in resume_from(&chk, "latest", 1) {
+        sql.push_str(&format!("SET '{k}' = '{v}';\n"));
+    }
+    let text = std::fs::read_to_string(dir.join("query.sql")).unwrap();
+    sql.push_str(&text);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let batches = runtime.block_on(async {
+        use sluice::Stream;
+        let mut engine = Engine::new(EngineConfig {
+            working_dir: Some(dir.clone()),
+            ..Default::default()
+        });
+        let mut job = None;
+        for stmt in sluice::parse_script(&sql).unwrap() {
+            if let StatementResult::Query(j) = engine.execute(&stmt).unwrap() {
+                job = Some(j);
+            }
+        }
+        let mut job = job.expect("the query runs");
+        let mut batches = Vec::new();
+        while let Some(b) =
+            std::future::poll_fn(|cx| std::pin::Pin::new(&mut job).poll_next(cx)).await
+        {
+            batches.push(b.unwrap());
+        }
+        batches
+    });
+    let both = format!("{}{}", first.csv, body(&rows_as_csv(&batches)));
+    assert_eq!(data_rows(&both, true), data_rows(&reference.csv, true));
+    let _ = std::fs::remove_dir_all(&chk);
+}
+
+/// A restart that finds no checkpoint to restore (the one it had is damaged) replays
+/// from the beginning, so it first removes what its own run committed: the committed
+/// output then equals the failure-free output, with no row twice.
+#[test]
+fn a_restart_from_the_beginning_rewinds_the_runs_committed_output() {
+    let dir = generated_case(TUMBLE_QUERY);
+    let expected = failure_free(&dir, TUMBLE_SINK);
+    let chk = temp_dir("chk");
+    let out = temp_dir("out");
+    let settings = vec![
+        ("execution.checkpointing.dir", chk.display().to_string()),
+        ("sluice.test.checkpoint-after-rows", "100".into()),
+        ("sluice.test.failpoints", "source-after-row:300".into()),
+        ("restart-strategy.fixed-delay.attempts", "2".into()),
+        ("restart-strategy.fixed-delay.delay", "3 s".into()),
+    ];
+    // While the restart waits, checkpoint 1 (whose output is committed) loses its manifest.
+    let damage = {
+        let (chk, out) = (chk.clone(), out.clone());
+        std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while std::time::Instant::now() < deadline {
+                let committed = std::fs::read_dir(&out).is_ok_and(|d| {
+                    d.flatten()
+                        .any(|e| e.file_name().to_string_lossy().ends_with("-c1.csv"))
+                });
+                if committed {
+                    std::thread::sleep(std::time::Duration::from_millis(500));
+                    let manifest = job_dir(&chk).join("chk-1").join("_manifest.json");
+                    std::fs::remove_file(manifest).expect("checkpoint 1's manifest");
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            panic!("checkpoint 1 never committed");
+        })
+    };
+    let r = run(&dir, &settings, Some((TUMBLE_SINK, out.as_path())));
+    damage.join().unwrap();
+    assert_eq!(r.error, None);
+    assert_eq!(r.metrics.restored_checkpoint_id.load(Ordering::Relaxed), 0);
+    assert_eq!(data_rows(&r.csv, false), expected);
+    let _ = std::fs::remove_dir_all(&chk);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
 /// The CSV `text` without its header line.
 fn body(text: &str) -> &str {
     text.split_once('\n').map_or("", |(_, rest)| rest)

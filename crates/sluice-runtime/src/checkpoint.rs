@@ -372,6 +372,8 @@ pub struct RestoredCheckpoint {
     pub state: BTreeMap<usize, Vec<RecordBatch>>,
     /// The pre-committed result rows (`Manifest::pending_results`).
     pub pending_results: Vec<RecordBatch>,
+    /// Where it was loaded from (`<storage>/chk-<id>`, [`CheckpointStorage::location`]).
+    pub location: String,
 }
 
 /// A checkpoint storage location for one job (see the module docs).
@@ -689,6 +691,11 @@ impl CheckpointStorage {
         Ok(entry)
     }
 
+    /// Checkpoint `id`'s directory, as shown in messages (`<storage>/chk-<id>`).
+    pub fn location(&self, id: u64) -> String {
+        format!("{}/chk-{id}", self.display)
+    }
+
     /// Whether file `name` of checkpoint `id` exists.
     pub fn exists(&self, id: u64, name: &str) -> bool {
         self.block_on(self.store.head(&self.path(id, name))).is_ok()
@@ -758,6 +765,7 @@ impl CheckpointStorage {
             manifest,
             state,
             pending_results,
+            location: self.location(id),
         })
     }
 

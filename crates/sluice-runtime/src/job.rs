@@ -313,6 +313,7 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
         Some(s) if cp.enabled() => Some(CheckpointDirClaim::claim(s.display())?),
         _ => None,
     };
+    let mut initial_storage = None;
     let restored = match (cp.restore.as_deref(), &storage) {
         (None, _) | (_, None) => None,
         (Some("latest"), Some(storage)) => {
@@ -329,12 +330,14 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
         }
         (Some(path), Some(_)) => {
             let (other, id) = CheckpointStorage::open_checkpoint_path(path, working_dir)?;
-            Some(other.load(id).map_err(|e| {
+            let loaded = other.load(id).map_err(|e| {
                 SluiceError::Config(format!(
                     "cannot start from '{path}': {}",
                     e.to_string().trim_start_matches("Execution error: ")
                 ))
-            })?)
+            })?;
+            initial_storage = Some(other);
+            Some(loaded)
         }
     };
     if let Some(r) = &restored {
@@ -364,6 +367,8 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
         finished_sources: BTreeMap::new(),
         uncommitted: BTreeMap::new(),
         lineage: Vec::new(),
+        initial_storage,
+        released_results: Default::default(),
     };
     let control = Arc::clone(&job.coordination);
     let checkpoints = job.storage.is_some() && cp.mode != CheckpointingMode::AtMostOnce;
@@ -545,6 +550,11 @@ struct Job {
     uncommitted: BTreeMap<u64, Committable>,
     /// The runs whose output leads to the current state (see `Manifest::runs`).
     lineage: Vec<String>,
+    /// The storage of the checkpoint path the job started from, when not its own.
+    initial_storage: Option<CheckpointStorage>,
+    /// Checkpoints (`RestoredCheckpoint::location`) whose held result rows this process
+    /// released.
+    released_results: std::collections::BTreeSet<String>,
 }
 
 impl Job {
@@ -994,73 +1004,104 @@ impl Job {
     /// discards everything pre-committed or written after it.
     fn prepare_restore(&mut self, restore: Option<&RestoredCheckpoint>) -> Result<()> {
         if let Some(r) = restore {
-            let id = r.manifest.checkpoint_id;
             for f in &r.manifest.pending_commits {
                 f.commit()?;
             }
-            // Result rows pre-committed up to the checkpoint: still in memory when this
-            // run took it (a restart), else from the checkpoint unless a run released
-            // them already.
-            let in_memory = !self.pending_result_rows(id).is_empty();
-            self.commit_up_to(id)?;
-            let from_file = !in_memory
-                && !r.pending_results.is_empty()
-                && !self
-                    .storage
-                    .as_ref()
-                    .is_some_and(|s| s.exists(id, crate::checkpoint::RESULTS_RELEASED));
-            if from_file {
-                // One batch: at the job's start nobody reads yet, and one send always
-                // fits the result channel.
-                let rows = &r.pending_results;
-                let batch =
-                    datafusion_common::arrow::compute::concat_batches(&rows[0].schema(), rows)?;
-                self.commit(Committable::Rows(vec![batch]))?;
-            }
-            if in_memory || from_file {
-                self.mark_results_released(id);
-            }
+            self.release_held_results(r)?;
         }
         self.uncommitted.clear();
         let run = self.config.connectors.job_id.clone();
-        // The runs whose sink output the restored state continues: a fresh start
-        // continues nothing (earlier runs' output is theirs to keep).
-        self.lineage = match restore {
-            Some(r) if r.manifest.runs.is_empty() => vec![self.file_job.clone()],
-            Some(r) => r.manifest.runs.clone(),
-            None => Vec::new(),
-        };
+        // The runs whose sink output the restored state continues (recorded in the next
+        // manifests): a fresh start continues nothing, earlier runs' output is theirs.
+        self.lineage = restore.map(|r| r.manifest.runs.clone()).unwrap_or_default();
         if !self.lineage.contains(&run) {
             self.lineage.push(run.clone());
+        }
+        // The runs whose files this restore rewinds: the lineage; for a manifest of an
+        // older version without one, every run of the job (for this restore only).
+        let mut rewound = self.lineage.clone();
+        if restore.is_some_and(|r| r.manifest.runs.is_empty()) {
+            rewound.push(self.file_job.clone());
         }
         if self.config.checkpoint.two_phase() {
             if let Some(dir) = self.sink_directory() {
                 use crate::connectors::filesystem::{discard_committed_after, discard_uncommitted};
-                for lineage_run in &self.lineage {
+                for r in &rewound {
                     // Their uncommitted files (this run's from a failed attempt).
-                    discard_uncommitted(&dir, lineage_run)?;
+                    discard_uncommitted(&dir, r)?;
                 }
-                if let Some(r) = restore {
-                    // Output committed after the restored checkpoint (the newest
-                    // checkpoint was damaged, or an older one was chosen) is produced again
-                    // by the replay.
-                    let after = r.manifest.checkpoint_id;
-                    let mut removed = Vec::new();
-                    for lineage_run in &self.lineage {
-                        removed.extend(discard_committed_after(&dir, lineage_run, after)?);
-                    }
-                    if !removed.is_empty() {
-                        warn(&format!(
-                            "restoring checkpoint {after}: removed {} part file(s) committed \
-                             after it, which the replay writes again: {}",
-                            removed.len(),
-                            removed.join(", ")
-                        ));
-                    }
+                // Output committed after the restored checkpoint (the newest checkpoint
+                // was damaged, or an older one was chosen; with none, everything this run
+                // committed) is produced again by the replay.
+                let after = restore.map_or(0, |r| r.manifest.checkpoint_id);
+                let mut removed = Vec::new();
+                for r in &rewound {
+                    removed.extend(discard_committed_after(&dir, r, after)?);
+                }
+                if !removed.is_empty() {
+                    let from = match restore {
+                        Some(_) => format!("restoring checkpoint {after}"),
+                        None => "restarting from the beginning".to_string(),
+                    };
+                    warn(&format!(
+                        "{from}: removed {} part file(s) committed after it, which the \
+                         replay writes again: {}",
+                        removed.len(),
+                        removed.join(", ")
+                    ));
                 }
             }
         }
         Ok(())
+    }
+
+    /// Releases the result rows checkpoint `r` held back (`Manifest::pending_results`),
+    /// once: still in memory when this run took it (a restart), else from the checkpoint
+    /// unless they were released already, by this process (`released_results`) or by
+    /// another (the `_results_released` marker next to the checkpoint).
+    fn release_held_results(&mut self, r: &RestoredCheckpoint) -> Result<()> {
+        let id = r.manifest.checkpoint_id;
+        let in_memory = !self.pending_result_rows(id).is_empty();
+        self.commit_up_to(id)?;
+        let released_here = self.released_results.contains(&r.location);
+        let marked = self
+            .storage_of(r)
+            .is_some_and(|s| s.exists(id, crate::checkpoint::RESULTS_RELEASED));
+        let from_file = !in_memory && !r.pending_results.is_empty() && !released_here && !marked;
+        if from_file {
+            // One batch, sent without blocking: at the job's start nobody reads yet (and
+            // the caller may be async code), and one batch always fits the channel.
+            let rows = &r.pending_results;
+            let batch = datafusion_common::arrow::compute::concat_batches(&rows[0].schema(), rows)?;
+            match self.out_tx.try_send(Ok(batch)) {
+                Ok(()) | Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => {}
+                Err(tokio::sync::mpsc::error::TrySendError::Full(b)) => {
+                    // A restart, on the coordinator thread: waiting is fine.
+                    let _ = self.out_tx.blocking_send(b);
+                }
+            }
+        }
+        if in_memory || from_file {
+            self.released_results.insert(r.location.clone());
+            if let Some(storage) = self.storage_of(r) {
+                if let Err(e) = storage.put(id, crate::checkpoint::RESULTS_RELEASED, Vec::new()) {
+                    warn(&format!(
+                        "checkpoint {id}: recording released results failed: {e}"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The storage checkpoint `r` was loaded from: the job's own, or the one of the
+    /// path it started from.
+    fn storage_of(&self, r: &RestoredCheckpoint) -> Option<&CheckpointStorage> {
+        let id = r.manifest.checkpoint_id;
+        [self.storage.as_ref(), self.initial_storage.as_ref()]
+            .into_iter()
+            .flatten()
+            .find(|s| s.location(id) == r.location)
     }
 
     fn sink_directory(&self) -> Option<PathBuf> {
@@ -1225,11 +1266,13 @@ impl Job {
             .collect()
     }
 
-    /// Records that checkpoint `id`'s pending result rows were released (see
-    /// `Manifest::pending_results`); a failure to write the marker is only reported (a
-    /// restore from another process would then release the rows again).
-    fn mark_results_released(&self, id: u64) {
+    /// Records that checkpoint `id` (of the job's own storage)'s pending result rows
+    /// were released (see `Manifest::pending_results`): in this process, and with a
+    /// marker next to the checkpoint. A failure to write the marker is only reported: a
+    /// restore of the checkpoint by another process would release the rows again.
+    fn mark_results_released(&mut self, id: u64) {
         if let Some(storage) = &self.storage {
+            self.released_results.insert(storage.location(id));
             if let Err(e) = storage.put(id, crate::checkpoint::RESULTS_RELEASED, Vec::new()) {
                 warn(&format!(
                     "checkpoint {id}: recording released results failed: {e}"

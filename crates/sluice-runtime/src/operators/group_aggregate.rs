@@ -403,6 +403,7 @@ impl Operator for GroupAggregateOperator {
             let emitted = emitted.as_boolean().clone();
             let idle = reader.column("idle_ms")?;
             let idle = idle.as_primitive::<Int64Type>().clone();
+            // (Snapshots of Sluice 0.1 had no idle time: their plan fingerprints differ.)
             let now = self.now_ms();
             let (keys, key_rows) = reader.key_rows(self.converter.as_ref(), self.keys.len())?;
             let state_columns: Vec<Vec<ArrayRef>> = (0..self.calls.len())

@@ -334,6 +334,10 @@ impl Operator for SessionAggregateOperator {
                 live += 1;
             } else {
                 late += 1;
+                // A late row of a key with no open session leaves no state behind.
+                if self.sessions[key as usize].is_empty() {
+                    self.sessions.forget(key, Vec::new());
+                }
             }
         }
         JobMetrics::add(&self.metrics.late_rows_dropped, late);
@@ -578,6 +582,19 @@ mod tests {
         );
     }
 
+    /// A late row of a new key is dropped without leaving the key in state.
+    #[test]
+    fn late_rows_of_new_keys_leave_no_state() {
+        let mut op = operator();
+        let mut out = Collector::default();
+        op.on_watermark(1_000, &mut out).unwrap();
+        op.process_batch(rows(&[7, 8], &[5, 1_500]), &mut out)
+            .unwrap();
+        assert_eq!(op.keys_in_state(), 1, "only key 8's session");
+        op.on_end(&mut out).unwrap();
+        assert_eq!(op.keys_in_state(), 0);
+    }
+
     /// A key's extra timers pop after the key was forgotten: the id must not be freed
     /// twice (two keys would then share it).
     #[test]
@@ -592,7 +609,7 @@ mod tests {
         op.on_watermark(200, &mut out).unwrap(); // both pop; key 1 forgotten once
         assert_eq!(op.sessions.registry().free_ids(), &[0]);
         // Two new keys must get two different ids.
-        op.process_batch(rows(&[2, 3], &[40, 41]), &mut out)
+        op.process_batch(rows(&[2, 3], &[400, 401]), &mut out)
             .unwrap();
         assert_eq!(op.keys_in_state(), 2);
         assert_eq!(op.sessions.registry().capacity(), 2, "ids 0 and 1");

@@ -263,7 +263,15 @@ impl<V> KeyedValues<V> {
     fn set(&mut self, id: u32, value: V) {
         match self.values.get_mut(id as usize) {
             Some(slot) => *slot = value,
-            None => self.values.push(value),
+            None => {
+                // A new id is the next slot (ids and slots never drift apart).
+                assert_eq!(
+                    id as usize,
+                    self.values.len(),
+                    "keyed value slots out of step"
+                );
+                self.values.push(value)
+            }
         }
     }
 
@@ -280,8 +288,7 @@ impl<V> KeyedValues<V> {
     /// a new key's value is `init(row)`, `row` being the first selected row with it.
     ///
     /// # Errors
-    /// What `init` fails with (the key stays registered with no value: the operator
-    /// fails as a whole).
+    /// What `init` fails with; the key is forgotten again, so ids and slots stay in step.
     pub fn ids_or_insert_with(
         &mut self,
         rows: Option<&Rows>,
@@ -296,7 +303,7 @@ impl<V> KeyedValues<V> {
                 None => {
                     let (id, new) = self.keys.id(&[]);
                     if new {
-                        self.set(id, init(row as usize)?);
+                        self.init_slot(id, init(row as usize))?;
                     }
                     out.push(id as usize);
                     continue;
@@ -304,11 +311,26 @@ impl<V> KeyedValues<V> {
             };
             let (id, new) = self.keys.id(key.as_ref());
             if new {
-                self.set(id, init(row as usize)?);
+                self.init_slot(id, init(row as usize))?;
             }
             out.push(id as usize);
         }
         Ok(())
+    }
+
+    /// Sets new key `id`'s value, or forgets the key when `init` failed.
+    fn init_slot(&mut self, id: u32, value: Result<V>) -> Result<()> {
+        match value {
+            Ok(v) => {
+                self.set(id, v);
+                Ok(())
+            }
+            Err(e) => {
+                // Never given a slot if it was a new id past the end: free it again.
+                self.keys.forget(id);
+                Err(e)
+            }
+        }
     }
 
     /// Forgets `id`'s key; its slot takes `empty`. Returns the value it had (`None` when
