@@ -302,6 +302,18 @@ const CLICKS_CHANNEL: &str = "CREATE TABLE clicks (uid STRING, ts TIMESTAMP(3), 
 const CLICK_WINDOWS: &str = "SELECT uid, window_start, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE \
     clicks, DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY uid, window_start, window_end";
 
+/// An engine that checkpoints into `dir` (interval 1 h: checkpoints are taken on demand).
+fn checkpointing_engine(dir: &std::path::Path) -> Engine {
+    let mut engine = Engine::new(EngineConfig::default());
+    engine
+        .set("execution.checkpointing.interval", "1 h")
+        .unwrap();
+    engine
+        .set("execution.checkpointing.dir", &dir.display().to_string())
+        .unwrap();
+    engine
+}
+
 /// Reads a job's output through its `Stream` implementation until `until` rows came or
 /// the job ended.
 async fn read_rows(job: &mut sluice::RunningJob, until: usize) -> Vec<String> {
@@ -378,14 +390,8 @@ async fn embedding_stop_with_checkpoint_and_continue_in_a_new_engine() {
     let dir = std::env::temp_dir().join(format!("sluice-embed-stop-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let start = |restore: Option<&str>| {
-        let mut engine = Engine::new(EngineConfig::default());
+        let mut engine = checkpointing_engine(&dir);
         engine.execute_script(CLICKS_CHANNEL).unwrap();
-        engine
-            .set("execution.checkpointing.interval", "1 h")
-            .unwrap();
-        engine
-            .set("execution.checkpointing.dir", &dir.display().to_string())
-            .unwrap();
         if let Some(path) = restore {
             engine.set("execution.state-recovery.path", path).unwrap();
         }
@@ -507,19 +513,13 @@ fn embedding_sink_callback_receives_rows() {
 fn two_running_jobs_of_one_query_never_share_a_checkpoint_directory() {
     let dir = std::env::temp_dir().join(format!("sluice-embed-claim-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = checkpointing_engine(&dir);
     engine
         .execute_script(
             "CREATE TABLE ticks (n BIGINT) WITH ('connector' = 'datagen', \
              'rows-per-second' = '5', 'fields.n.kind' = 'sequence', 'fields.n.start' = '1', \
              'fields.n.end' = '1000000');",
         )
-        .unwrap();
-    engine
-        .set("execution.checkpointing.interval", "1 h")
-        .unwrap();
-    engine
-        .set("execution.checkpointing.dir", &dir.display().to_string())
         .unwrap();
     let query = "SELECT n FROM ticks WHERE n > 0";
     let sluice::StatementResult::Query(first) = engine.sql(query).unwrap() else {

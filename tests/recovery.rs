@@ -49,6 +49,14 @@ struct Run {
     metrics: std::sync::Arc<JobMetrics>,
 }
 
+/// `SET` statements for `settings`.
+fn settings_sql(settings: &[(&str, String)]) -> String {
+    settings
+        .iter()
+        .map(|(k, v)| format!("SET '{k}' = '{v}';\n"))
+        .collect()
+}
+
 /// Runs `query.sql` of `dir` (its CREATE TABLEs, then its query) after `settings`, with
 /// checkpoints in `store`. `sink`: write the query into a filesystem sink with these
 /// columns instead of reading its result stream.
@@ -68,10 +76,7 @@ fn run_batches(
         batch_size,
         ..Default::default()
     });
-    let mut sql = String::new();
-    for (k, v) in settings {
-        sql.push_str(&format!("SET '{k}' = '{v}';\n"));
-    }
+    let mut sql = settings_sql(settings);
     let text = std::fs::read_to_string(dir.join("query.sql")).expect("query.sql");
     let (ddl, query) = text.rsplit_once("SELECT").expect("a SELECT");
     sql.push_str(ddl);
@@ -966,10 +971,7 @@ fn start_error(dir: &Path, settings: &[(&str, String)], query: &str) -> String {
         working_dir: Some(dir.to_path_buf()),
         ..Default::default()
     });
-    let mut sql = String::new();
-    for (k, v) in settings {
-        sql.push_str(&format!("SET '{k}' = '{v}';\n"));
-    }
+    let mut sql = settings_sql(settings);
     let text = std::fs::read_to_string(dir.join("query.sql")).expect("query.sql");
     let (ddl, _) = text.rsplit_once("SELECT").expect("a SELECT");
     sql.push_str(ddl);
@@ -1025,10 +1027,7 @@ fn held_rows_are_released_to_a_job_started_from_async_code() {
         None,
     );
     assert!(first.error.is_some());
-    let mut sql = String::new();
-    for (k, v) in resume_from(&chk, "latest", 1) {
-        sql.push_str(&format!("SET '{k}' = '{v}';\n"));
-    }
+    let mut sql = settings_sql(&resume_from(&chk, "latest", 1));
     let text = std::fs::read_to_string(dir.join("query.sql")).unwrap();
     sql.push_str(&text);
     let runtime = tokio::runtime::Builder::new_multi_thread()
