@@ -34,6 +34,15 @@ use super::AccumulatorFactory;
 /// The length recorded for a free id.
 const FREE: u32 = u32::MAX;
 
+/// An arena position as stored in a span.
+///
+/// # Panics
+/// Past 4 GiB of key bytes in one registry (one operator subtask's keys; memory runs out
+/// long before).
+fn arena_offset(len: usize) -> u32 {
+    u32::try_from(len).expect("more than 4 GiB of keys in one operator subtask")
+}
+
 /// Keys ↔ dense ids with reuse of forgotten ids (see the module docs).
 #[derive(Default)]
 pub struct KeyRegistry {
@@ -41,7 +50,9 @@ pub struct KeyRegistry {
     /// touches the key bytes only on a hash match).
     table: HashTable<(u64, u32)>,
     /// `(start in arena, length in bytes)` of each id's key; length [`FREE`] for a free id.
-    spans: Vec<(usize, u32)>,
+    /// Eight bytes per id: probes touch this array at random, so its size is what stays
+    /// in cache (a HOP aggregate keeps one registry per open window).
+    spans: Vec<(u32, u32)>,
     /// The key bytes of every id, back to back.
     arena: Vec<u8>,
     /// Arena bytes of forgotten keys (reclaimed when they are half the arena).
@@ -83,7 +94,7 @@ impl KeyRegistry {
             |&(h, id)| {
                 h == hash && {
                     let (start, len) = spans[id as usize];
-                    &arena[start..start + len as usize] == key
+                    &arena[start as usize..(start + len) as usize] == key
                 }
             },
             |&(h, _)| h,
@@ -91,7 +102,9 @@ impl KeyRegistry {
         match entry {
             Entry::Occupied(o) => (o.get().1, false),
             Entry::Vacant(v) => {
-                let span = (arena.len(), key.len() as u32);
+                // Both ends of the key must fit a span.
+                let span = (arena_offset(arena.len()), key.len() as u32);
+                arena_offset(arena.len() + key.len());
                 arena.extend_from_slice(key);
                 let id = match free.pop() {
                     Some(id) => {
@@ -130,7 +143,7 @@ impl KeyRegistry {
     /// The key registered under `id`, if it is not free.
     pub fn key(&self, id: u32) -> Option<&[u8]> {
         let &(start, len) = self.spans.get(id as usize)?;
-        (len != FREE).then(|| &self.arena[start..start + len as usize])
+        (len != FREE).then(|| &self.arena[start as usize..(start + len) as usize])
     }
 
     /// Whether `id` holds a key.
@@ -149,7 +162,7 @@ impl KeyRegistry {
         }
         let hash = self
             .hasher
-            .hash_one(&self.arena[start..start + len as usize]);
+            .hash_one(&self.arena[start as usize..(start + len) as usize]);
         if let Ok(found) = self.table.find_entry(hash, |&(_, x)| x == id) {
             found.remove();
         }
@@ -167,8 +180,8 @@ impl KeyRegistry {
         let mut arena = Vec::with_capacity(self.arena.len() - self.garbage);
         for span in &mut self.spans {
             if span.1 != FREE {
-                let start = arena.len();
-                arena.extend_from_slice(&self.arena[span.0..span.0 + span.1 as usize]);
+                let start = arena_offset(arena.len());
+                arena.extend_from_slice(&self.arena[span.0 as usize..(span.0 + span.1) as usize]);
                 span.0 = start;
             }
         }
@@ -208,6 +221,30 @@ impl KeyRegistry {
     /// Bytes held for keys (the arena, forgotten keys not yet reclaimed included).
     pub fn key_bytes(&self) -> usize {
         self.arena.len()
+    }
+
+    /// The key columns of every key in id order, consuming the registry; no id may have
+    /// been forgotten (the keys then lie back to back in the arena, which becomes the row
+    /// buffer without a copy). `None` without a converter.
+    ///
+    /// # Errors
+    /// An id was forgotten, or bytes the converter cannot decode.
+    pub fn into_key_columns(self, converter: Option<&RowConverter>) -> Result<Vec<ArrayRef>> {
+        use datafusion_common::arrow::array::BinaryArray;
+        use datafusion_common::arrow::buffer::{Buffer, OffsetBuffer};
+        let Some(converter) = converter else {
+            return Ok(Vec::new());
+        };
+        if !self.free.is_empty() || self.garbage > 0 {
+            return Err(SluiceError::Internal(
+                "key columns of a registry with forgotten keys".into(),
+            ));
+        }
+        let offsets = OffsetBuffer::<i32>::from_lengths(self.spans.iter().map(|s| s.1 as usize));
+        let values = Buffer::from_vec(self.arena);
+        let binary = BinaryArray::try_new(offsets, values, None)?;
+        let rows = converter.from_binary(binary);
+        Ok(converter.convert_rows(&rows)?)
     }
 
     /// The key columns of `ids` (which must be registered), decoded with `converter`
@@ -489,14 +526,12 @@ impl KeyedAccumulators {
         mut self,
         converter: Option<&RowConverter>,
     ) -> Result<(Vec<ArrayRef>, Vec<ArrayRef>)> {
-        let ids: Vec<u32> = self.keys.live_ids().collect();
-        let keys = self.keys.key_columns(converter, &ids)?;
         let values = self
             .accumulators
             .iter_mut()
             .map(|a| a.evaluate(EmitTo::All))
             .collect::<datafusion_common::Result<Vec<_>>>()?;
-        Ok((keys, values))
+        Ok((self.keys.into_key_columns(converter)?, values))
     }
 
     /// The key columns and accumulator states (per aggregate, its state columns) of
@@ -617,6 +652,44 @@ mod tests {
         assert_eq!(n.values(), &[2, 1]);
         assert!(r.key_columns(Some(&converter), &[7]).is_err());
         assert!(r.key_columns(None, &[0]).unwrap().is_empty());
+    }
+
+    /// The arena becomes the row buffer: the same columns as decoding id by id.
+    #[test]
+    fn registry_into_key_columns_matches_key_columns() {
+        use datafusion_common::arrow::array::{Int64Array, StringArray};
+        use datafusion_common::arrow::datatypes::DataType;
+        use datafusion_common::arrow::row::SortField;
+        use std::sync::Arc;
+        let converter = RowConverter::new(vec![
+            SortField::new(DataType::Utf8),
+            SortField::new(DataType::Int64),
+        ])
+        .unwrap();
+        let cols: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(vec![
+                Some("b"),
+                None,
+                Some("a"),
+                Some("b"),
+            ])),
+            Arc::new(Int64Array::from(vec![Some(1), Some(2), None, Some(1)])),
+        ];
+        let rows = converter.convert_columns(&cols).unwrap();
+        let mut r = KeyRegistry::new();
+        let mut ids = Vec::new();
+        r.ids_of(Some(&rows), &[0, 1, 2, 3], &mut ids);
+        assert_eq!(ids, vec![0, 1, 2, 0]);
+        let by_id = r.key_columns(Some(&converter), &[0, 1, 2]).unwrap();
+        let whole = r.into_key_columns(Some(&converter)).unwrap();
+        assert_eq!(by_id.len(), 2);
+        for (a, b) in by_id.iter().zip(&whole) {
+            assert_eq!(a.to_data(), b.to_data());
+        }
+        let mut churned = KeyRegistry::new();
+        churned.id(b"x");
+        churned.forget(0);
+        assert!(churned.into_key_columns(Some(&converter)).is_err());
     }
 
     #[test]
