@@ -1014,6 +1014,35 @@ fn another_querys_checkpoint_is_refused_clearly() {
     let _ = std::fs::remove_dir_all(&chk);
 }
 
+/// Held rows released by a resumed run show `TIMESTAMP_LTZ` values in the resuming
+/// session's time zone, like every other row of that run.
+#[test]
+fn held_rows_show_in_the_resuming_sessions_time_zone() {
+    let query = "SELECT k, window_start, MAX(TO_TIMESTAMP_LTZ(CAST(v AS BIGINT) * 3600, 0)) \
+        AS latest FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '5' SECOND)) \
+        GROUP BY k, window_start, window_end";
+    let dir = generated_case(query);
+    let tokyo = |mut s: Vec<(&'static str, String)>| {
+        s.push(("table.local-time-zone", "Asia/Tokyo".into()));
+        s
+    };
+    let reference = run(&dir, &tokyo(Vec::new()), None);
+    let chk = temp_dir("chk");
+    let mut first_settings = stop_after(&chk, "100,200", "after-manifest:2", 1);
+    first_settings.push(("table.local-time-zone", "UTC".into()));
+    let first = run(&dir, &first_settings, None);
+    assert!(first.error.is_some());
+    let second = run(&dir, &tokyo(resume_from(&chk, "latest", 1)), None);
+    assert_eq!(second.error, None);
+    let all = data_rows(&reference.csv, true);
+    let resumed = data_rows(&second.csv, true);
+    assert!(resumed.len() > 2);
+    for row in &resumed {
+        assert!(all.contains(row), "{row} is not shown in Tokyo time");
+    }
+    let _ = std::fs::remove_dir_all(&chk);
+}
+
 /// Held rows released at a job's start do not block the caller: an application that
 /// starts the resumed job from async code (inside a tokio runtime) gets them first.
 #[test]

@@ -1073,6 +1073,8 @@ impl Job {
             // the caller may be async code), and one batch always fits the channel.
             let rows = &r.pending_results;
             let batch = datafusion_common::arrow::compute::concat_batches(&rows[0].schema(), rows)?;
+            // Shown in this session's time zone, as the rows this run produces.
+            let batch = crate::tasks::localize(&batch, &self.config.connectors.time_zone)?;
             match self.out_tx.try_send(Ok(batch)) {
                 Ok(()) | Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => {}
                 Err(tokio::sync::mpsc::error::TrySendError::Full(b)) => {

@@ -931,7 +931,7 @@ impl OperatorTask {
 
 /// `TIMESTAMP_LTZ` columns show and write as wall-clock times of the session time zone:
 /// their values (instants) stay, their Arrow time zone becomes the session's.
-fn localize(batch: &RecordBatch, time_zone: &str) -> Result<RecordBatch> {
+pub(crate) fn localize(batch: &RecordBatch, time_zone: &str) -> Result<RecordBatch> {
     use datafusion_common::arrow::compute::cast;
     use datafusion_common::arrow::datatypes::DataType;
     let has_ltz = batch.schema().fields().iter().any(
