@@ -25,7 +25,9 @@ use datafusion_sql::sqlparser::tokenizer::{Location, Token, TokenWithSpan};
 use sluice_common::row_pattern::RowPattern;
 use sluice_common::{Result, SluiceError};
 
-use crate::parser::{err_at, interval_ms, is_trivia, sql_err, word_is, DIALECT};
+use crate::parser::{
+    err_at, expect_eof, expect_word, interval_ms, is_trivia, sql_err, word_is, DIALECT,
+};
 
 /// Where the next search for a match starts after a match (`AFTER MATCH SKIP ...`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -161,25 +163,7 @@ pub(crate) fn parse_clause(
     let parser = |tokens: &[TokenWithSpan]| {
         Parser::new(&DIALECT).with_tokens_with_locations(tokens.to_vec())
     };
-    let expect_word = |p: &mut Parser, w: &str| -> Result<()> {
-        let t = p.next_token();
-        if word_is(&t.token, w) {
-            Ok(())
-        } else {
-            Err(err_at(t.span.start, format!("Expected: {w}, found: {t}")))
-        }
-    };
-    let expect_end = |p: &mut Parser, what: &str| -> Result<()> {
-        let t = p.peek_token();
-        if t.token == Token::EOF {
-            Ok(())
-        } else {
-            Err(err_at(
-                t.span.start,
-                format!("Expected: the end of {what}, found: {t}"),
-            ))
-        }
-    };
+    let expect_end = |p: &mut Parser, what: &str| expect_eof(p, &format!("the end of {what}"));
 
     let mut partition_by = Vec::new();
     if let Some((_, _, tokens)) = section("PARTITION") {

@@ -912,14 +912,25 @@ fn unexpected(p: &Parser, expected: &str) -> SluiceError {
 }
 
 fn expect_end(p: &mut Parser) -> Result<()> {
-    let tok = p.peek_token();
-    if tok.token == Token::EOF {
+    expect_eof(p, "end of statement")
+}
+
+/// Nothing may follow: else "Expected: `expected`, found: ..." at the next token.
+pub(crate) fn expect_eof(p: &mut Parser, expected: &str) -> Result<()> {
+    if p.peek_token().token == Token::EOF {
         Ok(())
     } else {
-        Err(err_at(
-            tok.span.start,
-            format!("Expected: end of statement, found: {tok}"),
-        ))
+        Err(unexpected(p, expected))
+    }
+}
+
+/// The keyword `upper` must come next (and is consumed): else "Expected: `upper`,
+/// found: ..." at the next token.
+pub(crate) fn expect_word(p: &mut Parser, upper: &str) -> Result<()> {
+    if parse_word(p, upper) {
+        Ok(())
+    } else {
+        Err(unexpected(p, upper))
     }
 }
 

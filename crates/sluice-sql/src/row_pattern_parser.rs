@@ -383,7 +383,7 @@ mod tests {
     use super::*;
 
     fn v(n: &str) -> RowPattern {
-        RowPattern::Var(n.to_string())
+        RowPattern::var(n)
     }
     fn cat(ps: Vec<RowPattern>) -> RowPattern {
         RowPattern::Concat(ps)
@@ -392,12 +392,7 @@ mod tests {
         RowPattern::Alt(ps)
     }
     fn rep(p: RowPattern, min: u32, max: Option<u32>, greedy: bool) -> RowPattern {
-        RowPattern::Repeat {
-            body: Box::new(p),
-            min,
-            max,
-            greedy,
-        }
+        RowPattern::repeat(p, min, max, greedy)
     }
     fn parse(s: &str) -> RowPattern {
         match parse_row_pattern(s) {

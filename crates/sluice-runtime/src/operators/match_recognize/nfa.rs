@@ -1765,7 +1765,7 @@ mod tests {
 
     // ---- pattern builders ----
     fn v(n: &str) -> RowPattern {
-        RowPattern::Var(n.to_string())
+        RowPattern::var(n)
     }
     fn cat(ps: Vec<RowPattern>) -> RowPattern {
         RowPattern::Concat(ps)
@@ -1774,12 +1774,7 @@ mod tests {
         RowPattern::Alt(ps)
     }
     fn rep(p: RowPattern, min: u32, max: Option<u32>, greedy: bool) -> RowPattern {
-        RowPattern::Repeat {
-            body: Box::new(p),
-            min,
-            max,
-            greedy,
-        }
+        RowPattern::repeat(p, min, max, greedy)
     }
     fn plus(p: RowPattern) -> RowPattern {
         rep(p, 1, None, true)
