@@ -811,9 +811,7 @@ impl CheckpointStorage {
             if id > latest_complete {
                 continue; // a checkpoint in progress
             }
-            let complete = self
-                .block_on(self.store.head(&self.path(id, "_manifest.json")))
-                .is_ok();
+            let complete = self.exists(id, "_manifest.json");
             if complete && kept < retained.max(1) {
                 kept += 1;
                 continue;

@@ -1065,7 +1065,7 @@ impl Job {
         self.commit_up_to(id)?;
         let released_here = self.released_results.contains(&r.location);
         let marked = self
-            .storage_of(r)
+            .storage_at(id, &r.location)
             .is_some_and(|s| s.exists(id, crate::checkpoint::RESULTS_RELEASED));
         let from_file = !in_memory && !r.pending_results.is_empty() && !released_here && !marked;
         if from_file {
@@ -1084,26 +1084,19 @@ impl Job {
             }
         }
         if in_memory || from_file {
-            self.released_results.insert(r.location.clone());
-            if let Some(storage) = self.storage_of(r) {
-                if let Err(e) = storage.put(id, crate::checkpoint::RESULTS_RELEASED, Vec::new()) {
-                    warn(&format!(
-                        "checkpoint {id}: recording released results failed: {e}"
-                    ));
-                }
-            }
+            self.mark_results_released(id, r.location.clone());
         }
         Ok(())
     }
 
-    /// The storage checkpoint `r` was loaded from: the job's own, or the one of the
-    /// path it started from.
-    fn storage_of(&self, r: &RestoredCheckpoint) -> Option<&CheckpointStorage> {
-        let id = r.manifest.checkpoint_id;
+    /// The storage holding checkpoint `id` at `location`
+    /// ([`CheckpointStorage::location`]): the job's own, or the one of the path it
+    /// started from.
+    fn storage_at(&self, id: u64, location: &str) -> Option<&CheckpointStorage> {
         [self.storage.as_ref(), self.initial_storage.as_ref()]
             .into_iter()
             .flatten()
-            .find(|s| s.location(id) == r.location)
+            .find(|s| s.location(id) == location)
     }
 
     fn sink_directory(&self) -> Option<PathBuf> {
@@ -1186,8 +1179,9 @@ impl Job {
             .check("after-manifest", Some(id))?;
         let releases_rows = !self.pending_result_rows(id).is_empty();
         self.commit_up_to(id)?;
-        if releases_rows {
-            self.mark_results_released(id);
+        let own = self.storage.as_ref().map(|s| s.location(id));
+        if let (true, Some(location)) = (releases_rows, own) {
+            self.mark_results_released(id, location);
         }
         if let Some(storage) = &self.storage {
             if let Err(e) = storage.prune(id, self.config.checkpoint.num_retained) {
@@ -1268,19 +1262,19 @@ impl Job {
             .collect()
     }
 
-    /// Records that checkpoint `id` (of the job's own storage)'s pending result rows
-    /// were released (see `Manifest::pending_results`): in this process, and with a
-    /// marker next to the checkpoint. A failure to write the marker is only reported: a
+    /// Records that the pending result rows of checkpoint `id` at `location` were
+    /// released (see `Manifest::pending_results`): in this process, and with a marker
+    /// next to the checkpoint. A failure to write the marker is only reported: a
     /// restore of the checkpoint by another process would release the rows again.
-    fn mark_results_released(&mut self, id: u64) {
-        if let Some(storage) = &self.storage {
-            self.released_results.insert(storage.location(id));
+    fn mark_results_released(&mut self, id: u64, location: String) {
+        if let Some(storage) = self.storage_at(id, &location) {
             if let Err(e) = storage.put(id, crate::checkpoint::RESULTS_RELEASED, Vec::new()) {
                 warn(&format!(
                     "checkpoint {id}: recording released results failed: {e}"
                 ));
             }
         }
+        self.released_results.insert(location);
     }
 
     /// Commits what was pre-committed for checkpoints up to `id`: sink files get their

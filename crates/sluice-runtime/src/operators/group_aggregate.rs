@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+use datafusion_common::arrow::array::RecordBatch;
 use datafusion_common::arrow::array::{Array, ArrayRef, Int8Array, UInt32Array};
-use datafusion_common::arrow::array::{AsArray, RecordBatch};
 use datafusion_common::arrow::compute::take;
 use datafusion_common::arrow::datatypes::{DataType, SchemaRef};
 use datafusion_common::ScalarValue;
@@ -397,12 +397,9 @@ impl Operator for GroupAggregateOperator {
                 continue;
             }
             let reader = SnapshotReader::new(snap, "aggregate");
-            let rows = reader.column("rows")?;
-            let rows = rows.as_primitive::<Int64Type>().clone();
-            let emitted = reader.column("emitted")?;
-            let emitted = emitted.as_boolean().clone();
-            let idle = reader.column("idle_ms")?;
-            let idle = idle.as_primitive::<Int64Type>().clone();
+            let rows = reader.primitive::<Int64Type>("rows")?;
+            let emitted = reader.boolean("emitted")?;
+            let idle = reader.primitive::<Int64Type>("idle_ms")?;
             // (Snapshots of Sluice 0.1 had no idle time: their plan fingerprints differ.)
             let now = self.now_ms();
             let (keys, key_rows) = reader.key_rows(self.converter.as_ref(), self.keys.len())?;
@@ -611,7 +608,7 @@ impl Accumulator for Multiset {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion_common::arrow::array::Int32Array;
+    use datafusion_common::arrow::array::{AsArray, Int32Array};
     use datafusion_common::arrow::datatypes::{Field, Schema};
     use datafusion_physical_expr::expressions::col;
 

@@ -436,10 +436,8 @@ impl Operator for SessionAggregateOperator {
                 continue;
             }
             let reader = SnapshotReader::new(snap, "session");
-            let starts = reader.column("session_start")?;
-            let ends = reader.column("session_end")?;
-            let starts = starts.as_primitive::<Int64Type>();
-            let ends = ends.as_primitive::<Int64Type>();
+            let starts = reader.primitive::<Int64Type>("session_start")?;
+            let ends = reader.primitive::<Int64Type>("session_end")?;
             let (keys, key_rows) = reader.key_rows(self.converter.as_ref(), self.keys.len())?;
             let mut args = Vec::new();
             let mut filters = Vec::new();
@@ -450,7 +448,7 @@ impl Operator for SessionAggregateOperator {
                         .collect::<Result<Vec<_>>>()?,
                 );
                 filters.push(match call.filter {
-                    Some(_) => Some(reader.column(&format!("filter_{a}"))?.as_boolean().clone()),
+                    Some(_) => Some(reader.boolean(&format!("filter_{a}"))?),
                     None => None,
                 });
             }

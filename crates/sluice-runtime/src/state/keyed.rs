@@ -146,11 +146,6 @@ impl KeyRegistry {
         (len != FREE).then(|| &self.arena[start as usize..(start + len) as usize])
     }
 
-    /// Whether `id` holds a key.
-    pub fn is_live(&self, id: u32) -> bool {
-        self.spans.get(id as usize).is_some_and(|s| s.1 != FREE)
-    }
-
     /// Forgets the key of `id` (its state is gone); the id is reused. Returns `false`
     /// when the id was already free (a stale timer, say).
     pub fn forget(&mut self, id: u32) -> bool {
@@ -377,11 +372,6 @@ impl<V> KeyedValues<V> {
             return None;
         }
         Some(std::mem::replace(&mut self.values[id as usize], empty))
-    }
-
-    /// Whether `id` holds a key's value.
-    pub fn is_live(&self, id: u32) -> bool {
-        self.keys.is_live(id)
     }
 
     /// Registered ids, ascending.

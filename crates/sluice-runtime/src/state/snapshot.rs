@@ -15,7 +15,10 @@
 
 use std::sync::Arc;
 
-use datafusion_common::arrow::array::{ArrayRef, RecordBatch, UInt32Array};
+use datafusion_common::arrow::array::{
+    ArrayRef, ArrowPrimitiveType, AsArray, BooleanArray, PrimitiveArray, RecordBatch, StringArray,
+    UInt32Array,
+};
 use datafusion_common::arrow::datatypes::{DataType, Field, Schema};
 use datafusion_common::arrow::row::{RowConverter, Rows};
 use sluice_common::{Result, SluiceError};
@@ -115,11 +118,6 @@ impl<'a> SnapshotReader<'a> {
         SnapshotReader { batch, what }
     }
 
-    /// Rows in the snapshot.
-    pub fn rows(&self) -> usize {
-        self.batch.num_rows()
-    }
-
     /// The column `name`.
     ///
     /// # Errors
@@ -132,6 +130,47 @@ impl<'a> SnapshotReader<'a> {
                 self.what
             ))
         })
+    }
+
+    /// The column `name` as values of type `T`.
+    ///
+    /// # Errors
+    /// The snapshot has no such column, or it holds another type.
+    pub fn primitive<T: ArrowPrimitiveType>(&self, name: &str) -> Result<PrimitiveArray<T>> {
+        let c = self.column(name)?;
+        c.as_primitive_opt::<T>()
+            .cloned()
+            .ok_or_else(|| self.wrong_type(name, &c))
+    }
+
+    /// The BOOLEAN column `name`.
+    ///
+    /// # Errors
+    /// The snapshot has no such column, or it holds another type.
+    pub fn boolean(&self, name: &str) -> Result<BooleanArray> {
+        let c = self.column(name)?;
+        c.as_boolean_opt()
+            .cloned()
+            .ok_or_else(|| self.wrong_type(name, &c))
+    }
+
+    /// The UTF-8 column `name`.
+    ///
+    /// # Errors
+    /// The snapshot has no such column, or it holds another type.
+    pub fn string(&self, name: &str) -> Result<StringArray> {
+        let c = self.column(name)?;
+        c.as_string_opt::<i32>()
+            .cloned()
+            .ok_or_else(|| self.wrong_type(name, &c))
+    }
+
+    fn wrong_type(&self, name: &str, column: &ArrayRef) -> SluiceError {
+        SluiceError::Execution(format!(
+            "a {} state snapshot does not match the operator (column '{name}' holds {})",
+            self.what,
+            column.data_type()
+        ))
     }
 
     /// The columns `<prefix>0`, `<prefix>1`, ... up to the first missing one.

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use datafusion_common::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array};
+use datafusion_common::arrow::array::{Array, ArrayRef, BooleanArray, Int64Array};
 use datafusion_common::arrow::array::{RecordBatch, UInt32Array};
 use datafusion_common::arrow::compute::take;
 use datafusion_common::arrow::datatypes::{DataType, Int64Type};
@@ -197,10 +197,8 @@ impl WindowAggregateState {
     pub fn restore(&mut self, snapshot: &RecordBatch) -> Result<()> {
         let reader = SnapshotReader::new(snapshot, "window aggregate");
         let (keys, _) = reader.key_rows(None, self.key_count)?;
-        let starts = reader.column("window_start")?;
-        let ends = reader.column("window_end")?;
-        let starts = starts.as_primitive::<Int64Type>();
-        let ends = ends.as_primitive::<Int64Type>();
+        let starts = reader.primitive::<Int64Type>("window_start")?;
+        let ends = reader.primitive::<Int64Type>("window_end")?;
         let mut state_columns = Vec::new();
         for a in 0..self.factory.len() {
             let width = self.factory.state_fields(a)?.len();

@@ -410,6 +410,11 @@ impl MatchRecognizeOperator {
             };
             columns.push(col);
         }
+        self.nav_record_batch(columns, n)
+    }
+
+    /// A batch of the nav schema with `n` rows (nav schemas may have no column).
+    fn nav_record_batch(&self, columns: Vec<ArrayRef>, n: usize) -> Result<RecordBatch> {
         let options =
             datafusion_common::arrow::array::RecordBatchOptions::new().with_row_count(Some(n));
         Ok(RecordBatch::try_new_with_options(
@@ -456,13 +461,7 @@ impl MatchRecognizeOperator {
                 ScalarValue::iter_to_array(rows.iter().map(|r| r[i].clone()))?
             });
         }
-        let options =
-            datafusion_common::arrow::array::RecordBatchOptions::new().with_row_count(Some(n));
-        Ok(RecordBatch::try_new_with_options(
-            Arc::clone(&self.nav_schema),
-            columns,
-            &options,
-        )?)
+        self.nav_record_batch(columns, n)
     }
 
     /// Tests `var`'s DEFINE on the current row `row` after `path` (not history-free).
@@ -1207,12 +1206,9 @@ impl Operator for MatchRecognizeOperator {
                 continue;
             }
             let reader = SnapshotReader::new(snap, "MATCH_RECOGNIZE");
-            let kinds = reader.column("kind")?;
-            let kinds = kinds.as_primitive::<Int8Type>().clone();
-            let seqs = reader.column("seq")?;
-            let seqs = seqs.as_primitive::<UInt64Type>().clone();
-            let states = reader.column("partition")?;
-            let states = states.as_string::<i32>().clone();
+            let kinds = reader.primitive::<Int8Type>("kind")?;
+            let seqs = reader.primitive::<UInt64Type>("seq")?;
+            let states = reader.string("partition")?;
             // The partition columns are the snapshot's key columns.
             let columns = (0..self.input_schema.fields().len())
                 .map(
