@@ -1061,7 +1061,7 @@ impl Job {
     /// another (the `_results_released` marker next to the checkpoint).
     fn release_held_results(&mut self, r: &RestoredCheckpoint) -> Result<()> {
         let id = r.manifest.checkpoint_id;
-        let in_memory = !self.pending_result_rows(id).is_empty();
+        let in_memory = self.holds_result_rows(id);
         self.commit_up_to(id)?;
         let released_here = self.released_results.contains(&r.location);
         let marked = self
@@ -1177,7 +1177,7 @@ impl Job {
             .checkpoint
             .failpoints
             .check("after-manifest", Some(id))?;
-        let releases_rows = !self.pending_result_rows(id).is_empty();
+        let releases_rows = self.holds_result_rows(id);
         self.commit_up_to(id)?;
         let own = self.storage.as_ref().map(|s| s.location(id));
         if let (true, Some(location)) = (releases_rows, own) {
@@ -1248,6 +1248,13 @@ impl Job {
         };
         storage.put_manifest(&manifest)?;
         Ok(total)
+    }
+
+    /// Whether result rows pre-committed for checkpoints up to `id` wait for release.
+    fn holds_result_rows(&self, id: u64) -> bool {
+        self.uncommitted.range(..=id).any(
+            |(_, c)| matches!(c, Committable::Rows(rows) if rows.iter().any(|b| b.num_rows() > 0)),
+        )
     }
 
     /// The result rows pre-committed for checkpoints up to `id`, not yet released.
