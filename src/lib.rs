@@ -36,7 +36,8 @@ pub use sluice_common::time::format_timestamp_ms;
 pub use sluice_common::{Result, SluiceError};
 pub use sluice_runtime::connectors::channel::ChannelSender;
 use sluice_runtime::connectors::ConnectorContext;
-pub use sluice_runtime::{JobHandle, JobMetrics, RunningJob, Stream};
+use sluice_runtime::job::SourceStall;
+pub use sluice_runtime::{JobHandle, JobMetrics, ProcessingClock, RunningJob, Stream};
 pub use sluice_sql::parser::Statement;
 use sluice_sql::{flink_type_name, Planner};
 pub use sluice_sql::{parse_script, ParsedStatement};
@@ -52,6 +53,10 @@ pub struct EngineConfig {
     /// Test hook: when set, each source batch has a pseudo-random size in
     /// `1..=batch_size` drawn from this seed. Results never depend on it.
     pub batch_size_seed: Option<u64>,
+    /// Processing time (`'table.exec.state.ttl'` is measured in it): the system clock by
+    /// default; a [`ProcessingClock::manual`] clock makes processing time what the
+    /// application (or a test) sets.
+    pub clock: ProcessingClock,
 }
 
 impl Default for EngineConfig {
@@ -60,6 +65,7 @@ impl Default for EngineConfig {
             working_dir: None,
             batch_size: 8192,
             batch_size_seed: None,
+            clock: ProcessingClock::system(),
         }
     }
 }
@@ -336,6 +342,7 @@ impl Engine {
             )?
             .filter(|ms| *ms > 0)
             .map(|ms| std::time::Duration::from_millis(ms as u64)),
+            clock: self.config.clock.clone(),
             idle_timeout: sluice_runtime::connectors::datagen::parse_duration_ms(
                 &self.settings,
                 "table.exec.source.idle-timeout",
@@ -347,7 +354,7 @@ impl Engine {
                 Some(v) => {
                     let bad = || {
                         SluiceError::Config(format!(
-                            "'sluice.test.source-stall' must list '<subtask>:<duration>[:first]', found '{v}'"
+                            "'sluice.test.source-stall' must list '<subtask>:<duration>|until-output[:first]', found '{v}'"
                         ))
                     };
                     let mut stalls = Vec::new();
@@ -357,15 +364,16 @@ impl Engine {
                             Some(d) => (d, true),
                             None => (rest, false),
                         };
-                        let mut one = BTreeMap::new();
-                        one.insert("d".to_string(), duration.to_string());
-                        let ms = sluice_runtime::connectors::datagen::parse_duration_ms(&one, "d")?
-                            .ok_or_else(bad)?;
-                        stalls.push((
-                            subtask.trim().parse().map_err(|_| bad())?,
-                            std::time::Duration::from_millis(ms.max(0) as u64),
-                            first_only,
-                        ));
+                        let stall = if duration.trim() == "until-output" {
+                            SourceStall::UntilOutput
+                        } else {
+                            let mut one = BTreeMap::new();
+                            one.insert("d".to_string(), duration.to_string());
+                            let ms = sluice_runtime::connectors::datagen::parse_duration_ms(&one, "d")?
+                                .ok_or_else(bad)?;
+                            SourceStall::For(std::time::Duration::from_millis(ms.max(0) as u64))
+                        };
+                        stalls.push((subtask.trim().parse().map_err(|_| bad())?, stall, first_only));
                     }
                     stalls
                 }

@@ -74,6 +74,7 @@ fn run_with(query: &str, batch_size: usize, seed: Option<u64>, settings: &str) -
         working_dir: Some(input_dir()),
         batch_size,
         batch_size_seed: seed,
+        ..Default::default()
     });
     let mut batches: Vec<RecordBatch> = engine
         .collect(&format!("{settings}{TABLE}\n{query}"))

@@ -331,9 +331,10 @@ async fn read_rows(job: &mut sluice::RunningJob, until: usize) -> Vec<String> {
     rows
 }
 
-/// Waits (up to 30 s) until the job's source watermark reaches `ms`.
+/// Waits (up to 120 s: a debug build on a busy machine) until the job's source watermark
+/// reaches `ms`.
 async fn wait_watermark(job: &sluice::RunningJob, ms: i64) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
     while job
         .metrics
         .watermark_ms
@@ -415,7 +416,7 @@ async fn embedding_stop_with_checkpoint_and_continue_in_a_new_engine() {
     wait_watermark(&job, 24_000).await;
     let handle = job.handle();
     let savepoint =
-        tokio::task::spawn_blocking(move || handle.stop_with_checkpoint(Duration::from_secs(30)))
+        tokio::task::spawn_blocking(move || handle.stop_with_checkpoint(Duration::from_secs(120)))
             .await
             .unwrap()
             .unwrap();

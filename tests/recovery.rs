@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use common::{compare_csv_multiset, rows_as_csv};
+use sluice::arrow::array::RecordBatch;
 use sluice::{Engine, EngineConfig, JobMetrics, StatementResult};
 
 static UNIQUE: AtomicU64 = AtomicU64::new(0);
@@ -1104,20 +1105,21 @@ fn a_restart_from_the_beginning_rewinds_the_runs_committed_output() {
         ("sluice.test.checkpoint-after-rows", "100".into()),
         ("sluice.test.failpoints", "source-after-row:300".into()),
         ("restart-strategy.fixed-delay.attempts", "2".into()),
-        ("restart-strategy.fixed-delay.delay", "3 s".into()),
+        ("restart-strategy.fixed-delay.delay", "5 s".into()),
     ];
     // While the restart waits, checkpoint 1 (whose output is committed) loses its manifest.
     let damage = {
         let (chk, out) = (chk.clone(), out.clone());
         std::thread::spawn(move || {
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
             while std::time::Instant::now() < deadline {
                 let committed = std::fs::read_dir(&out).is_ok_and(|d| {
                     d.flatten()
                         .any(|e| e.file_name().to_string_lossy().ends_with("-c1.csv"))
                 });
                 if committed {
-                    std::thread::sleep(std::time::Duration::from_millis(500));
+                    // Before or after the failure: either way the restart (5 s later)
+                    // finds no checkpoint to restore.
                     let manifest = job_dir(&chk).join("chk-1").join("_manifest.json");
                     std::fs::remove_file(manifest).expect("checkpoint 1's manifest");
                     return;
@@ -1301,33 +1303,59 @@ fn checkpoints_on_s3() {
 
 /// `'table.exec.state.ttl'`: a key idle for longer than the TTL (processing time) is
 /// forgotten, so its next row starts a fresh count (emitted as a new `+I`, as Flink does);
-/// a key seen more often than the TTL keeps its state. Timing margins are wide: the rare
-/// key is idle 2.8 s against a TTL of 1 s; the frequent key never idles more than 0.1 s.
+/// a key seen more often than the TTL keeps its state. Processing time is a manual clock
+/// the test sets, and each batch's changes are read before the clock moves on, so the
+/// outcome never depends on how fast the machine is.
 #[test]
 fn state_ttl_expires_idle_keys() {
+    use sluice::arrow::array::StringArray;
+    use sluice::arrow::datatypes::{DataType, Field, Schema};
+    let clock = sluice::ProcessingClock::manual(0);
     let mut engine = Engine::new(EngineConfig {
-        batch_size: 1,
+        clock: clock.clone(),
         ..Default::default()
     });
-    let sql = "SET 'table.exec.state.ttl' = '1 s';
-        CREATE TABLE seq (id INT) WITH ('connector' = 'datagen', 'rows-per-second' = '10',
-          'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '30');
-        SELECT CASE WHEN id IN (1, 30) THEN 'rare' ELSE 'often' END AS k, COUNT(*) AS n
-        FROM seq GROUP BY CASE WHEN id IN (1, 30) THEN 'rare' ELSE 'often' END";
-    let batches = engine.collect(sql).expect("runs");
-    let table = sluice::format::fold_changelog(&batches)
-        .expect("folds")
-        .expect("rows");
-    let mut rows = common::slt_rows(&[table]);
-    rows.sort();
-    assert_eq!(
-        rows,
-        vec![
-            vec!["often".to_string(), "28".to_string()],
-            vec!["rare".to_string(), "1".to_string()],
-            vec!["rare".to_string(), "1".to_string()],
-        ]
-    );
+    engine
+        .execute_script(
+            "SET 'table.exec.state.ttl' = '1 s';
+             CREATE TABLE ev (k STRING) WITH ('connector' = 'channel');",
+        )
+        .unwrap();
+    let ev = engine.channel_source("ev");
+    let StatementResult::Query(mut job) = engine
+        .sql("SELECT k, COUNT(*) AS n FROM ev GROUP BY k")
+        .unwrap()
+    else {
+        panic!("a query")
+    };
+    let schema = std::sync::Arc::new(Schema::new(vec![Field::new("k", DataType::Utf8, true)]));
+    // Sends one batch at processing time `at_ms` and returns its changes as `op,k,n`.
+    let mut step = |at_ms: i64, keys: &[&str]| -> Vec<String> {
+        clock.set_ms(at_ms);
+        let keys = StringArray::from(keys.to_vec());
+        ev.send(RecordBatch::try_new(schema.clone(), vec![std::sync::Arc::new(keys)]).unwrap())
+            .unwrap();
+        let batch = job.blocking_next().expect("the batch's changes").unwrap();
+        let mut changes: Vec<String> = common::slt_rows(&[batch])
+            .into_iter()
+            .map(|r| r.join(","))
+            .collect();
+        changes.sort();
+        changes
+    };
+    assert_eq!(step(0, &["rare", "often"]), ["+I,often,1", "+I,rare,1"]);
+    // `often` every 500 ms (never idle a whole second); `rare` idles 3 s.
+    for i in 1..=6 {
+        assert_eq!(
+            step(i * 500, &["often"]),
+            [format!("+U,often,{}", i + 1), format!("-U,often,{i}")]
+        );
+    }
+    // `rare` was forgotten: a fresh count, a new `+I`; `often` kept its count.
+    assert_eq!(step(3_100, &["rare"]), ["+I,rare,1"]);
+    assert_eq!(step(3_400, &["often"]), ["+U,often,8", "-U,often,7"]);
+    // Exactly the TTL idle is not yet expired (expired: idle longer than the TTL).
+    assert_eq!(step(4_100, &["rare"]), ["+U,rare,2", "-U,rare,1"]);
 }
 
 /// A directory `input/` of `files` CSV files (`k,v,ts`, 5 keys) read with
@@ -1403,10 +1431,10 @@ fn parallel_sources_with_failures() {
 
 /// `'table.exec.source.idle-timeout'`: a source subtask that has sent nothing for the
 /// timeout (its watchdog declares it idle) no longer holds the watermark back. Source
-/// subtask 1 stalls for 1.5 s at the start (a test hook: it just sleeps); its file is an
-/// hour older than subtask 0's. Without the
-/// timeout the watermark waits for it and nothing is late; with a 100 ms timeout subtask
-/// 0's windows fire meanwhile and every row of the stalled file arrives late.
+/// subtask 1 stalls at the start (a test hook); its file is an hour older than subtask
+/// 0's. Without the timeout the watermark waits for it (stalled 1.5 s) and nothing is
+/// late; with a 100 ms timeout subtask 0's windows fire meanwhile (subtask 1 stalls until
+/// the job has written a window) and every row of the stalled file arrives late.
 #[test]
 fn idle_source_does_not_hold_the_watermark_back() {
     let dir = parallel_case(TUMBLE_QUERY, 2, 2, 0);
@@ -1418,9 +1446,14 @@ fn idle_source_does_not_hold_the_watermark_back() {
     std::fs::write(&f1, text).unwrap();
     let rows_in_file_1 = 150;
     for (timeout, expected_late) in [(None, 0), (Some("100 ms"), rows_in_file_1)] {
-        let mut settings = vec![("sluice.test.source-stall", "1:1500 ms".to_string())];
-        if let Some(t) = timeout {
-            settings.push(("table.exec.source.idle-timeout", t.to_string()));
+        let mut settings = Vec::new();
+        match timeout {
+            // Without a timeout nothing fires while subtask 1 stalls: a fixed stall.
+            None => settings.push(("sluice.test.source-stall", "1:1500 ms".to_string())),
+            Some(t) => {
+                settings.push(("sluice.test.source-stall", "1:until-output".to_string()));
+                settings.push(("table.exec.source.idle-timeout", t.to_string()));
+            }
         }
         let out = temp_dir("out");
         let r = run(&dir, &settings, Some((TUMBLE_SINK, out.as_path())));
@@ -1562,7 +1595,7 @@ fn stop_with_checkpoint_then_resume_in_a_new_engine() {
              {}
              CREATE TABLE seq (id BIGINT, ts AS TO_TIMESTAMP_LTZ(id * 10, 3),
                WATERMARK FOR ts AS ts) WITH ('connector' = 'datagen',
-               'rows-per-second' = '10000', 'fields.id.kind' = 'sequence',
+               'rows-per-second' = '2000', 'fields.id.kind' = 'sequence',
                'fields.id.start' = '1', 'fields.id.end' = '20000');
              CREATE TABLE out (window_start TIMESTAMP(3), n BIGINT, s BIGINT)
                WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');
@@ -1581,9 +1614,15 @@ fn stop_with_checkpoint_then_resume_in_a_new_engine() {
         for stmt in &sluice::parse_script(sql).expect("parses") {
             if let StatementResult::Insert(mut job) = engine.execute(stmt).expect("starts") {
                 if stop {
-                    std::thread::sleep(std::time::Duration::from_millis(400));
+                    // Stop once rows have come in (the source takes 10 s for all of them):
+                    // waiting for rows, not for a fixed time, holds on a busy machine.
+                    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+                    while JobMetrics::get(&job.metrics.rows_in) < 500 {
+                        assert!(std::time::Instant::now() < deadline, "no rows came in");
+                        std::thread::sleep(std::time::Duration::from_millis(5));
+                    }
                     location = Some(
-                        job.stop_with_checkpoint(std::time::Duration::from_secs(10))
+                        job.stop_with_checkpoint(std::time::Duration::from_secs(120))
                             .expect("a savepoint"),
                     );
                 }

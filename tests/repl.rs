@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 
 static SESSION: AtomicU32 = AtomicU32::new(0);
 
+/// How long a test waits for what it expects on the screen before failing.
+const WAIT_DEADLINE: Duration = Duration::from_secs(180);
+
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("sluice-repl-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -87,9 +90,11 @@ impl Shell {
         self.tmux(&["capture-pane", "-p", "-t", "0", "-S", "-1000"])
     }
 
-    /// Waits (up to 30 s) until the screen satisfies `ok`; returns it.
+    /// Waits until the screen satisfies `ok`; returns it. The deadline is generous (a
+    /// debug build on a busy machine): waiting for a condition costs only as long as it
+    /// takes to hold.
     fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + WAIT_DEADLINE;
         loop {
             let screen = self.screen();
             if ok(&screen) {
@@ -99,6 +104,37 @@ impl Shell {
                 panic!("timed out waiting for {what}; the screen:\n{screen}");
             }
             std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Runs `SHOW JOBS` until the session's newest job listed has written rows (its
+    /// `rows out` is above zero); returns the screen.
+    fn wait_for_rows_out(&self) -> String {
+        let deadline = Instant::now() + WAIT_DEADLINE;
+        loop {
+            // Each round on a cleared screen and scrollback (Ctrl-L at the prompt).
+            self.press(&["C-l"]);
+            self.tmux(&["clear-history", "-t", "0"]);
+            self.wait_for("a cleared screen", |s| !s.contains("| job id "));
+            self.enter("SHOW JOBS;");
+            let screen = self.wait_for("SHOW JOBS", |s| {
+                s.lines().any(|l| l.starts_with("| job_")) && s.trim_end().ends_with("sluice>")
+            });
+            // The last table's job row: | id | name | status | start | in | out | error |
+            let rows_out = screen
+                .lines()
+                .rev()
+                .find(|l| l.starts_with("| job_"))
+                .and_then(|l| l.split('|').nth(6))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(0);
+            if rows_out > 0 {
+                return screen;
+            }
+            if Instant::now() > deadline {
+                panic!("the job never wrote a row; the screen:\n{screen}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
 
@@ -253,8 +289,10 @@ fn ctrl_c_cancels_a_running_query() {
         s.contains("|                    3 |")
     });
     shell.press(&["C-c"]);
-    let screen = shell.wait_for("the cancel", |s| s.contains("[INFO] Query canceled"));
-    assert!(screen.trim_end().ends_with("sluice>"), "{screen}");
+    // The message, then the prompt back (printed after the job has ended).
+    shell.wait_for("the cancel and the prompt", |s| {
+        s.contains("[INFO] Query canceled") && s.trim_end().ends_with("sluice>")
+    });
     shell.enter("SHOW TABLES;");
     shell.wait_for("the next statement", |s| s.contains("| ticks      |"));
     let _ = std::fs::remove_dir_all(&dir);
@@ -311,7 +349,7 @@ fn background_insert_show_jobs_and_stop_with_savepoint() {
 fn result_modes_for_an_updating_query() {
     let dir = temp_dir("modes");
     let shell = Shell::start(&dir, &dir.join("history"));
-    // Two rows per second: batches [1, 2] and [3, 4], one second apart.
+    // Two rows per second, one at a time (half a second apart).
     shell.enter(
         "CREATE TABLE ticks (n BIGINT) WITH ('connector' = 'datagen', \
          'rows-per-second' = '2', 'fields.n.kind' = 'sequence', 'fields.n.start' = '1', \
@@ -361,7 +399,9 @@ fn quitting_stops_running_jobs_and_keeps_their_output() {
     create_ticks_and_sink(&shell);
     shell.enter("INSERT INTO out_ticks SELECT n FROM ticks;");
     shell.wait_for("the job id", |s| s.contains("[INFO] Submitted job '"));
-    std::thread::sleep(Duration::from_millis(500));
+    // Quit once the job has written rows (not after a fixed time: a busy machine may
+    // not have started it yet).
+    shell.wait_for_rows_out();
     shell.enter("QUIT");
     let screen = shell.wait_for("the exit", |s| s.contains("EXITED:0"));
     assert!(

@@ -77,6 +77,8 @@ pub(crate) struct OperatorEnv {
     pub metrics: Arc<JobMetrics>,
     /// `'table.exec.state.ttl'`: idle keys of updating aggregates expire after this.
     pub state_ttl: Option<std::time::Duration>,
+    /// Processing time.
+    pub clock: crate::clock::ProcessingClock,
 }
 
 pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<dyn Operator>> {
@@ -163,7 +165,7 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
                     input.is_updating(),
                     out_schema,
                 )?
-                .with_state_ttl(env.state_ttl),
+                .with_state_ttl(env.state_ttl, env.clock.clone()),
             )
         }
         OperatorSpec::MatchRecognize(spec) => Box::new(

@@ -51,7 +51,7 @@ use crate::tasks::{
     RECEIVER_CLOSED,
 };
 
-pub use crate::tasks::{op_schema, OP_COLUMN};
+pub use crate::tasks::{op_schema, SourceStall, OP_COLUMN};
 
 /// How a job runs.
 #[derive(Debug, Clone)]
@@ -70,13 +70,15 @@ pub struct JobConfig {
     /// `'table.exec.state.ttl'`: keys of updating aggregates idle (no row, in processing
     /// time) for this long are forgotten (Flink's idle state retention).
     pub state_ttl: Option<std::time::Duration>,
+    /// Processing time (the system clock unless a test or application sets one).
+    pub clock: crate::clock::ProcessingClock,
     /// `'table.exec.source.idle-timeout'`: a source subtask without data this long is left
     /// out of the watermark until it sends again.
     pub idle_timeout: Option<std::time::Duration>,
-    /// Test hook (`'sluice.test.source-stall'` = `'<subtask>:<duration>[:first],...'`):
-    /// those source subtasks wait before reading (`first`: only in the job's first
-    /// attempt, not after restarts).
-    pub source_stall: Vec<(usize, std::time::Duration, bool)>,
+    /// Test hook (`'sluice.test.source-stall'` =
+    /// `'<subtask>:<duration>|until-output[:first],...'`): those source subtasks wait
+    /// before reading (`first`: only in the job's first attempt, not after restarts).
+    pub source_stall: Vec<(usize, SourceStall, bool)>,
     /// Test hook (`'sluice.test.restart-parallelism'`): restart `n` (1-based) runs at
     /// `restart_parallelism[(n - 1) % len]` subtasks, so recovery re-splits state.
     pub restart_parallelism: Vec<usize>,
@@ -687,6 +689,7 @@ impl Job {
         let env = OperatorEnv {
             metrics: Arc::clone(&self.metrics),
             state_ttl: self.config.state_ttl,
+            clock: self.config.clock.clone(),
         };
         let align = cp.mode == CheckpointingMode::ExactlyOnce;
         // (first node, end node, subtasks) per stage.

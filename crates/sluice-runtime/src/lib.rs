@@ -7,6 +7,7 @@
 
 mod build;
 pub mod checkpoint;
+pub mod clock;
 pub mod connectors;
 pub mod expr;
 mod gate;
@@ -19,6 +20,7 @@ pub mod state;
 mod tasks;
 
 pub use checkpoint::{CheckpointConfig, CheckpointingMode, FailPoints, RestartStrategy};
+pub use clock::ProcessingClock;
 pub use futures_core::Stream;
 pub use job::{start, JobConfig, JobHandle, RunningJob};
 pub use metrics::JobMetrics;

@@ -186,6 +186,19 @@ pub(crate) struct BarrierSchedule {
     pub after_rows: Vec<u64>,
 }
 
+/// How long a source subtask stalls (test hook `'sluice.test.source-stall'`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceStall {
+    /// For a fixed time.
+    For(Duration),
+    /// Until the job has emitted a row (at most [`UNTIL_OUTPUT_LIMIT`]): deterministic
+    /// where a fixed time would race with the other subtasks on a busy machine.
+    UntilOutput,
+}
+
+/// The longest a [`SourceStall::UntilOutput`] waits.
+const UNTIL_OUTPUT_LIMIT: Duration = Duration::from_secs(300);
+
 /// Reads a source, evaluates computed columns, assigns per-row watermarks, and injects
 /// checkpoint barriers (recording the source offset of each).
 pub(crate) struct SourceDriver {
@@ -211,8 +224,8 @@ pub(crate) struct SourceDriver {
     injected: u64,
     /// `'table.exec.source.idle-timeout'`.
     idle_timeout: Option<Duration>,
-    /// Test hook (`'sluice.test.source-stall'`): wait this long before reading.
-    stall: Option<Duration>,
+    /// Test hook (`'sluice.test.source-stall'`): wait before reading.
+    stall: Option<SourceStall>,
     ctx: TaskContext,
 }
 
@@ -225,7 +238,7 @@ pub(crate) struct SourceSettings {
     pub resume: Option<SourceOffset>,
     pub track_offset: bool,
     pub idle_timeout: Option<Duration>,
-    pub stall: Option<Duration>,
+    pub stall: Option<SourceStall>,
     /// The newest barrier id triggered before the attempt started (no source injects
     /// it or earlier ones); read once for all source subtasks, before any runs.
     pub injected: u64,
@@ -323,6 +336,14 @@ impl SourceDriver {
             return true;
         };
         let started = Instant::now();
+        let metrics = Arc::clone(&self.ctx.metrics);
+        let waiting = || match stall {
+            SourceStall::For(d) => started.elapsed() < d,
+            SourceStall::UntilOutput => {
+                JobMetrics::get(&metrics.rows_out) == 0
+                    && started.elapsed() < UNTIL_OUTPUT_LIMIT
+            }
+        };
         // Nothing read yet: the restored position and the rows still to skip after it.
         let offset = SourceOffset {
             position: self.source.position(),
@@ -330,7 +351,7 @@ impl SourceDriver {
             rows: self.rows,
             watermark_ms: self.watermark_ms,
         };
-        while started.elapsed() < stall {
+        while waiting() {
             if self.ctx.cancelled() {
                 return false;
             }
@@ -510,7 +531,7 @@ impl SourceDriver {
                         .fires("source-after-row", Some(self.rows))
                 {
                     // Deterministic tests: checkpoints already triggered settle first.
-                    self.ctx.coordination.wait_settled(Duration::from_secs(10));
+                    self.ctx.coordination.wait_settled(Duration::from_secs(300));
                     return Err(injected("source-after-row", Some(self.rows)));
                 }
                 a = b;

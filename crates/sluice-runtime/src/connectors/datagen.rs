@@ -41,6 +41,10 @@ enum FieldGen {
     RandomBool,
 }
 
+/// Pacing granularity of `'rows-per-second'`: a batch is at most this fraction (1/100) of a
+/// second's rows, so rows arrive evenly spread over the second rather than in one burst.
+const PACING_TICKS_PER_SECOND: u64 = 100;
+
 /// Generates rows of `schema` as the options say.
 pub struct DatagenSource {
     schema: SchemaRef,
@@ -396,7 +400,11 @@ impl DatagenSource {
 
 impl Source for DatagenSource {
     fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
-        let mut n = self.batch_size.min(self.rows_per_second as usize).max(1);
+        // Rows are paced evenly within each second, as Flink's rate-limited generator lets
+        // rows through one at a time: batches of a hundredth of a second's rows (at least
+        // one), each due when its first row is.
+        let per_tick = (self.rows_per_second / PACING_TICKS_PER_SECOND).max(1) as usize;
+        let mut n = self.batch_size.min(per_tick).max(1);
         if let Some(r) = self.remaining {
             if r == 0 {
                 return Ok(None);
@@ -465,5 +473,38 @@ impl Source for DatagenSource {
             .checked_sub(done)
             .unwrap_or_else(Instant::now);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion_common::arrow::datatypes::{Field, Schema};
+
+    fn source(rows_per_second: u64, rows: u64, batch_size: usize) -> DatagenSource {
+        let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, false)]));
+        let options: ConnectorOptions = [
+            ("connector", "datagen".to_string()),
+            ("rows-per-second", rows_per_second.to_string()),
+            ("number-of-rows", rows.to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        DatagenSource::new("t", schema, &options, batch_size, Arc::default()).unwrap()
+    }
+
+    fn batch_sizes(mut s: DatagenSource) -> Vec<usize> {
+        std::iter::from_fn(|| s.next_batch().unwrap().map(|b| b.num_rows())).collect()
+    }
+
+    /// `'rows-per-second'` spreads rows over the second in batches of a hundredth of it
+    /// (Flink's generator paces row by row), never one burst per second: 5 rows/s come one
+    /// at a time, 1,000 rows/s ten at a time, and the batch size still caps a batch.
+    #[test]
+    fn rows_per_second_paces_small_batches() {
+        assert_eq!(batch_sizes(source(5, 3, 8192)), vec![1, 1, 1]);
+        assert_eq!(batch_sizes(source(1_000, 25, 8192)), vec![10, 10, 5]);
+        assert_eq!(batch_sizes(source(1_000_000, 10, 4)), vec![4, 4, 2]);
     }
 }

@@ -25,6 +25,7 @@ use datafusion_physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion_physical_expr::PhysicalExpr;
 use sluice_common::Result;
 
+use crate::clock::ProcessingClock;
 use crate::expr::evaluate_all;
 use crate::message::{RowKind, StreamBatch};
 use crate::operator::{Collector, Operator};
@@ -77,8 +78,9 @@ pub struct GroupAggregateOperator {
     scratch: Vec<usize>,
     /// Idle state retention (`'table.exec.state.ttl'`).
     ttl: Option<std::time::Duration>,
-    started: std::time::Instant,
-    /// When expired groups were last looked for (ms since `started`).
+    /// Processing time, which the TTL is measured in.
+    clock: ProcessingClock,
+    /// When expired groups were last looked for (processing time, ms).
     last_sweep_ms: i64,
 }
 
@@ -86,14 +88,19 @@ impl GroupAggregateOperator {
     /// Forgets groups that received no row for `ttl` of processing time (Flink's
     /// `table.exec.state.ttl`): their state is cleared without emitting anything, so a
     /// later row of the key starts from scratch and emits `+I` again. `None`: keep every
-    /// group forever.
-    pub fn with_state_ttl(mut self, ttl: Option<std::time::Duration>) -> Self {
+    /// group forever. Idle time is measured on `clock`.
+    pub fn with_state_ttl(
+        mut self,
+        ttl: Option<std::time::Duration>,
+        clock: ProcessingClock,
+    ) -> Self {
         self.ttl = ttl;
+        self.clock = clock;
         self
     }
 
     fn now_ms(&self) -> i64 {
-        self.started.elapsed().as_millis() as i64
+        self.clock.now_ms()
     }
 
     /// Forgets the groups idle for longer than the TTL (looked for at most twice per
@@ -143,7 +150,7 @@ impl GroupAggregateOperator {
             schema,
             scratch: Vec::new(),
             ttl: None,
-            started: std::time::Instant::now(),
+            clock: ProcessingClock::system(),
             // The first batch sweeps (restored groups may be idle already).
             last_sweep_ms: i64::MIN / 4,
         })
@@ -612,9 +619,9 @@ mod tests {
     use datafusion_common::arrow::datatypes::{Field, Schema};
     use datafusion_physical_expr::expressions::col;
 
-    /// `SELECT k, COUNT(k) FROM t GROUP BY k` with a state TTL of 100 ms (the test's steps take far less; it
-    /// waits 300 ms for keys to expire).
-    fn operator() -> GroupAggregateOperator {
+    /// `SELECT k, COUNT(k) FROM t GROUP BY k` with a state TTL of 100 ms of `clock`'s
+    /// processing time (a manual clock: the tests set the time).
+    fn operator(clock: &ProcessingClock) -> GroupAggregateOperator {
         let input = Arc::new(Schema::new(vec![Field::new("k", DataType::Int32, false)]));
         let k = col("k", &input).unwrap();
         let count = crate::operators::test_support::count("k", &input);
@@ -631,7 +638,7 @@ mod tests {
             output,
         )
         .unwrap()
-        .with_state_ttl(Some(std::time::Duration::from_millis(100)))
+        .with_state_ttl(Some(std::time::Duration::from_millis(100)), clock.clone())
     }
 
     fn rows(keys: &[i32]) -> StreamBatch {
@@ -667,14 +674,19 @@ mod tests {
     /// back starts from scratch with a new `+I`.
     #[test]
     fn expired_groups_are_forgotten_and_ids_reused() {
-        let mut op = operator();
+        let clock = ProcessingClock::manual(0);
+        let mut op = operator(&clock);
         let mut out = Collector::default();
         op.process_batch(rows(&[1, 2, 1, 3]), &mut out).unwrap();
         let insert = RowKind::Insert as i8;
         let mut first = changes(&mut out);
         first.sort();
         assert_eq!(first, vec![(insert, 1, 2), (insert, 2, 1), (insert, 3, 1)]);
-        std::thread::sleep(std::time::Duration::from_millis(300));
+        // Within the TTL nothing is forgotten.
+        clock.set_ms(100);
+        op.process_batch(rows(&[]), &mut out).unwrap();
+        assert_eq!(op.groups_in_state(), 3);
+        clock.set_ms(300);
         // The sweep before this batch forgets keys 1-3; key 4 takes a freed id.
         op.process_batch(rows(&[4]), &mut out).unwrap();
         assert_eq!(changes(&mut out), vec![(insert, 4, 1)]);
@@ -692,13 +704,16 @@ mod tests {
     /// idled longer than the TTL, it expires at the first sweep, not a TTL later.
     #[test]
     fn restored_groups_keep_their_idle_time() {
-        let mut op = operator();
+        let clock = ProcessingClock::manual(0);
+        let mut op = operator(&clock);
         let mut out = Collector::default();
         op.process_batch(rows(&[1, 2]), &mut out).unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(300));
+        clock.set_ms(300);
         // Both keys have idled 300 ms (no batch since, so no sweep yet).
         let snap = op.snapshot_state(128).unwrap().unwrap();
-        let mut restored = operator();
+        // Restored in another process, whose clock reads another time.
+        let later = ProcessingClock::manual(1_000_000);
+        let mut restored = operator(&later);
         restored.restore_state(&[snap]).unwrap();
         assert_eq!(restored.groups_in_state(), 2);
         out.take();
