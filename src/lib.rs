@@ -20,6 +20,7 @@
 
 #![warn(missing_docs)]
 
+pub mod explain;
 pub mod format;
 mod jobs;
 
@@ -466,14 +467,14 @@ impl Engine {
             Statement::Explain(q) | Statement::ExplainDot(q) => {
                 let plan = self.planner.plan_query(q)?;
                 let config = self.job_config()?;
-                let ctx = format::ExplainContext {
+                let ctx = explain::ExplainContext {
                     parallelism: config.parallelism,
                     max_parallelism: config.max_parallelism,
                     state_ttl: self.settings.get("table.exec.state.ttl").cloned(),
                 };
                 let text = match &stmt.statement {
-                    Statement::ExplainDot(_) => format::explain_dot(&plan, &ctx),
-                    _ => format::explain(&plan, &ctx),
+                    Statement::ExplainDot(_) => explain::explain_dot(&plan, &ctx)?,
+                    _ => explain::explain(&plan, &ctx)?,
                 };
                 Ok(StatementResult::Info(single_column("plan", vec![text])))
             }

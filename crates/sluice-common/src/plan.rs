@@ -39,7 +39,10 @@ impl PlanNode {
             | OperatorSpec::WindowAssign { .. }
             | OperatorSpec::WindowAggregate(_)
             | OperatorSpec::MatchRecognize(_) => false,
-            OperatorSpec::Filter { .. } | OperatorSpec::Project { .. } | OperatorSpec::Sink(_) => {
+            OperatorSpec::Filter { .. }
+            | OperatorSpec::Project { .. }
+            | OperatorSpec::Union
+            | OperatorSpec::Sink(_) => {
                 self.inputs.iter().any(|i| i.is_updating())
             }
         }
@@ -82,6 +85,11 @@ pub enum OperatorSpec {
         /// The aggregate function calls.
         aggregates: Vec<Expr>,
     },
+    /// `UNION ALL` of its inputs (two or more, with the same column types): every row of
+    /// every input, in arrival order; the output schema's names are the first input's.
+    /// The watermark is the minimum over the inputs (the runtime's input gate); an
+    /// updating input makes the union updating.
+    Union,
     /// Writes its input to a sink table (`INSERT INTO`).
     Sink(SinkSpec),
     /// `MATCH_RECOGNIZE`: row pattern recognition per partition key, in event-time

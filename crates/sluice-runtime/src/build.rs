@@ -17,55 +17,27 @@ use crate::metrics::JobMetrics;
 use crate::operator::Operator;
 use crate::operators::group_aggregate::GroupAggregateOperator;
 use crate::operators::session_aggregate::SessionAggregateOperator;
-use crate::operators::stateless::{FilterOperator, ProjectOperator};
+use crate::operators::stateless::{FilterOperator, ProjectOperator, UnionOperator};
 use crate::operators::window_aggregate::{AggregateCall, WindowAggregateOperator, WindowSource};
 use crate::operators::window_assign::WindowAssignOperator;
 use crate::state::AccumulatorFactory;
 
-/// The key expressions (and the schema they are typed against) by which a keyed operator's
-/// input is partitioned across subtasks; `None` for operators that are not keyed.
-pub(crate) fn routing_keys(node: &PlanNode) -> Option<(Vec<datafusion_expr::Expr>, DFSchema)> {
-    match &node.spec {
-        OperatorSpec::WindowAggregate(spec) => {
-            Some((spec.keys.clone(), spec.expr_schema.as_ref().clone()))
-        }
-        OperatorSpec::GroupAggregate { keys, .. } => {
-            Some((keys.clone(), node.input().schema.as_ref().clone()))
-        }
-        OperatorSpec::MatchRecognize(spec) => {
-            let schema = node.input().schema.as_ref();
-            let keys = spec
-                .partition_by
-                .iter()
-                .map(|&c| {
-                    datafusion_expr::Expr::Column(datafusion_common::Column::from(
-                        schema.qualified_field(c),
-                    ))
-                })
-                .collect();
-            Some((keys, schema.clone()))
-        }
-        _ => None,
-    }
-}
-
-/// The live operators of `nodes` (with each one's index in `nodes`) and their sink.
-/// `ctx.subtask` names the subtask's part files.
-pub(crate) fn build_tail(
-    nodes: &[&PlanNode],
-    first_index: usize,
+/// The live operators of a stage's chain `nodes` (each with its operator id) and its
+/// sink. `ctx.subtask` names the subtask's part files.
+pub(crate) fn build_chain(
+    nodes: &[(usize, &PlanNode)],
     ctx: &ConnectorContext,
     env: &OperatorEnv,
 ) -> Result<(Vec<(usize, Box<dyn Operator>)>, Option<Box<dyn BatchSink>>)> {
     let mut sink = None;
     let mut operators = Vec::new();
-    for (i, node) in nodes.iter().enumerate() {
+    for &(id, node) in nodes {
         match &node.spec {
             OperatorSpec::Sink(spec) => {
                 let updating = node.inputs.first().is_some_and(|i| i.is_updating());
                 sink = Some(create_sink(&spec.table, &spec.options, ctx, updating)?);
             }
-            _ => operators.push((first_index + i, build_operator(node, env)?)),
+            _ => operators.push((id, build_operator(node, env)?)),
         }
     }
     Ok((operators, sink))
@@ -168,6 +140,7 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
                 .with_state_ttl(env.state_ttl, env.clock.clone()),
             )
         }
+        OperatorSpec::Union => Box::new(UnionOperator::new(out_schema)),
         OperatorSpec::MatchRecognize(spec) => Box::new(
             crate::operators::match_recognize::operator::MatchRecognizeOperator::new(
                 spec.as_ref().clone(),

@@ -68,10 +68,19 @@ impl InputGate {
 
     /// Takes message `msg` of input `input`; appends what the task processes now, in
     /// order, to `out`.
+    #[cfg(test)]
     pub(crate) fn push(&mut self, input: usize, msg: Message, out: &mut Vec<Message>) {
+        let mut tagged = Vec::new();
+        self.push_tagged(input, msg, &mut tagged);
+        out.extend(tagged.into_iter().map(|(_, m)| m));
+    }
+
+    /// [`InputGate::push`], with the input each message passed on came from (for rows; a
+    /// combined watermark, barrier or end carries the input that completed it).
+    pub(crate) fn push_tagged(&mut self, input: usize, msg: Message, out: &mut Vec<(usize, Message)>) {
         if self.inputs() == 1 {
             if !matches!(msg, Message::Idle) {
-                out.push(msg);
+                out.push((input, msg));
             }
             return;
         }
@@ -91,32 +100,32 @@ impl InputGate {
                         }
                     }
                 }
-                out.push(Message::Data(b));
+                out.push((input, Message::Data(b)));
             }
             Message::Watermark(w) => {
                 self.idle[input] = false;
                 self.watermarks[input] = self.watermarks[input].max(w);
-                self.advance(out);
+                self.advance(input, out);
             }
             Message::Idle => {
                 self.idle[input] = true;
-                self.advance(out);
+                self.advance(input, out);
             }
             Message::Barrier(id) => {
                 let inputs = self.inputs();
                 self.barriers
                     .entry(id)
                     .or_insert_with(|| vec![false; inputs])[input] = true;
-                self.release(out);
+                self.release(input, out);
             }
             Message::End => {
                 self.ended[input] = true;
                 if self.ended.iter().all(|e| *e) {
-                    self.release(out);
-                    out.push(Message::End);
+                    self.release(input, out);
+                    out.push((input, Message::End));
                 } else {
-                    self.advance(out);
-                    self.release(out);
+                    self.advance(input, out);
+                    self.release(input, out);
                 }
             }
         }
@@ -135,7 +144,7 @@ impl InputGate {
     /// Passes on the combined watermark when it advanced. When every input that has not
     /// ended is idle, the watermark moves to the maximum over all inputs (as Flink's
     /// `StatusWatermarkValve` does when its last active channel goes idle).
-    fn advance(&mut self, out: &mut Vec<Message>) {
+    fn advance(&mut self, input: usize, out: &mut Vec<(usize, Message)>) {
         let active = (0..self.inputs()).any(|k| !self.ended[k] && !self.idle[k]);
         let any_idle = (0..self.inputs()).any(|k| !self.ended[k] && self.idle[k]);
         let w = if active {
@@ -151,13 +160,13 @@ impl InputGate {
         };
         if w > self.emitted && w < WATERMARK_MAX {
             self.emitted = w;
-            out.push(Message::Watermark(w));
+            out.push((input, Message::Watermark(w)));
         }
     }
 
     /// Passes the aligned barrier on once every live input delivered it, then the
     /// messages held behind it.
-    fn release(&mut self, out: &mut Vec<Message>) {
+    fn release(&mut self, input: usize, out: &mut Vec<(usize, Message)>) {
         // Barriers complete in id order (every input sends them in that order).
         let mut released = false;
         while let Some((&id, got)) = self.barriers.iter().next() {
@@ -165,7 +174,7 @@ impl InputGate {
                 break;
             }
             self.barriers.remove(&id);
-            out.push(Message::Barrier(id));
+            out.push((input, Message::Barrier(id)));
             released = true;
             if self.align {
                 break;
@@ -175,9 +184,9 @@ impl InputGate {
             return;
         }
         let held: Vec<VecDeque<Message>> = self.blocked.iter_mut().map(std::mem::take).collect();
-        for (input, queue) in held.into_iter().enumerate() {
+        for (held_input, queue) in held.into_iter().enumerate() {
             for msg in queue {
-                self.push(input, msg, out);
+                self.push_tagged(held_input, msg, out);
             }
         }
     }

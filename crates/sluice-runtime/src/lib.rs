@@ -11,6 +11,7 @@ pub mod clock;
 pub mod connectors;
 pub mod expr;
 mod gate;
+pub mod graph;
 pub mod job;
 pub mod message;
 pub mod metrics;

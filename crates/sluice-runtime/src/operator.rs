@@ -50,6 +50,16 @@ pub trait Operator: Send {
     /// Processes one batch of rows.
     fn process_batch(&mut self, batch: StreamBatch, out: &mut Collector) -> Result<()>;
 
+    /// Processes one batch of rows of input `input` (an operator with several inputs:
+    /// `UNION ALL`, joins). Watermarks, barriers and the end of the inputs are combined
+    /// before they reach the operator (the task's input gate: the watermark is the minimum
+    /// over the inputs). The default, for one-input operators, is
+    /// [`Operator::process_batch`].
+    fn process_input(&mut self, input: usize, batch: StreamBatch, out: &mut Collector) -> Result<()> {
+        let _ = input;
+        self.process_batch(batch, out)
+    }
+
     /// Event time reached `watermark_ms`: emit what became final, then forward.
     fn on_watermark(&mut self, watermark_ms: i64, out: &mut Collector) -> Result<()> {
         out.watermark(watermark_ms);
@@ -111,6 +121,26 @@ impl Chain {
         sink: &mut dyn FnMut(Message) -> Result<()>,
     ) -> Result<()> {
         run_from(&mut self.operators, 0, msg, sink)
+    }
+
+    /// Runs `msg`, from input `input` of the first operator, through the chain.
+    pub fn push_input(
+        &mut self,
+        input: usize,
+        msg: Message,
+        sink: &mut dyn FnMut(Message) -> Result<()>,
+    ) -> Result<()> {
+        match (msg, self.operators.first_mut()) {
+            (Message::Data(b), Some(first)) => {
+                let mut out = Collector::default();
+                first.process_input(input, b, &mut out)?;
+                for m in out.take() {
+                    run_from(&mut self.operators, 1, m, sink)?;
+                }
+                Ok(())
+            }
+            (msg, _) => run_from(&mut self.operators, 0, msg, sink),
+        }
     }
 
     /// Snapshots every operator of the chain (in order; `None` for stateless ones).

@@ -218,8 +218,10 @@ pub(crate) struct SourceDriver {
     fail_rows: Vec<u64>,
     /// Keep `Coordination::live_offset` current (at-most-once restarts).
     track_offset: bool,
-    /// Which source subtask this is (its input index downstream).
+    /// Which source subtask this is (numbered over all source groups of the job).
     subtask: usize,
+    /// Its input (channel) index at the task it sends to.
+    input: usize,
     /// The last barrier id injected.
     injected: u64,
     /// `'table.exec.source.idle-timeout'`.
@@ -231,8 +233,10 @@ pub(crate) struct SourceDriver {
 
 /// How a source subtask runs besides its connector.
 pub(crate) struct SourceSettings {
-    /// Which source subtask (of the table's `'scan.parallelism'`).
+    /// Which source subtask (numbered over all source groups of the job).
     pub subtask: usize,
+    /// Its input (channel) index at the task it sends to.
+    pub input: usize,
     /// Barriers: only subtask 0 triggers them (the others follow its trigger).
     pub schedule: Option<BarrierSchedule>,
     pub resume: Option<SourceOffset>,
@@ -255,6 +259,7 @@ impl SourceDriver {
     ) -> Result<Self> {
         let SourceSettings {
             subtask,
+            input,
             schedule,
             resume,
             track_offset,
@@ -300,6 +305,7 @@ impl SourceDriver {
             fail_rows,
             track_offset,
             subtask,
+            input,
             injected,
             idle_timeout,
             stall,
@@ -322,7 +328,7 @@ impl SourceDriver {
                 source: self.subtask,
                 offset: offset(),
             });
-            if tx.send((self.subtask, Message::Barrier(id))).is_err() {
+            if tx.send((self.input, Message::Barrier(id))).is_err() {
                 return false;
             }
         }
@@ -363,10 +369,6 @@ impl SourceDriver {
         true
     }
 
-    /// Which source subtask this is.
-    pub(crate) fn subtask(&self) -> usize {
-        self.subtask
-    }
 
     /// Per-row watermarks of `data` (the watermark in effect when each row arrives) and
     /// the watermark after its last row.
@@ -411,7 +413,7 @@ impl SourceDriver {
     }
 
     pub(crate) fn run(mut self, tx: &SyncSender<Envelope>) -> Result<()> {
-        let me = self.subtask;
+        let me = self.input;
         let watchdog = self
             .idle_timeout
             .map(|t| IdleWatchdog::start(t, me, tx.clone()))
@@ -650,24 +652,38 @@ impl Drop for IdleWatchdog {
     }
 }
 
-/// Sends each row to the subtask that owns its key group (contiguous key-group ranges per
-/// subtask, as Flink's `KeyGroupRangeAssignment`); watermarks, barriers and the end go to
-/// all.
-pub(crate) struct Router {
-    pub keys: Vec<Arc<dyn PhysicalExpr>>,
-    pub subtasks: Vec<SyncSender<Envelope>>,
-    pub max_parallelism: u32,
-    /// This router's input index at the subtasks (its source subtask).
-    pub input: usize,
-}
-
 /// The subtask (of `parallelism`) that owns `key_group` (of `max_parallelism`).
 pub fn subtask_of_key_group(key_group: u32, parallelism: usize, max_parallelism: u32) -> usize {
     (key_group as usize * parallelism) / max_parallelism as usize
 }
 
-impl Router {
-    pub(crate) fn run(&self, chain: &mut Chain, rx: Receiver<Envelope>) -> Result<()> {
+/// One output edge of a subtask: the subtasks of the consuming stage it sends to
+/// (`crate::graph::Exchange`).
+pub(crate) struct Target {
+    /// `Some(keys)`: each row to the subtask that owns its key group (contiguous key-group
+    /// ranges per subtask, as Flink's `KeyGroupRangeAssignment`); `None`: everything to
+    /// the one subtask in `subtasks` (forward, or into a single subtask).
+    pub keys: Option<Vec<Arc<dyn PhysicalExpr>>>,
+    pub subtasks: Vec<SyncSender<Envelope>>,
+    pub max_parallelism: u32,
+    /// This subtask's input (channel) index at the consuming subtasks.
+    pub input: usize,
+}
+
+/// Where a subtask's output goes: one [`Target`] per consuming stage's edge (several when
+/// its output feeds several consumers). Rows go along every edge; watermarks, barriers and
+/// the end to every consuming subtask. Empty for the last stage (its sink or the result).
+#[derive(Default)]
+pub(crate) struct Outputs(pub Vec<Target>);
+
+impl Outputs {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Runs the router of a source stage: the source subtask's messages through the
+    /// stateless operators chained after it, then out.
+    pub(crate) fn run_router(&self, chain: &mut Chain, rx: Receiver<Envelope>) -> Result<()> {
         // The source's channel closes without an end when it fails (it reports why).
         while let Ok((_, msg)) = rx.recv() {
             let mut ended = false;
@@ -691,18 +707,41 @@ impl Router {
         Ok(())
     }
 
+    /// Sends `m` to every consuming subtask; `false` when one of them has stopped.
     pub(crate) fn broadcast(&self, m: Message) -> bool {
-        self.subtasks
+        self.0
             .iter()
-            .all(|s| s.send((self.input, m.clone())).is_ok())
+            .all(|t| t.subtasks.iter().all(|s| s.send((t.input, m.clone())).is_ok()))
     }
 
+    /// Sends the rows of `b` along every edge; `false` when a consumer has stopped.
     pub(crate) fn route(&self, b: StreamBatch) -> Result<bool> {
+        let mut rest = Some(b);
+        for (i, t) in self.0.iter().enumerate() {
+            // The last edge takes the batch itself; the others a copy (columns shared).
+            let b = if i + 1 == self.0.len() {
+                rest.take().expect("the batch, once")
+            } else {
+                rest.clone().expect("the batch")
+            };
+            if !t.route(b)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
+impl Target {
+    fn route(&self, b: StreamBatch) -> Result<bool> {
         use datafusion_common::arrow::array::UInt32Array;
         use datafusion_common::arrow::compute::take;
+        let Some(keys) = &self.keys else {
+            return Ok(self.subtasks[0].send((self.input, Message::Data(b))).is_ok());
+        };
         let n = self.subtasks.len();
         let rows = b.num_rows();
-        let key_columns = evaluate_all(&self.keys, &b.data)?;
+        let key_columns = evaluate_all(keys, &b.data)?;
         let groups = crate::state::key_groups(&key_columns, rows, self.max_parallelism)?;
         let mut per: Vec<Vec<u32>> = vec![Vec::new(); n];
         for (row, g) in groups.iter().enumerate() {
@@ -778,9 +817,11 @@ pub(crate) struct OperatorTask {
     pub operator_indices: Vec<usize>,
     pub sink: Option<Box<dyn BatchSink>>,
     pub output: ResultOutput,
-    /// An intermediate stage: rows go to the next keyed operator's subtasks by key group,
-    /// watermarks, barriers and the end to all of them (no sink, no result output).
-    pub exchange: Option<Router>,
+    /// An intermediate stage: where its output goes (no sink, no result output); empty
+    /// for the last stage.
+    pub outputs: Outputs,
+    /// For each gate input (channel), which input of the first operator it feeds.
+    pub channel_inputs: Vec<usize>,
     pub updating: bool,
     pub time_zone: String,
     pub subtask: usize,
@@ -801,7 +842,7 @@ impl OperatorTask {
     pub(crate) fn run(mut self, rx: Receiver<Envelope>) -> Result<()> {
         if let Some(w) = self.restored_watermark {
             self.gate.restore_watermark(w);
-            self.process(Message::Watermark(w))?;
+            self.process(0, Message::Watermark(w))?;
         }
         let mut ready = Vec::new();
         loop {
@@ -809,17 +850,18 @@ impl OperatorTask {
                 // Upstream failed (and reports it) or the attempt was cancelled.
                 return Ok(());
             };
-            self.gate.push(input, msg, &mut ready);
-            for msg in std::mem::take(&mut ready) {
-                if self.process(msg)? {
+            self.gate.push_tagged(input, msg, &mut ready);
+            for (channel, msg) in std::mem::take(&mut ready) {
+                if self.process(channel, msg)? {
                     return Ok(());
                 }
             }
         }
     }
 
-    /// Processes one message the gate passed on; `true` at the end.
-    fn process(&mut self, msg: Message) -> Result<bool> {
+    /// Processes one message the gate passed on (rows from gate input `channel`); `true`
+    /// at the end.
+    fn process(&mut self, channel: usize, msg: Message) -> Result<bool> {
         {
             match msg {
                 Message::Barrier(id) => self.on_barrier(id)?,
@@ -843,7 +885,8 @@ impl OperatorTask {
                     if let Message::Watermark(w) = msg {
                         self.watermark_ms = self.watermark_ms.max(w);
                     }
-                    let produced = self.run_chain(msg)?;
+                    let input = self.channel_inputs.get(channel).copied().unwrap_or(0);
+                    let produced = self.run_chain_from(input, msg)?;
                     if is_data {
                         // State is updated; its output has not reached the sink yet.
                         self.ctx.failpoints.check_operator_batch()?;
@@ -858,8 +901,13 @@ impl OperatorTask {
     }
 
     fn run_chain(&mut self, msg: Message) -> Result<Vec<Message>> {
+        self.run_chain_from(0, msg)
+    }
+
+    /// Runs `msg` through the chain, rows as input `input` of its first operator.
+    fn run_chain_from(&mut self, input: usize, msg: Message) -> Result<Vec<Message>> {
         let mut produced = Vec::new();
-        self.chain.push(msg, &mut |m| {
+        self.chain.push_input(input, msg, &mut |m| {
             produced.push(m);
             Ok(())
         })?;
@@ -905,19 +953,17 @@ impl OperatorTask {
             watermark_ms: self.watermark_ms,
         });
         // An intermediate stage passes the barrier on after its snapshot.
-        if let Some(exchange) = &self.exchange {
-            if !exchange.broadcast(Message::Barrier(id)) {
-                return Err(downstream_stopped());
-            }
+        if !self.outputs.is_empty() && !self.outputs.broadcast(Message::Barrier(id)) {
+            return Err(downstream_stopped());
         }
         Ok(())
     }
 
     fn deliver(&mut self, m: Message) -> Result<()> {
-        if let Some(exchange) = &self.exchange {
+        if !self.outputs.is_empty() {
             let delivered = match m {
-                Message::Data(b) => exchange.route(b)?,
-                other => exchange.broadcast(other),
+                Message::Data(b) => self.outputs.route(b)?,
+                other => self.outputs.broadcast(other),
             };
             return if delivered {
                 Ok(())

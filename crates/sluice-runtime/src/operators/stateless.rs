@@ -111,3 +111,34 @@ impl Operator for ProjectOperator {
         Ok(())
     }
 }
+
+/// `UNION ALL`: every row of every input, as it arrives, re-labelled with the output
+/// schema (the first input's column names). Row kinds and per-row watermarks go with
+/// their rows; the task's input gate combines the inputs' watermarks (the minimum).
+pub struct UnionOperator {
+    schema: SchemaRef,
+}
+
+impl UnionOperator {
+    /// A union producing `schema` (the inputs have its column types, in order).
+    pub fn new(schema: SchemaRef) -> Self {
+        UnionOperator { schema }
+    }
+}
+
+impl Operator for UnionOperator {
+    fn name(&self) -> &'static str {
+        "Union"
+    }
+
+    fn process_batch(&mut self, batch: StreamBatch, out: &mut Collector) -> Result<()> {
+        let n = batch.num_rows();
+        let data = batch_with_schema(&self.schema, batch.data.columns().to_vec(), n)?;
+        out.emit(StreamBatch {
+            data,
+            row_watermarks: batch.row_watermarks,
+            ops: batch.ops,
+        });
+        Ok(())
+    }
+}

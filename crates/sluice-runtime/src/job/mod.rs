@@ -21,10 +21,12 @@
 //! - the job ends when every operator subtask has finished its input; then all remaining
 //!   pre-committed output is committed.
 
+mod launch;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
+use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -33,23 +35,15 @@ use datafusion_common::arrow::array::{AsArray, RecordBatch};
 use datafusion_common::arrow::compute::filter_record_batch;
 use datafusion_common::arrow::datatypes::{SchemaRef, UInt32Type};
 use sluice_common::plan::{OperatorSpec, PlanNode};
-use sluice_common::{not_supported, Result, SluiceError};
+use sluice_common::{Result, SluiceError};
 
-use crate::build::{build_operator, build_tail, routing_keys, OperatorEnv};
 use crate::checkpoint::{
     plan_fingerprint, CheckpointConfig, CheckpointStorage, CheckpointingMode, Manifest,
     RestoredCheckpoint, SourceOffset,
 };
 use crate::connectors::{resolve_sink_directory, Committable, ConnectorContext};
-use crate::expr::physical_all;
-use crate::gate::InputGate;
 use crate::metrics::JobMetrics;
-use crate::operator::{Chain, Operator};
-use crate::tasks::{
-    localize_schema, spawn_task, subtask_of_key_group, BarrierSchedule, Coordination, Envelope,
-    Event, OperatorTask, ResultOutput, Router, SourceDriver, SourceSettings, TaskContext,
-    RECEIVER_CLOSED,
-};
+use crate::tasks::{localize_schema, subtask_of_key_group, Coordination, Event, RECEIVER_CLOSED};
 
 pub use crate::tasks::{op_schema, SourceStall, OP_COLUMN};
 
@@ -564,267 +558,6 @@ impl Job {
         self.config.checkpoint.mode
     }
 
-    /// Starts the tasks of attempt `number`, restoring `restore` (state and source offset)
-    /// or resuming the source at `resume`.
-    fn launch(
-        &self,
-        number: u32,
-        restore: Option<&RestoredCheckpoint>,
-        resume: Option<BTreeMap<usize, SourceOffset>>,
-        events: &Sender<(u32, Event)>,
-    ) -> Result<Attempt> {
-        let cp = &self.config.checkpoint;
-        let ctx = TaskContext {
-            attempt: number,
-            events: events.clone(),
-            cancel: Arc::new(AtomicBool::new(false)),
-            coordination: Arc::clone(&self.coordination),
-            failpoints: cp.failpoints.clone(),
-            metrics: Arc::clone(&self.metrics),
-        };
-        self.metrics.restored_checkpoint_id.store(
-            restore.map(|r| r.manifest.checkpoint_id).unwrap_or(0),
-            Ordering::Relaxed,
-        );
-        let mut connectors = self.config.connectors.clone();
-        connectors.attempt = number;
-        connectors.two_phase_sinks = cp.two_phase();
-        // The chain from the source up to the root.
-        let mut nodes: Vec<&PlanNode> = Vec::new();
-        let mut cur = &self.plan;
-        let source_node = loop {
-            match &cur.spec {
-                OperatorSpec::Source(_) => break cur,
-                _ => {
-                    if cur.inputs.len() != 1 {
-                        return not_supported!("operators with {} inputs", cur.inputs.len());
-                    }
-                    nodes.push(cur);
-                    cur = &cur.inputs[0];
-                }
-            }
-        };
-        nodes.reverse();
-        let OperatorSpec::Source(source_spec) = &source_node.spec else {
-            unreachable!("loop stops at a source")
-        };
-        let schedule = cp.enabled().then(|| BarrierSchedule {
-            interval: cp.interval,
-            after_rows: {
-                let mut rows = cp.checkpoint_after_rows.clone();
-                rows.sort_unstable();
-                rows
-            },
-        });
-        let sources = source_parallelism(source_spec)?;
-        let resumes: Vec<Option<SourceOffset>> = match restore {
-            Some(r) if r.manifest.sources.len() != sources => {
-                return Err(SluiceError::Config(format!(
-                    "checkpoint {} has {} source subtasks; the table's 'scan.parallelism' is \
-                     now {sources}: source offsets cannot be re-split",
-                    r.manifest.checkpoint_id,
-                    r.manifest.sources.len()
-                )))
-            }
-            Some(r) => r.manifest.sources.iter().cloned().map(Some).collect(),
-            None => match resume {
-                Some(offsets) => (0..sources).map(|s| offsets.get(&s).cloned()).collect(),
-                None => vec![None; sources],
-            },
-        };
-        let mut threads = Vec::new();
-        let mut drivers = Vec::new();
-        let injected = self.coordination.trigger.load(Ordering::SeqCst);
-        for (subtask, resume) in resumes.into_iter().enumerate() {
-            let mut source_connectors = connectors.clone();
-            source_connectors.source_subtask = subtask;
-            source_connectors.source_parallelism = sources;
-            let driver = SourceDriver::new(
-                source_spec,
-                source_node,
-                &source_connectors,
-                ctx.clone(),
-                SourceSettings {
-                    subtask,
-                    schedule: schedule.clone(),
-                    resume,
-                    track_offset: cp.mode == CheckpointingMode::AtMostOnce,
-                    idle_timeout: self.config.idle_timeout,
-                    stall: self
-                        .config
-                        .source_stall
-                        .iter()
-                        .find(|(s, _, first_only)| *s == subtask && (!first_only || number == 0))
-                        .map(|(_, d, _)| *d),
-                    injected,
-                },
-            )?;
-            drivers.push(driver);
-        }
-        let spawn_source = |driver: SourceDriver, tx: SyncSender<Envelope>| {
-            let subtask = driver.subtask();
-            spawn_task(
-                &format!("sluice-source-{subtask}"),
-                "source",
-                &ctx,
-                move || driver.run(&tx),
-            )
-        };
-
-        // Stages: each keyed operator (a window or updating aggregate) starts one and runs,
-        // with the stateless operators after it, as `parallelism` subtasks (one when it
-        // has no keys: a global aggregate), fed by an exchange that sends each row to the
-        // subtask owning its key group. The stateless operators before the first keyed
-        // one run in a router behind each source subtask. At parallelism 1 the whole
-        // chain is one task.
-        let hook = &self.config.restart_parallelism;
-        let parallelism = match number {
-            n if n > 0 && !hook.is_empty() => hook[(n as usize - 1) % hook.len()].max(1),
-            _ => self.config.parallelism,
-        };
-        let keyed: Vec<usize> = (0..nodes.len())
-            .filter(|k| routing_keys(nodes[*k]).is_some())
-            .collect();
-        let has_keys = |k: usize| routing_keys(nodes[k]).is_some_and(|(keys, _)| !keys.is_empty());
-        let env = OperatorEnv {
-            metrics: Arc::clone(&self.metrics),
-            state_ttl: self.config.state_ttl,
-            clock: self.config.clock.clone(),
-        };
-        let align = cp.mode == CheckpointingMode::ExactlyOnce;
-        // (first node, end node, subtasks) per stage.
-        let staged = parallelism > 1 && !keyed.is_empty();
-        let stages: Vec<(usize, usize, usize)> = if staged {
-            keyed
-                .iter()
-                .enumerate()
-                .map(|(i, &k)| {
-                    let end = keyed.get(i + 1).copied().unwrap_or(nodes.len());
-                    (k, end, if has_keys(k) { parallelism } else { 1 })
-                })
-                .collect()
-        } else {
-            vec![(0, nodes.len(), 1)]
-        };
-        let mut total_subtasks = 0;
-        // The channels of the stage after the one being built, and its keys.
-        let mut next: Option<(Vec<SyncSender<Envelope>>, usize)> = None;
-        for (i, &(from, to, subtasks)) in stages.iter().enumerate().rev() {
-            let inputs = if i == 0 { sources } else { stages[i - 1].2 };
-            let mut txs = Vec::new();
-            for subtask in 0..subtasks {
-                let (stx, srx) = sync_channel::<Envelope>(8);
-                txs.push(stx);
-                let mut sub_connectors = connectors.clone();
-                sub_connectors.subtask = subtask;
-                let (operators, sink) = build_tail(&nodes[from..to], from, &sub_connectors, &env)?;
-                let (operator_indices, operators): (Vec<usize>, Vec<Box<dyn Operator>>) =
-                    operators.into_iter().unzip();
-                let mut chain = Chain::new(operators);
-                if let Some(r) = restore {
-                    let per_operator = operator_indices
-                        .iter()
-                        .map(|i| {
-                            let batches = r.state.get(i).map(|b| &b[..]).unwrap_or(&[]);
-                            owned_key_groups(
-                                batches,
-                                subtask,
-                                subtasks,
-                                self.config.max_parallelism,
-                            )
-                        })
-                        .collect::<Result<Vec<_>>>()?;
-                    chain.restore(&per_operator)?;
-                }
-                let exchange = match &next {
-                    Some((next_txs, k)) => {
-                        let (key_exprs, key_schema) =
-                            routing_keys(nodes[*k]).expect("a keyed node");
-                        Some(Router {
-                            keys: physical_all(&key_exprs, &key_schema)?,
-                            subtasks: next_txs.clone(),
-                            max_parallelism: self.config.max_parallelism,
-                            input: subtask,
-                        })
-                    }
-                    None => None,
-                };
-                let output = if sink.is_none() && exchange.is_none() && cp.two_phase() {
-                    ResultOutput::Buffered(Vec::new())
-                } else {
-                    ResultOutput::Direct(self.out_tx.clone())
-                };
-                let task = OperatorTask {
-                    chain,
-                    operator_indices,
-                    sink,
-                    output,
-                    exchange,
-                    updating: self.updating,
-                    time_zone: connectors.time_zone.clone(),
-                    // Subtasks are numbered over all stages (state file names).
-                    subtask: total_subtasks + subtask,
-                    max_parallelism: self.config.max_parallelism,
-                    gate: InputGate::new(inputs, align),
-                    // The watermark this stage had reached at the restored checkpoint.
-                    restored_watermark: restore
-                        .and_then(|r| r.manifest.stage_watermarks.get(&from).copied())
-                        .filter(|w| *w > sluice_common::time::WATERMARK_MIN),
-                    stage: from,
-                    watermark_ms: sluice_common::time::WATERMARK_MIN,
-                    ctx: ctx.clone(),
-                };
-                threads.push(spawn_task(
-                    &format!("sluice-stage{i}-{subtask}"),
-                    "operator",
-                    &ctx,
-                    move || task.run(srx),
-                )?);
-            }
-            total_subtasks += subtasks;
-            next = Some((txs, from));
-        }
-        let (first_txs, first_keyed) = next.expect("at least one stage");
-        if !staged {
-            // One task runs the whole chain: every source subtask feeds it directly.
-            for driver in drivers {
-                threads.push(spawn_source(driver, first_txs[0].clone())?);
-            }
-        } else {
-            // Stateless operators before the first keyed one run in one router per
-            // source subtask.
-            let (key_exprs, key_schema) = routing_keys(nodes[first_keyed]).expect("keyed");
-            for (input, driver) in drivers.into_iter().enumerate() {
-                let (tx, rx) = sync_channel::<Envelope>(8);
-                threads.push(spawn_source(driver, tx)?);
-                let pre: Vec<Box<dyn Operator>> = nodes[..first_keyed]
-                    .iter()
-                    .map(|n| build_operator(n, &env))
-                    .collect::<Result<_>>()?;
-                let router = Router {
-                    keys: physical_all(&key_exprs, &key_schema)?,
-                    subtasks: first_txs.clone(),
-                    max_parallelism: self.config.max_parallelism,
-                    input,
-                };
-                threads.push(spawn_task(
-                    &format!("sluice-router-{input}"),
-                    "router",
-                    &ctx,
-                    move || router.run(&mut Chain::new(pre), rx),
-                )?);
-            }
-        }
-        let subtasks = total_subtasks;
-        Ok(Attempt {
-            number,
-            sources,
-            subtasks,
-            cancel: ctx.cancel,
-            threads,
-        })
-    }
-
     /// The coordinator's loop (see the module docs).
     fn supervise(
         mut self,
@@ -1324,38 +1057,6 @@ impl Job {
         }
         Ok(())
     }
-}
-
-/// The table's `'scan.parallelism'` (default 1): source subtasks, each reading every
-/// `n`-th file of a `filesystem` path.
-///
-/// # Errors
-/// Not a positive number, or more than one subtask for a connector that cannot split.
-fn source_parallelism(spec: &sluice_common::plan::SourceSpec) -> Result<usize> {
-    let Some(v) = spec.options.get("scan.parallelism") else {
-        return Ok(1);
-    };
-    let n = v
-        .trim()
-        .parse::<usize>()
-        .ok()
-        .filter(|n| *n > 0 && *n <= 1024)
-        .ok_or_else(|| {
-            SluiceError::Config(format!(
-            "'scan.parallelism' of table '{}' must be a whole number from 1 to 1024, found '{v}'",
-            spec.table
-        ))
-        })?;
-    let connector = spec.options.get("connector").map(|s| s.as_str());
-    if n > 1 && connector != Some("filesystem") {
-        return Err(SluiceError::NotSupported(format!(
-            "'scan.parallelism' > 1 for the '{}' connector of table '{}' (only filesystem \
-             sources split, by file)",
-            connector.unwrap_or("?"),
-            spec.table
-        )));
-    }
-    Ok(n)
 }
 
 /// The rows of snapshot `batches` whose `key_group` subtask `subtask` of `parallelism`

@@ -1,0 +1,460 @@
+//! The job graph: the plan as the runtime runs it, worked out once. Launching a job,
+//! EXPLAIN (text and DOT) and the checkpoint manifest all read it; nothing else decides
+//! the topology.
+//!
+//! - **Operators** are the plan's non-source nodes (sinks included) in topological order
+//!   (every operator after its inputs); an operator's index is its [`OperatorId`], stable
+//!   for a plan, which names its state files (`op-<id>-<subtask>.arrow`).
+//! - **Source groups**: one per distinct source scan. The same table scanned twice with the
+//!   same columns and watermark is one group, read once, feeding both consumers.
+//! - **Stages** are chains of operators run by the same subtasks (threads), in topological
+//!   order. A source stage is a source group's subtasks (`'scan.parallelism'`) with the
+//!   stateless operators chained after the source; an operator stage runs its chain as
+//!   `parallelism` subtasks. Each input edge of a stage has an [`Exchange`]: `Forward`
+//!   (subtask i to subtask i), `Hash` by the first operator's keys into key groups (Flink's
+//!   `KeyGroupRangeAssignment`), or `Single` (every upstream subtask into one subtask).
+//!
+//! Stage rules, as Flink chains operators:
+//! - Without keyed operators running in parallel (`'parallelism.default'` 1, or no keyed
+//!   operator), one source group and a single chain, everything after the source is one
+//!   stage of one subtask, fed by every source subtask (a merge).
+//! - Otherwise a keyed operator ([`routing_keys`]) starts a stage of `parallelism` subtasks
+//!   (one when it has no keys, a global aggregate, or at parallelism 1) fed by a `Hash`
+//!   (`Single`) exchange; stateless operators before the first keyed one chain onto the
+//!   source stage, except a sink or the result, which run in an operator stage (they take
+//!   part in checkpoints); stateless operators after a keyed one chain onto its stage.
+//! - An operator with several inputs (`UNION ALL`) starts a stage of one subtask fed by
+//!   every input (a merge); an operator whose input feeds several consumers starts a stage
+//!   of its input's parallelism (`Forward`).
+
+use std::collections::BTreeMap;
+
+use datafusion_common::DFSchema;
+use datafusion_expr::Expr;
+use sluice_common::plan::{OperatorSpec, PlanNode, SourceSpec};
+use sluice_common::{Result, SluiceError};
+
+/// An operator's index in [`JobGraph::operators`].
+pub type OperatorId = usize;
+
+/// Where an operator's input comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Upstream {
+    /// A source group (index into [`JobGraph::sources`]).
+    Source(usize),
+    /// Another operator.
+    Operator(OperatorId),
+}
+
+/// The key expressions (typed against `schema`) by which a keyed operator's input is
+/// partitioned into key groups.
+#[derive(Debug, Clone)]
+pub struct RoutingKeys {
+    /// Key expressions; empty for a keyed operator with one global key.
+    pub exprs: Vec<Expr>,
+    /// The schema the expressions are typed against.
+    pub schema: DFSchema,
+}
+
+/// The keys a keyed operator partitions its input by; `None` for operators without keyed
+/// state. Every operator kind is named: a new one must say whether it is keyed.
+pub fn routing_keys(node: &PlanNode) -> Option<RoutingKeys> {
+    match &node.spec {
+        OperatorSpec::WindowAggregate(spec) => Some(RoutingKeys {
+            exprs: spec.keys.clone(),
+            schema: spec.expr_schema.as_ref().clone(),
+        }),
+        OperatorSpec::GroupAggregate { keys, .. } => Some(RoutingKeys {
+            exprs: keys.clone(),
+            schema: node.input().schema.as_ref().clone(),
+        }),
+        OperatorSpec::MatchRecognize(spec) => {
+            let schema = node.input().schema.as_ref();
+            let exprs = spec
+                .partition_by
+                .iter()
+                .map(|&c| Expr::Column(datafusion_common::Column::from(schema.qualified_field(c))))
+                .collect();
+            Some(RoutingKeys {
+                exprs,
+                schema: schema.clone(),
+            })
+        }
+        OperatorSpec::Source(_)
+        | OperatorSpec::Filter { .. }
+        | OperatorSpec::Project { .. }
+        | OperatorSpec::WindowAssign { .. }
+        | OperatorSpec::Union
+        | OperatorSpec::Sink(_) => None,
+    }
+}
+
+/// A source scan and its subtasks.
+#[derive(Debug)]
+pub struct SourceGroup<'p> {
+    /// The `Source` plan node.
+    pub node: &'p PlanNode,
+    /// Its spec.
+    pub spec: &'p SourceSpec,
+    /// Source subtasks (`'scan.parallelism'`).
+    pub parallelism: usize,
+    /// The number of its subtask 0 among all source subtasks of the job (source subtasks
+    /// are numbered over all groups, group by group).
+    pub first_subtask: usize,
+    /// Its source stage.
+    pub stage: usize,
+}
+
+/// An operator of the graph.
+#[derive(Debug)]
+pub struct GraphOperator<'p> {
+    /// The plan node (its `inputs` are the plan's; [`GraphOperator::inputs`] says where
+    /// they run).
+    pub node: &'p PlanNode,
+    /// Where each input comes from, in input-index order.
+    pub inputs: Vec<Upstream>,
+    /// The keys its input is partitioned by (keyed operators).
+    pub keys: Option<RoutingKeys>,
+    /// The stage that runs it.
+    pub stage: usize,
+}
+
+/// How rows travel along an edge into a stage.
+#[derive(Debug, Clone)]
+pub enum Exchange {
+    /// Upstream subtask `i` to subtask `i` (same parallelism).
+    Forward,
+    /// Each row to the subtask owning its key group; watermarks, barriers and the end to
+    /// every subtask.
+    Hash(RoutingKeys),
+    /// Everything into the stage's only subtask.
+    Single,
+}
+
+impl Exchange {
+    /// EXPLAIN's name for it.
+    pub fn describe(&self, clean: &dyn Fn(String) -> String) -> String {
+        match self {
+            Exchange::Forward => "forward".into(),
+            Exchange::Single => "single".into(),
+            Exchange::Hash(k) => format!(
+                "hash[{}]",
+                k.exprs
+                    .iter()
+                    .map(|e| clean(e.to_string()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+}
+
+/// An input edge of a stage.
+#[derive(Debug, Clone)]
+pub struct StageInput {
+    /// The upstream stage.
+    pub from: usize,
+    /// How rows cross the edge.
+    pub exchange: Exchange,
+    /// Which input of the stage's first operator this edge feeds.
+    pub input: usize,
+}
+
+/// What kind of stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StageKind {
+    /// A source group's subtasks (with any operators chained after the source).
+    Source(usize),
+    /// Operator subtasks.
+    Operators,
+}
+
+/// Subtasks running one chain of operators.
+#[derive(Debug, Clone)]
+pub struct Stage {
+    /// A source group's stage or an operator stage.
+    pub kind: StageKind,
+    /// The chained operators, in order (a source stage's may be empty).
+    pub operators: Vec<OperatorId>,
+    /// Subtasks.
+    pub parallelism: usize,
+    /// Input edges (none for a source stage).
+    pub inputs: Vec<StageInput>,
+    /// The stages reading this stage's output (through their [`StageInput`]s).
+    pub consumers: Vec<usize>,
+}
+
+impl Stage {
+    /// The channels of each subtask's input gate: per input edge, one per upstream
+    /// subtask (one for `Forward`), edge by edge. `(edge, upstream subtask or None for
+    /// forward)` for each channel.
+    pub fn gate_channels(&self, graph: &JobGraph) -> Vec<(usize, Option<usize>)> {
+        let mut channels = Vec::new();
+        for (e, edge) in self.inputs.iter().enumerate() {
+            match edge.exchange {
+                Exchange::Forward => channels.push((e, None)),
+                _ => {
+                    for s in 0..graph.stages[edge.from].parallelism {
+                        channels.push((e, Some(s)));
+                    }
+                }
+            }
+        }
+        channels
+    }
+
+    /// The index of upstream subtask `subtask`'s channel at this stage's gates for input
+    /// edge `edge`.
+    pub fn channel_of(&self, graph: &JobGraph, edge: usize, subtask: usize) -> usize {
+        self.gate_channels(graph)
+            .iter()
+            .position(|&(e, s)| e == edge && (s.is_none() || s == Some(subtask)))
+            .expect("an edge of this stage")
+    }
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct JobGraph<'p> {
+    /// Source groups, in order of first appearance.
+    pub sources: Vec<SourceGroup<'p>>,
+    /// Operators in topological order.
+    pub operators: Vec<GraphOperator<'p>>,
+    /// Stages in topological order.
+    pub stages: Vec<Stage>,
+    /// The roots (sinks, or the query's result), as given.
+    pub roots: Vec<OperatorId>,
+}
+
+/// The table's `'scan.parallelism'` (default 1): source subtasks, each reading every
+/// `n`-th file of a `filesystem` path.
+///
+/// # Errors
+/// Not a positive number, or more than one subtask for a connector that cannot split.
+pub fn source_parallelism(spec: &SourceSpec) -> Result<usize> {
+    let Some(v) = spec.options.get("scan.parallelism") else {
+        return Ok(1);
+    };
+    let n = v
+        .trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|n| *n > 0 && *n <= 1024)
+        .ok_or_else(|| {
+            SluiceError::Config(format!(
+                "'scan.parallelism' of table '{}' must be a whole number from 1 to 1024, found '{v}'",
+                spec.table
+            ))
+        })?;
+    let connector = spec.options.get("connector").map(|s| s.as_str());
+    if n > 1 && connector != Some("filesystem") {
+        return Err(SluiceError::NotSupported(format!(
+            "'scan.parallelism' > 1 for the '{}' connector of table '{}' (only filesystem \
+             sources split, by file)",
+            connector.unwrap_or("?"),
+            spec.table
+        )));
+    }
+    Ok(n)
+}
+
+impl<'p> JobGraph<'p> {
+    /// The graph of the plans `roots` (a query, or the sinks of a statement set) run at
+    /// `parallelism` (`'parallelism.default'`).
+    ///
+    /// # Errors
+    /// A root that is a bare source (nothing to run), a bad `'scan.parallelism'`.
+    pub fn build(roots: &[&'p PlanNode], parallelism: usize) -> Result<Self> {
+        let mut b = Builder {
+            sources: Vec::new(),
+            operators: Vec::new(),
+            source_keys: Vec::new(),
+        };
+        let mut root_ids = Vec::new();
+        for root in roots {
+            match b.visit(root)? {
+                Upstream::Operator(id) => root_ids.push(id),
+                Upstream::Source(_) => {
+                    return Err(SluiceError::Internal(
+                        "a plan root must be an operator, not a bare source".into(),
+                    ))
+                }
+            }
+        }
+        let mut graph = JobGraph {
+            sources: b.sources,
+            operators: b.operators,
+            stages: Vec::new(),
+            roots: root_ids,
+        };
+        graph.assign_stages(parallelism);
+        Ok(graph)
+    }
+
+    /// Every consumer `(operator, input index)` of each upstream.
+    fn consumers(&self) -> BTreeMap<Upstream, Vec<(OperatorId, usize)>> {
+        let mut m: BTreeMap<Upstream, Vec<(OperatorId, usize)>> = BTreeMap::new();
+        for (id, op) in self.operators.iter().enumerate() {
+            for (i, u) in op.inputs.iter().enumerate() {
+                m.entry(*u).or_default().push((id, i));
+            }
+        }
+        m
+    }
+
+    fn assign_stages(&mut self, parallelism: usize) {
+        let consumers = self.consumers();
+        let any_keyed = self.operators.iter().any(|o| o.keys.is_some());
+        let staged = parallelism > 1 && any_keyed;
+        // Everything after the source in one task (fed by every source subtask).
+        let one_task = !staged
+            && self.sources.len() == 1
+            && consumers.values().all(|c| c.len() <= 1)
+            && self.operators.iter().all(|o| o.inputs.len() <= 1);
+        for g in 0..self.sources.len() {
+            self.sources[g].stage = self.stages.len();
+            self.stages.push(Stage {
+                kind: StageKind::Source(g),
+                operators: Vec::new(),
+                parallelism: self.sources[g].parallelism,
+                inputs: Vec::new(),
+                consumers: Vec::new(),
+            });
+        }
+        for id in 0..self.operators.len() {
+            let op = &self.operators[id];
+            let keyed = op.keys.is_some();
+            // Sinks and the result run in operator stages (they take part in checkpoints).
+            let root = !consumers.contains_key(&Upstream::Operator(id));
+            let upstream_stage = |u: &Upstream| match u {
+                Upstream::Source(g) => self.sources[*g].stage,
+                Upstream::Operator(o) => self.operators[*o].stage,
+            };
+            // Chain onto the input's stage when nothing forces a new one.
+            if let [u] = op.inputs[..] {
+                let s = upstream_stage(&u);
+                let fan_out = consumers.get(&u).is_some_and(|c| c.len() > 1);
+                let chains = !fan_out
+                    && match self.stages[s].kind {
+                        StageKind::Source(_) => !one_task && !keyed && !root,
+                        StageKind::Operators => !(keyed && staged),
+                    };
+                if chains {
+                    self.operators[id].stage = s;
+                    self.stages[s].operators.push(id);
+                    continue;
+                }
+            }
+            // A new stage, fed by every input.
+            let stage_parallelism = match (&op.keys, op.inputs.len()) {
+                (Some(k), _) if staged && !k.exprs.is_empty() => parallelism,
+                (Some(_), _) => 1,
+                (None, 1) if !one_task => self.stages[upstream_stage(&op.inputs[0])].parallelism,
+                (None, _) => 1,
+            };
+            let new = self.stages.len();
+            let inputs: Vec<StageInput> = op
+                .inputs
+                .iter()
+                .enumerate()
+                .map(|(i, u)| {
+                    let from = upstream_stage(u);
+                    let exchange = match &op.keys {
+                        Some(k) if staged && !k.exprs.is_empty() => Exchange::Hash(k.clone()),
+                        _ if stage_parallelism == 1 => Exchange::Single,
+                        _ => Exchange::Forward,
+                    };
+                    StageInput {
+                        from,
+                        exchange,
+                        input: i,
+                    }
+                })
+                .collect();
+            for edge in &inputs {
+                let consumers = &mut self.stages[edge.from].consumers;
+                if !consumers.contains(&new) {
+                    consumers.push(new);
+                }
+            }
+            self.stages.push(Stage {
+                kind: StageKind::Operators,
+                operators: vec![id],
+                parallelism: stage_parallelism,
+                inputs,
+                consumers: Vec::new(),
+            });
+            self.operators[id].stage = new;
+        }
+    }
+
+    /// The operator subtasks of all operator stages (they snapshot state and ack
+    /// checkpoints), numbered stage by stage: the number of stage `s`'s subtask 0.
+    pub fn first_operator_subtask(&self, stage: usize) -> usize {
+        self.stages[..stage]
+            .iter()
+            .filter(|s| s.kind == StageKind::Operators)
+            .map(|s| s.parallelism)
+            .sum()
+    }
+
+    /// Operator subtasks in all.
+    pub fn operator_subtasks(&self) -> usize {
+        self.first_operator_subtask(self.stages.len())
+    }
+
+    /// Source subtasks in all.
+    pub fn source_subtasks(&self) -> usize {
+        self.sources.iter().map(|g| g.parallelism).sum()
+    }
+
+    /// The source group and its subtask of job-wide source subtask `s`.
+    pub fn source_of(&self, s: usize) -> (usize, usize) {
+        let g = self
+            .sources
+            .iter()
+            .rposition(|g| g.first_subtask <= s)
+            .expect("a source subtask");
+        (g, s - self.sources[g].first_subtask)
+    }
+}
+
+struct Builder<'p> {
+    sources: Vec<SourceGroup<'p>>,
+    operators: Vec<GraphOperator<'p>>,
+    /// Each group's identity (its node's debug text): equal scans are one group.
+    source_keys: Vec<String>,
+}
+
+impl<'p> Builder<'p> {
+    fn visit(&mut self, node: &'p PlanNode) -> Result<Upstream> {
+        if let OperatorSpec::Source(spec) = &node.spec {
+            let key = format!("{node:?}");
+            if let Some(g) = self.source_keys.iter().position(|k| *k == key) {
+                return Ok(Upstream::Source(g));
+            }
+            let first_subtask = self.sources.iter().map(|g| g.parallelism).sum();
+            self.sources.push(SourceGroup {
+                node,
+                spec,
+                parallelism: source_parallelism(spec)?,
+                first_subtask,
+                stage: 0,
+            });
+            self.source_keys.push(key);
+            return Ok(Upstream::Source(self.sources.len() - 1));
+        }
+        let inputs = node
+            .inputs
+            .iter()
+            .map(|i| self.visit(i))
+            .collect::<Result<Vec<_>>>()?;
+        self.operators.push(GraphOperator {
+            node,
+            inputs,
+            keys: routing_keys(node),
+            stage: 0,
+        });
+        Ok(Upstream::Operator(self.operators.len() - 1))
+    }
+}

@@ -1,0 +1,290 @@
+//! EXPLAIN: the job graph (`sluice_runtime::graph`) as indented text or Graphviz DOT, with
+//! each operator's parallelism, how its input is partitioned, and its state. Both read the
+//! same graph the runtime launches, so EXPLAIN shows what runs.
+
+use sluice_common::plan::{GroupOutput, OperatorSpec, PlanNode};
+use sluice_common::Result;
+use sluice_runtime::graph::{Exchange, JobGraph, StageKind, Upstream};
+
+/// How a plan would run, for EXPLAIN: the session's parallelism and key groups.
+#[derive(Debug, Clone)]
+pub struct ExplainContext {
+    /// `'parallelism.default'`.
+    pub parallelism: usize,
+    /// `'pipeline.max-parallelism'` (key groups).
+    pub max_parallelism: u32,
+    /// `'table.exec.state.ttl'` as written, if set.
+    pub state_ttl: Option<String>,
+}
+
+/// One node (a source or an operator) of the graph as EXPLAIN shows it.
+struct ExplainedNode {
+    /// What it does (operator name and arguments).
+    label: String,
+    /// Subtasks.
+    parallelism: usize,
+    /// Its inputs: the node each comes from and how it is partitioned (`forward`,
+    /// `hash[keys]`, `single`, `merge` of several subtasks into one).
+    inputs: Vec<(usize, String)>,
+    /// Its state: kind and key.
+    state: Option<String>,
+}
+
+/// The graph's nodes (sources first, then operators in topological order) and its roots.
+fn explained(graph: &JobGraph, ctx: &ExplainContext) -> (Vec<ExplainedNode>, Vec<usize>) {
+    let sources = graph.sources.len();
+    let node_of = |u: &Upstream| match u {
+        Upstream::Source(g) => *g,
+        Upstream::Operator(o) => sources + o,
+    };
+    let mut nodes: Vec<ExplainedNode> = graph
+        .sources
+        .iter()
+        .map(|g| ExplainedNode {
+            label: label(g.node),
+            parallelism: g.parallelism,
+            inputs: Vec::new(),
+            state: None,
+        })
+        .collect();
+    for (id, op) in graph.operators.iter().enumerate() {
+        let stage = &graph.stages[op.stage];
+        let starts_stage = stage.kind == StageKind::Operators && stage.operators[0] == id;
+        let inputs = op
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(i, u)| {
+                let partitioning = match stage.inputs.iter().find(|e| e.input == i) {
+                    Some(edge) if starts_stage => match &edge.exchange {
+                        Exchange::Single if op.keys.is_some() => "single".to_string(),
+                        Exchange::Single if graph.stages[edge.from].parallelism > 1 => {
+                            "merge".to_string()
+                        }
+                        Exchange::Single | Exchange::Forward => "forward".to_string(),
+                        hash => hash.describe(&|t| clean(&t)),
+                    },
+                    _ => "forward".to_string(),
+                };
+                (node_of(u), partitioning)
+            })
+            .collect();
+        let keys = op
+            .keys
+            .as_ref()
+            .map(|k| k.exprs.iter().map(|e| clean(&e.to_string())).collect::<Vec<_>>());
+        nodes.push(ExplainedNode {
+            label: label(op.node),
+            parallelism: stage.parallelism,
+            inputs,
+            state: state(op.node, keys.as_deref(), ctx),
+        });
+    }
+    let roots = graph.roots.iter().map(|r| sources + r).collect();
+    (nodes, roots)
+}
+
+/// What state an operator keeps, keyed how.
+fn state(node: &PlanNode, keys: Option<&[String]>, ctx: &ExplainContext) -> Option<String> {
+    let key_text = match keys {
+        Some(k) if !k.is_empty() => format!("keyed by [{}]", k.join(", ")),
+        _ => "one global key".to_string(),
+    };
+    let ttl = ctx
+        .state_ttl
+        .as_ref()
+        .map(|t| format!(", ttl {t}"))
+        .unwrap_or_default();
+    let state = match &node.spec {
+        OperatorSpec::WindowAggregate(a)
+            if matches!(a.window.kind, sluice_common::plan::WindowKind::Session { .. }) =>
+        {
+            format!("session rows and timers, {key_text}")
+        }
+        OperatorSpec::WindowAggregate(_) => format!("window accumulators, {key_text}"),
+        OperatorSpec::GroupAggregate { .. } => format!("accumulators, {key_text}{ttl}"),
+        OperatorSpec::MatchRecognize(_) => {
+            format!("buffered rows and partial matches, {key_text}")
+        }
+        OperatorSpec::Source(_)
+        | OperatorSpec::Filter { .. }
+        | OperatorSpec::Project { .. }
+        | OperatorSpec::WindowAssign { .. }
+        | OperatorSpec::Union
+        | OperatorSpec::Sink(_) => return None,
+    };
+    Some(format!("{state}, {} key groups", ctx.max_parallelism))
+}
+
+/// The physical operator graph as indented text, each root first and its inputs below it,
+/// indented (as Flink prints plans): each operator with its parallelism, how its input is
+/// partitioned (`forward`, `hash[keys]` into key groups, `single`, `merge` of source
+/// subtasks), and its state. A source read by two branches shows under each.
+///
+/// # Errors
+/// A plan the runtime cannot lay out (a bad `'scan.parallelism'`).
+pub fn explain(plan: &PlanNode, ctx: &ExplainContext) -> Result<String> {
+    let graph = JobGraph::build(&[plan], ctx.parallelism)?;
+    let (nodes, roots) = explained(&graph, ctx);
+    let mut out = String::new();
+    fn print(nodes: &[ExplainedNode], n: usize, depth: usize, out: &mut String) {
+        let node = &nodes[n];
+        out.push_str(&"  ".repeat(depth));
+        out.push_str(&node.label);
+        out.push_str(&format!(" [parallelism={}", node.parallelism));
+        if !node.inputs.is_empty() {
+            let inputs: Vec<&str> = node.inputs.iter().map(|(_, p)| p.as_str()).collect();
+            out.push_str(&format!(", input={}", inputs.join(", ")));
+        }
+        if let Some(s) = &node.state {
+            out.push_str(&format!(", state={s}"));
+        }
+        out.push_str("]\n");
+        for (from, _) in &node.inputs {
+            print(nodes, *from, depth + 1, out);
+        }
+    }
+    for root in roots {
+        print(&nodes, root, 0, &mut out);
+    }
+    Ok(out)
+}
+
+/// The physical operator graph as a Graphviz digraph (`dot -Tpng`): one box per source and
+/// operator (label, parallelism, state), edges from each input to its consumer labelled
+/// with the input partitioning; every branch drawn, a shared source once.
+///
+/// # Errors
+/// A plan the runtime cannot lay out (a bad `'scan.parallelism'`).
+pub fn explain_dot(plan: &PlanNode, ctx: &ExplainContext) -> Result<String> {
+    let graph = JobGraph::build(&[plan], ctx.parallelism)?;
+    let (nodes, _) = explained(&graph, ctx);
+    let escape = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
+    let mut out = String::from(
+        "digraph plan {\n  rankdir=BT;\n  node [shape=box, fontname=\"monospace\"];\n",
+    );
+    for (i, n) in nodes.iter().enumerate() {
+        let mut label = format!("{}\\nparallelism={}", escape(&n.label), n.parallelism);
+        if let Some(s) = &n.state {
+            label.push_str(&format!("\\nstate: {}", escape(s)));
+        }
+        out.push_str(&format!("  n{i} [label=\"{label}\"];\n"));
+    }
+    for (i, n) in nodes.iter().enumerate() {
+        for (from, partitioning) in &n.inputs {
+            out.push_str(&format!(
+                "  n{from} -> n{i} [label=\"{}\"];\n",
+                escape(partitioning)
+            ));
+        }
+    }
+    out.push_str("}\n");
+    Ok(out)
+}
+
+/// The operator's name and arguments.
+fn label(node: &PlanNode) -> String {
+    let line = match &node.spec {
+        OperatorSpec::Source(s) => {
+            let wm = s
+                .watermark
+                .as_ref()
+                .map(|w| format!(", watermark=[{}]", w.text))
+                .unwrap_or_else(|| ", no watermark".to_string());
+            format!(
+                "Source: table={}, connector={}{wm}",
+                s.table,
+                s.options
+                    .get("connector")
+                    .map(|s| s.as_str())
+                    .unwrap_or("?")
+            )
+        }
+        OperatorSpec::Filter { predicate } => format!("Filter: {predicate}"),
+        OperatorSpec::Project { exprs } => format!(
+            "Project: {}",
+            exprs
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        OperatorSpec::WindowAssign { window, .. } => format!("WindowAssign: {window}"),
+        OperatorSpec::Union => format!("Union: all, {} inputs", node.inputs.len()),
+        OperatorSpec::WindowAggregate(a) => {
+            let groups: Vec<String> = a
+                .group_outputs
+                .iter()
+                .map(|g| match g {
+                    GroupOutput::WindowStart => "window_start".to_string(),
+                    GroupOutput::WindowEnd => "window_end".to_string(),
+                    GroupOutput::Key(k) => a.keys[*k].to_string(),
+                })
+                .collect();
+            let assign = match a.windows {
+                sluice_common::plan::WindowInput::Assign { .. } => " (windows assigned here)",
+                sluice_common::plan::WindowInput::Columns { .. } => "",
+            };
+            format!(
+                "WindowAggregate: {}{assign}, groupBy=[{}], aggregates=[{}]",
+                a.window,
+                groups.join(", "),
+                a.aggregates
+                    .iter()
+                    .map(|e| e.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
+        OperatorSpec::GroupAggregate { keys, aggregates } => format!(
+            "GroupAggregate: groupBy=[{}], aggregates=[{}], changelog output",
+            keys.iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            aggregates
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        OperatorSpec::MatchRecognize(m) => format!(
+            "MatchRecognize: pattern=({}){}, skip={:?}, {}, measures=[{}]",
+            m.pattern,
+            m.within_ms
+                .map(|w| format!(" within {w} ms"))
+                .unwrap_or_default(),
+            m.skip,
+            if m.all_rows {
+                "all rows per match"
+            } else {
+                "one row per match"
+            },
+            m.measures
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        OperatorSpec::Sink(s) => format!(
+            "Sink: table={}, connector={}",
+            s.table,
+            s.options
+                .get("connector")
+                .map(|s| s.as_str())
+                .unwrap_or("?")
+        ),
+    };
+    clean(&line)
+}
+
+/// Drops the placeholder qualifiers of lifted window calls (internal names).
+fn clean(text: &str) -> String {
+    let mut line = text.to_string();
+    while let Some(p) = line.find("__sluice_tvf_") {
+        let end = line[p..].find('.').map(|d| p + d + 1).unwrap_or(line.len());
+        line.replace_range(p..end, "");
+    }
+    line
+}
+
