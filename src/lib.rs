@@ -96,6 +96,8 @@ pub struct Engine {
     config: EngineConfig,
     /// `'table.local-time-zone'`: the system time zone unless set.
     time_zone: String,
+    /// The `INSERT`s collected since `BEGIN STATEMENT SET` (until `END`).
+    statement_set: Option<Vec<sluice_sql::parser::InsertStatement>>,
 }
 
 /// The key of the session time zone setting (Flink's name).
@@ -133,6 +135,7 @@ impl Engine {
             settings: BTreeMap::new(),
             config,
             time_zone,
+            statement_set: None,
         }
     }
 
@@ -407,6 +410,28 @@ impl Engine {
         })
     }
 
+    /// Runs the `INSERT`s of a statement set as one job: each source is read once however
+    /// many of them read it, and one checkpoint covers (and commits) every sink.
+    fn run_statement_set(
+        &mut self,
+        inserts: &[sluice_sql::parser::InsertStatement],
+    ) -> Result<StatementResult> {
+        let mut plans = Vec::new();
+        for (i, insert) in inserts.iter().enumerate() {
+            if inserts[..i].iter().any(|other| other.table == insert.table) {
+                return Err(SluiceError::Plan(format!(
+                    "a statement set writes table '{}' twice (one INSERT per sink table)",
+                    insert.table
+                )));
+            }
+            plans.push(self.planner.plan_insert(&insert.table, &insert.query)?);
+        }
+        Ok(StatementResult::Insert(sluice_runtime::job::start_all(
+            &plans,
+            &self.job_config()?,
+        )?))
+    }
+
     /// Plans a query into its physical operator graph without running it.
     pub fn plan(&mut self, sql: &str) -> Result<PlanNode> {
         let mut statements = parse_script(sql)?;
@@ -431,6 +456,21 @@ impl Engine {
     /// and connector errors found before the job starts. Errors while the job runs
     /// arrive through the [`RunningJob`].
     pub fn execute(&mut self, stmt: &ParsedStatement) -> Result<StatementResult> {
+        // While a statement set is open: its INSERTs, END, and session settings (they
+        // apply to the set's job, which starts at END).
+        let collecting = matches!(
+            stmt.statement,
+            Statement::Insert { .. }
+                | Statement::EndStatementSet
+                | Statement::BeginStatementSet
+                | Statement::Set { .. }
+                | Statement::Reset { .. }
+        );
+        if self.statement_set.is_some() && !collecting {
+            return Err(SluiceError::Plan(
+                "only INSERT INTO statements go into a statement set (END runs it)".into(),
+            ));
+        }
         match &stmt.statement {
             Statement::CreateTable(ct) => {
                 self.planner.create_table(ct)?;
@@ -457,6 +497,39 @@ impl Engine {
                     &self.job_config()?,
                 )?))
             }
+            Statement::Insert { table, query } if self.statement_set.is_some() => {
+                // Planned now, so a mistake shows at once; run at END.
+                self.planner.plan_insert(table, query)?;
+                let set = self.statement_set.as_mut().expect("checked");
+                set.push(sluice_sql::parser::InsertStatement {
+                    table: table.clone(),
+                    query: query.clone(),
+                });
+                Ok(StatementResult::Done(
+                    "Add SQL update statement to the statement set.".into(),
+                ))
+            }
+            Statement::BeginStatementSet => {
+                if self.statement_set.is_some() {
+                    return Err(SluiceError::Plan(
+                        "a statement set is already open: END runs it".into(),
+                    ));
+                }
+                self.statement_set = Some(Vec::new());
+                Ok(StatementResult::Done("Begin a statement set.".into()))
+            }
+            Statement::EndStatementSet => {
+                let inserts = self.statement_set.take().ok_or_else(|| {
+                    SluiceError::Plan("END without BEGIN STATEMENT SET".into())
+                })?;
+                if inserts.is_empty() {
+                    return Err(SluiceError::Plan(
+                        "the statement set has no INSERT INTO statement".into(),
+                    ));
+                }
+                self.run_statement_set(&inserts)
+            }
+            Statement::StatementSet(inserts) => self.run_statement_set(inserts),
             Statement::Insert { table, query } => {
                 let plan = self.planner.plan_insert(table, query)?;
                 Ok(StatementResult::Insert(sluice_runtime::start(

@@ -42,6 +42,10 @@ Statements end with ';' and may span lines.
   CREATE TABLE t (...) WITH (...);      CREATE VIEW v AS SELECT ...;
   SELECT ...;                           results stream until the input ends or Ctrl-C
   INSERT INTO t SELECT ...;             starts a background job and prints its id
+  BEGIN STATEMENT SET; INSERT ...; INSERT ...; END;
+  EXECUTE STATEMENT SET BEGIN INSERT ...; INSERT ...; END;
+                                        the INSERTs as one job (shared sources read once)
+  SELECT ... UNION ALL SELECT ...;      every row of every input
   SHOW TABLES; SHOW VIEWS; SHOW JOBS;   DESCRIBE t; SHOW CREATE TABLE t;
   EXPLAIN [FORMAT DOT] SELECT ...;      the physical operator graph
   STOP JOB 'id' [WITH SAVEPOINT];       stops a background job (after a final checkpoint)
@@ -58,6 +62,7 @@ const KEYWORDS: &[&str] = &[
     "AS",
     "ASC",
     "AVG",
+    "BEGIN",
     "BETWEEN",
     "BIGINT",
     "BOOLEAN",
@@ -80,6 +85,7 @@ const KEYWORDS: &[&str] = &[
     "ELSE",
     "END",
     "ENFORCED",
+    "EXECUTE",
     "EXIT",
     "EXPLAIN",
     "FALSE",
@@ -136,6 +142,7 @@ const KEYWORDS: &[&str] = &[
     "SET",
     "SHOW",
     "SKIP",
+    "STATEMENT",
     "STOP",
     "STRING",
     "SUM",
@@ -349,7 +356,16 @@ fn is_complete(input: &str) -> bool {
         }
         i += 1;
     }
-    last_significant == Some(b';')
+    last_significant == Some(b';') && !is_open_statement_set(input)
+}
+
+/// `EXECUTE STATEMENT SET BEGIN ...` before its `END;`: its `;`s separate the INSERTs in
+/// it, so the input goes on.
+fn is_open_statement_set(input: &str) -> bool {
+    let upper = input.trim().to_ascii_uppercase();
+    let words: Vec<&str> = upper.split_whitespace().take(3).collect();
+    words == ["EXECUTE", "STATEMENT", "SET"]
+        && !upper.trim_end_matches(';').trim_end().ends_with("END")
 }
 
 /// `LINE n: text` and a caret under the column an error names (`at Line: L, Column: C`).
@@ -765,6 +781,10 @@ mod tests {
         assert!(!is_complete("SELECT /* ; */ 1"));
         assert!(!is_complete("SELECT 1; SELECT 2"));
         assert!(is_complete("SELECT 'a;b', `c;` FROM t;"));
+        // A statement set goes on past the `;`s of its INSERTs, up to `END;`.
+        assert!(!is_complete("EXECUTE STATEMENT SET BEGIN\nINSERT INTO a SELECT 1;"));
+        assert!(is_complete("execute statement set begin insert into a select 1; end;"));
+        assert!(is_complete("BEGIN STATEMENT SET;"));
     }
 
     #[test]

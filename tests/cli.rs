@@ -222,6 +222,28 @@ fn explain_goldens() {
         std::fs::read_to_string(dir.join("agg_of_agg_p1.dot")).unwrap()
     );
     assert_eq!(dot.matches(" -> ").count(), 6, "a chain of 7 operators");
+    // A union of three branches (table `a` read once, by two of them): every branch and
+    // edge, the shared source drawn once in DOT with an edge to each consumer.
+    let text = sluice(&[
+        "run",
+        "tests/explain/union.sql",
+        "--set",
+        "parallelism.default=2",
+    ]);
+    assert_eq!(text.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&text.stdout),
+        std::fs::read_to_string(dir.join("union_p2.txt")).unwrap()
+    );
+    let dot = sluice(&["run", "tests/explain/union_dot.sql"]);
+    assert_eq!(dot.status.code(), Some(0));
+    let dot = String::from_utf8_lossy(&dot.stdout).to_string();
+    assert_eq!(
+        dot,
+        std::fs::read_to_string(dir.join("union_p1.dot")).unwrap()
+    );
+    assert_eq!(dot.matches("Source: table=a").count(), 1, "one source for table a");
+    assert_eq!(dot.matches("n0 -> ").count(), 2, "read by two branches");
     let bad = sluice(&["run", "-e", "EXPLAIN FORMAT JSON SELECT 1"]);
     assert_eq!(bad.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("must be TEXT or DOT"));

@@ -1358,6 +1358,72 @@ fn state_ttl_expires_idle_keys() {
     assert_eq!(step(4_100, &["rare"]), ["+U,rare,2", "-U,rare,1"]);
 }
 
+/// Processing-time timers: with `'table.exec.state.ttl'`, idle groups are forgotten when
+/// processing time passes the TTL even if no row arrives (the aggregate's timer wakes its
+/// task). Observed through a checkpoint taken after the manual clock moved: its snapshot of
+/// the aggregate holds no group. Without a row after the clock moved, only the timer can
+/// have forgotten them.
+#[test]
+fn state_ttl_forgets_idle_keys_without_new_input() {
+    use sluice::arrow::array::StringArray;
+    use sluice::arrow::datatypes::{DataType, Field, Schema};
+    let clock = sluice::ProcessingClock::manual(0);
+    let chk = temp_dir("ttl-timer");
+    let mut engine = Engine::new(EngineConfig {
+        clock: clock.clone(),
+        ..Default::default()
+    });
+    engine
+        .execute_script(&format!(
+            "SET 'table.exec.state.ttl' = '1 s';
+             SET 'execution.checkpointing.interval' = '1 h';
+             SET 'execution.checkpointing.mode' = 'AT_LEAST_ONCE';
+             SET 'execution.checkpointing.dir' = '{}';
+             CREATE TABLE ev (k STRING) WITH ('connector' = 'channel');",
+            chk.display()
+        ))
+        .unwrap();
+    let ev = engine.channel_source("ev");
+    let StatementResult::Query(mut job) = engine
+        .sql("SELECT k, COUNT(*) AS n FROM ev GROUP BY k")
+        .unwrap()
+    else {
+        panic!("a query")
+    };
+    let schema = std::sync::Arc::new(Schema::new(vec![Field::new("k", DataType::Utf8, true)]));
+    let keys = StringArray::from(vec!["x", "y", "z"]);
+    ev.send(RecordBatch::try_new(schema, vec![std::sync::Arc::new(keys)]).unwrap())
+        .unwrap();
+    let changes = job.blocking_next().expect("the changes").unwrap();
+    assert_eq!(changes.num_rows(), 3, "+I for x, y and z");
+    // The groups' rows in checkpoint `id`'s snapshot of the aggregate.
+    let group_rows = |job: &sluice::RunningJob| -> u64 {
+        let id = job.checkpoint_now().unwrap();
+        let location = job
+            .wait_for_checkpoint(id, std::time::Duration::from_secs(120))
+            .unwrap();
+        let manifest: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(Path::new(&location).join("_manifest.json")).unwrap(),
+        )
+        .unwrap();
+        manifest["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["rows"].as_u64().unwrap())
+            .sum()
+    };
+    // Half a TTL later the groups are all there.
+    clock.set_ms(500);
+    assert_eq!(group_rows(&job), 3);
+    // Past the TTL, with no row since: forgotten.
+    clock.set_ms(2_000);
+    assert_eq!(group_rows(&job), 0);
+    job.stop();
+    job.join();
+    let _ = std::fs::remove_dir_all(&chk);
+}
+
 /// A directory `input/` of `files` CSV files (`k,v,ts`, 5 keys) read with
 /// `'scan.parallelism' = '<scan>'`. Within each file timestamps rise with disorder below
 /// the watermark delay, so no row is ever late, whatever the interleaving of the files:

@@ -157,7 +157,10 @@ impl sqllogictest::DB for SluiceDb {
         for stmt in &statements {
             let is_job = matches!(
                 stmt.statement,
-                sluice::Statement::Query(_) | sluice::Statement::Insert { .. }
+                sluice::Statement::Query(_)
+                    | sluice::Statement::Insert { .. }
+                    | sluice::Statement::StatementSet(_)
+                    | sluice::Statement::EndStatementSet
             );
             let mut injected = Vec::new();
             if let (Some(seed), true) = (self.recovery, is_job) {

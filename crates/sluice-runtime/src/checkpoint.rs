@@ -827,8 +827,12 @@ impl CheckpointStorage {
 /// `__sluice_tvf_<n>`: `n` counts parses in the process) are numbered by first appearance
 /// instead, so the same query parsed in another engine, or after other statements, has
 /// the same fingerprint and finds its checkpoints.
-pub fn plan_fingerprint(plan: &sluice_common::plan::PlanNode) -> String {
-    let text = normalize_placeholders(&format!("{}\n{plan:?}", env!("CARGO_PKG_VERSION")));
+pub fn plan_fingerprint(plans: &[sluice_common::plan::PlanNode]) -> String {
+    let mut text = env!("CARGO_PKG_VERSION").to_string();
+    for plan in plans {
+        text.push_str(&format!("\n{plan:?}"));
+    }
+    let text = normalize_placeholders(&text);
     format!("{:08x}", crc32fast::hash(text.as_bytes()))
 }
 

@@ -23,5 +23,5 @@ mod tasks;
 pub use checkpoint::{CheckpointConfig, CheckpointingMode, FailPoints, RestartStrategy};
 pub use clock::ProcessingClock;
 pub use futures_core::Stream;
-pub use job::{start, JobConfig, JobHandle, RunningJob};
+pub use job::{start, start_all, JobConfig, JobHandle, RunningJob};
 pub use metrics::JobMetrics;

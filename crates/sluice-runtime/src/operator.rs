@@ -66,6 +66,21 @@ pub trait Operator: Send {
         Ok(())
     }
 
+    /// The processing time (ms since the epoch, [`crate::clock::ProcessingClock`]) at
+    /// which the operator wants [`Operator::on_processing_time`] called, if any: its
+    /// processing-time timer. The task calls it when the time comes even if no row
+    /// arrives, and before the next message it processes (so a timer due before a
+    /// checkpoint barrier has fired when the operator snapshots).
+    fn next_processing_timer(&self) -> Option<i64> {
+        None
+    }
+
+    /// Processing time reached `now_ms` (at or after the operator's timer).
+    fn on_processing_time(&mut self, now_ms: i64, out: &mut Collector) -> Result<()> {
+        let _ = (now_ms, out);
+        Ok(())
+    }
+
     /// End of a bounded input: behave as if the watermark were +infinity (emit all held
     /// results). The driver forwards the end itself.
     fn on_end(&mut self, out: &mut Collector) -> Result<()> {
@@ -141,6 +156,36 @@ impl Chain {
             }
             (msg, _) => run_from(&mut self.operators, 0, msg, sink),
         }
+    }
+
+    /// The earliest processing-time timer of the chain's operators.
+    pub fn next_processing_timer(&self) -> Option<i64> {
+        self.operators
+            .iter()
+            .filter_map(|op| op.next_processing_timer())
+            .min()
+    }
+
+    /// Fires the processing-time timers due at `now_ms`; what the operators emit runs
+    /// through the rest of the chain to `sink`.
+    pub fn fire_processing_timers(
+        &mut self,
+        now_ms: i64,
+        sink: &mut dyn FnMut(Message) -> Result<()>,
+    ) -> Result<()> {
+        for i in 0..self.operators.len() {
+            if self.operators[i]
+                .next_processing_timer()
+                .is_some_and(|t| t <= now_ms)
+            {
+                let mut out = Collector::default();
+                self.operators[i].on_processing_time(now_ms, &mut out)?;
+                for m in out.take() {
+                    run_from(&mut self.operators, i + 1, m, sink)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Snapshots every operator of the chain (in order; `None` for stateless ones).

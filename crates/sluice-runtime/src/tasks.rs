@@ -109,11 +109,15 @@ impl Coordination {
         id
     }
 
-    /// Waits (at most `timeout`) until every checkpoint triggered so far has settled.
-    fn wait_settled(&self, timeout: Duration) {
+    /// Waits (at most `timeout`, and only while the attempt is not cancelled) until every
+    /// checkpoint triggered so far has settled.
+    fn wait_settled(&self, timeout: Duration, cancel: &AtomicBool) {
         let deadline = Instant::now() + timeout;
         let last = self.trigger.load(Ordering::SeqCst);
-        while self.settled.load(Ordering::SeqCst) < last && Instant::now() < deadline {
+        while self.settled.load(Ordering::SeqCst) < last
+            && Instant::now() < deadline
+            && !cancel.load(Ordering::Relaxed)
+        {
             std::thread::sleep(Duration::from_millis(1));
         }
     }
@@ -533,7 +537,9 @@ impl SourceDriver {
                         .fires("source-after-row", Some(self.rows))
                 {
                     // Deterministic tests: checkpoints already triggered settle first.
-                    self.ctx.coordination.wait_settled(Duration::from_secs(300));
+                    self.ctx
+                        .coordination
+                        .wait_settled(Duration::from_secs(300), &self.ctx.cancel);
                     return Err(injected("source-after-row", Some(self.rows)));
                 }
                 a = b;
@@ -835,8 +841,13 @@ pub(crate) struct OperatorTask {
     pub stage: usize,
     /// The last watermark passed to the chain (ms).
     pub watermark_ms: i64,
+    /// Processing time, for the operators' timers.
+    pub clock: crate::clock::ProcessingClock,
     pub ctx: TaskContext,
 }
+
+/// How often a task waiting for a processing-time timer reads a manual clock.
+const MANUAL_CLOCK_POLL: Duration = Duration::from_millis(5);
 
 impl OperatorTask {
     pub(crate) fn run(mut self, rx: Receiver<Envelope>) -> Result<()> {
@@ -846,10 +857,29 @@ impl OperatorTask {
         }
         let mut ready = Vec::new();
         loop {
-            let Ok((input, msg)) = rx.recv() else {
+            self.fire_due_timers()?;
+            let received = match self.chain.next_processing_timer() {
+                None => rx.recv().ok(),
+                Some(due) => {
+                    // Wake up for the timer; a manual clock (tests) is polled.
+                    let wait = if self.clock.is_manual() {
+                        MANUAL_CLOCK_POLL
+                    } else {
+                        Duration::from_millis((due - self.clock.now_ms()).clamp(0, 60_000) as u64)
+                    };
+                    match rx.recv_timeout(wait) {
+                        Ok(m) => Some(m),
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+                        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => None,
+                    }
+                }
+            };
+            let Some((input, msg)) = received else {
                 // Upstream failed (and reports it) or the attempt was cancelled.
                 return Ok(());
             };
+            // Timers due before this message fire first (a barrier snapshots after them).
+            self.fire_due_timers()?;
             self.gate.push_tagged(input, msg, &mut ready);
             for (channel, msg) in std::mem::take(&mut ready) {
                 if self.process(channel, msg)? {
@@ -857,6 +887,23 @@ impl OperatorTask {
                 }
             }
         }
+    }
+
+    /// Fires the chain's processing-time timers that are due; their output goes on.
+    fn fire_due_timers(&mut self) -> Result<()> {
+        let now = self.clock.now_ms();
+        if !self.chain.next_processing_timer().is_some_and(|t| t <= now) {
+            return Ok(());
+        }
+        let mut produced = Vec::new();
+        self.chain.fire_processing_timers(now, &mut |m| {
+            produced.push(m);
+            Ok(())
+        })?;
+        for m in produced {
+            self.deliver(m)?;
+        }
+        Ok(())
     }
 
     /// Processes one message the gate passed on (rows from gate input `channel`); `true`

@@ -93,6 +93,14 @@ pub enum Statement {
     },
     /// `SHOW JOBS`: the session's background jobs (Flink SQL client).
     ShowJobs,
+    /// `EXECUTE STATEMENT SET BEGIN INSERT ...; INSERT ...; END`: the `INSERT`s run as one
+    /// job (a source several of them read is read once; one checkpoint covers every sink).
+    StatementSet(Vec<InsertStatement>),
+    /// `BEGIN STATEMENT SET` (Flink SQL client): the session collects the `INSERT`s that
+    /// follow until `END`, then runs them as one job.
+    BeginStatementSet,
+    /// `END`: runs the statement set begun with `BEGIN STATEMENT SET`.
+    EndStatementSet,
     /// `STOP JOB 'id' [WITH SAVEPOINT] [WITH DRAIN]` (Flink SQL client): stops a
     /// background job, after a final checkpoint to restart from when `WITH SAVEPOINT`.
     StopJob {
@@ -101,6 +109,15 @@ pub enum Statement {
         /// `WITH SAVEPOINT`: take a checkpoint first and report where it is.
         savepoint: bool,
     },
+}
+
+/// One `INSERT INTO table query` of a statement set.
+#[derive(Debug, Clone)]
+pub struct InsertStatement {
+    /// Target table.
+    pub table: String,
+    /// The query whose rows are written.
+    pub query: QueryStatement,
 }
 
 /// A query, with the window table function calls and `MATCH_RECOGNIZE` clauses that were
@@ -271,11 +288,15 @@ pub fn parse_script(sql: &str) -> Result<Vec<ParsedStatement>> {
         .map_err(sql_err)?;
     let mut statements = Vec::new();
     let mut current: Vec<TokenWithSpan> = Vec::new();
-    for tok in tokens.into_iter().chain(std::iter::once(TokenWithSpan::new(
-        Token::SemiColon,
-        Span::empty(),
-    ))) {
+    let end = TokenWithSpan::new(Token::SemiColon, Span::empty());
+    for tok in tokens.into_iter().chain(std::iter::once(end)) {
         if tok.token == Token::SemiColon {
+            // `EXECUTE STATEMENT SET BEGIN ...; ...; END` is one statement: its `;`s
+            // separate the INSERTs inside it.
+            if is_open_statement_set(&current) && tok.span != Span::empty() {
+                current.push(tok);
+                continue;
+            }
             if current.iter().any(|t| !is_trivia(&t.token)) {
                 statements.push(parse_statement_tokens(sql, std::mem::take(&mut current))?);
             }
@@ -285,6 +306,16 @@ pub fn parse_script(sql: &str) -> Result<Vec<ParsedStatement>> {
         }
     }
     Ok(statements)
+}
+
+/// Whether `tokens` start `EXECUTE STATEMENT SET BEGIN` and have not reached its `END`.
+fn is_open_statement_set(tokens: &[TokenWithSpan]) -> bool {
+    let mut words = tokens.iter().map(|t| &t.token).filter(|t| !is_trivia(t));
+    let starts = ["EXECUTE", "STATEMENT", "SET", "BEGIN"]
+        .iter()
+        .all(|w| words.next().is_some_and(|t| word_is(t, w)));
+    let last = tokens.iter().rev().find(|t| !is_trivia(&t.token));
+    starts && !last.is_some_and(|t| word_is(&t.token, "END"))
 }
 
 pub(crate) fn is_trivia(t: &Token) -> bool {
@@ -372,6 +403,15 @@ impl StatementParser {
         }
         if is(0, "INSERT") {
             return self.parse_insert();
+        }
+        if is(0, "EXECUTE") && is(1, "STATEMENT") && is(2, "SET") {
+            return self.parse_statement_set();
+        }
+        if is(0, "BEGIN") && is(1, "STATEMENT") && is(2, "SET") && lead.len() == 3 {
+            return Ok(Statement::BeginStatementSet);
+        }
+        if is(0, "END") && lead.len() == 1 {
+            return Ok(Statement::EndStatementSet);
         }
         if is(0, "SET") {
             return self.parse_set();
@@ -605,6 +645,61 @@ impl StatementParser {
         let rest = p.index();
         let query = parse_query_tokens(remaining_tokens(&self.tokens, rest))?;
         Ok(Statement::Insert { table, query })
+    }
+
+    /// `EXECUTE STATEMENT SET BEGIN INSERT ...; ...; END`: each piece between `BEGIN`,
+    /// the `;`s and `END` must be an `INSERT`.
+    fn parse_statement_set(self) -> Result<Statement> {
+        let begin = self
+            .tokens
+            .iter()
+            .position(|t| word_is(&t.token, "BEGIN"))
+            .filter(|&b| {
+                self.tokens[..b]
+                    .iter()
+                    .filter(|t| !is_trivia(&t.token))
+                    .count()
+                    == 3
+            })
+            .ok_or_else(|| {
+                err_at(
+                    self.tokens[0].span.start,
+                    "Expected: BEGIN after EXECUTE STATEMENT SET",
+                )
+            })?;
+        let body = &self.tokens[begin + 1..];
+        let end = body
+            .iter()
+            .rposition(|t| !is_trivia(&t.token))
+            .filter(|&e| word_is(&body[e].token, "END"))
+            .ok_or_else(|| {
+                err_at(
+                    self.tokens[begin].span.start,
+                    "Expected: END to close EXECUTE STATEMENT SET BEGIN",
+                )
+            })?;
+        let mut inserts = Vec::new();
+        for piece in body[..end].split(|t| t.token == Token::SemiColon) {
+            let Some(first) = piece.iter().position(|t| !is_trivia(&t.token)) else {
+                continue;
+            };
+            match StatementParser::new(piece[first..].to_vec()).parse()? {
+                Statement::Insert { table, query } => inserts.push(InsertStatement { table, query }),
+                _ => {
+                    return Err(err_at(
+                        piece[first].span.start,
+                        "a statement set holds only INSERT INTO statements",
+                    ))
+                }
+            }
+        }
+        if inserts.is_empty() {
+            return Err(err_at(
+                self.tokens[begin].span.start,
+                "a statement set needs at least one INSERT INTO statement",
+            ));
+        }
+        Ok(Statement::StatementSet(inserts))
     }
 
     /// `STOP JOB 'id' [WITH SAVEPOINT] [WITH DRAIN]` (Flink's SQL client syntax; DRAIN

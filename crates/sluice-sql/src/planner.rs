@@ -18,7 +18,7 @@ use datafusion_common::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use datafusion_common::config::ConfigOptions;
 use datafusion_common::tree_node::TreeNode;
 use datafusion_common::{Column, DFSchema, DFSchemaRef, DataFusionError};
-use datafusion_expr::logical_plan::{Aggregate, LogicalPlan, Projection, TableScan};
+use datafusion_expr::logical_plan::{Aggregate, LogicalPlan, Projection, TableScan, Union};
 use datafusion_expr::{Expr, ExprSchemable};
 use datafusion_optimizer::analyzer::type_coercion::TypeCoercionRewriter;
 use datafusion_optimizer::analyzer::Analyzer;
@@ -441,7 +441,7 @@ impl Planner {
             ),
             LogicalPlan::Limit(_) => not_supported!("LIMIT on a continuous query"),
             LogicalPlan::Join(_) => not_supported!("joins"),
-            LogicalPlan::Union(_) => not_supported!("UNION"),
+            LogicalPlan::Union(u) => self.lower_union(u),
             LogicalPlan::Window(_) => not_supported!("OVER windows"),
             LogicalPlan::Distinct(datafusion_expr::logical_plan::Distinct::All(input)) => {
                 // SELECT DISTINCT: an updating aggregate keyed by every column.
@@ -469,6 +469,50 @@ impl Planner {
             }
             other => not_supported!("the query construct {}", other.display()),
         }
+    }
+
+    /// `UNION ALL` (and, under a `Distinct`, `UNION`): every input's rows. DataFusion's
+    /// type coercion has cast the inputs to common column types. The event-time
+    /// attribute survives when every input has it at the same column (Flink keeps a time
+    /// attribute through a union); the watermark is then the minimum over the inputs.
+    fn lower_union(&self, u: &Union) -> Result<Planned> {
+        let inputs = u
+            .inputs
+            .iter()
+            .map(|i| self.lower(i))
+            .collect::<Result<Vec<_>>>()?;
+        let types: Vec<&DataType> = u.schema.fields().iter().map(|f| f.data_type()).collect();
+        for (k, input) in inputs.iter().enumerate() {
+            let input_types: Vec<&DataType> = input
+                .node
+                .schema
+                .fields()
+                .iter()
+                .map(|f| f.data_type())
+                .collect();
+            if input_types != types {
+                return plan_err!(
+                    "the inputs of a UNION must have the same column types: input {} has \
+                     ({}), the union ({})",
+                    k + 1,
+                    input_types.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "),
+                    types.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")
+                );
+            }
+        }
+        let rowtime = inputs[0]
+            .node
+            .rowtime
+            .filter(|r| inputs.iter().all(|i| i.node.rowtime == Some(*r)));
+        Ok(Planned {
+            node: PlanNode {
+                spec: OperatorSpec::Union,
+                schema: Arc::clone(&u.schema),
+                rowtime,
+                inputs: inputs.into_iter().map(|i| i.node).collect(),
+            },
+            window: None,
+        })
     }
 
     fn lower_scan(&self, scan: &TableScan) -> Result<Planned> {

@@ -50,7 +50,8 @@ impl Job {
             n if n > 0 && !hook.is_empty() => hook[(n as usize - 1) % hook.len()].max(1),
             _ => self.config.parallelism,
         };
-        let graph = JobGraph::build(&[&self.plan], parallelism)?;
+        let roots: Vec<&PlanNode> = self.plans.iter().collect();
+        let graph = JobGraph::build(&roots, parallelism)?;
         let resumes = self.source_resumes(&graph, restore, resume)?;
         let mut channels = Channels::new(&graph);
         let mut threads = Vec::new();
@@ -262,6 +263,7 @@ impl Job {
                     .filter(|w| *w > sluice_common::time::WATERMARK_MIN),
                 stage: stage_id,
                 watermark_ms: sluice_common::time::WATERMARK_MIN,
+                clock: self.config.clock.clone(),
                 ctx: ctx.clone(),
             };
             tasks.push((subtask, task, rx));

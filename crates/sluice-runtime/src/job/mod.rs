@@ -271,6 +271,20 @@ impl JobHandle {
 /// restore from that is missing, corrupt or of another query are reported here, before
 /// any row is read; data errors arrive through [`RunningJob`].
 pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
+    start_all(std::slice::from_ref(plan), config)
+}
+
+/// Starts the job of several plans at once (a statement set: each plan ends in a sink):
+/// one job graph, a source that several plans read is read once, one checkpoint covers
+/// every sink and commits them together. The result stream carries no rows (only the
+/// job's end or error); see [`start`].
+///
+/// # Errors
+/// As [`start`]; no plan at all.
+pub fn start_all(plans: &[PlanNode], config: &JobConfig) -> Result<RunningJob> {
+    let Some(plan) = plans.first() else {
+        return Err(SluiceError::Internal("a job of no plans".into()));
+    };
     if config.parallelism > config.max_parallelism as usize {
         // Each subtask owns a non-empty range of key groups (Flink rejects this too).
         return Err(SluiceError::Config(format!(
@@ -280,9 +294,9 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
         )));
     }
     let metrics = Arc::new(JobMetrics::default());
-    let updating = plan.is_updating();
+    let updating = plans.len() == 1 && plan.is_updating();
     let (out_tx, out_rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(16);
-    let fingerprint = plan_fingerprint(plan);
+    let fingerprint = plan_fingerprint(plans);
     let job_name = config
         .name
         .clone()
@@ -347,7 +361,7 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
     let first_id = existing.max(restored_id.unwrap_or(0)) + 1;
     let coordination = Arc::new(Coordination::new(first_id, cp.interval));
     let mut job = Job {
-        plan: plan.clone(),
+        plans: plans.to_vec(),
         config: config.clone(),
         metrics: Arc::clone(&metrics),
         updating,
@@ -361,6 +375,8 @@ pub fn start(plan: &PlanNode, config: &JobConfig) -> Result<RunningJob> {
         initial: restored,
         pending: BTreeMap::new(),
         finished_sources: BTreeMap::new(),
+        finished_subtasks: Default::default(),
+        declined_told: false,
         uncommitted: BTreeMap::new(),
         lineage: Vec::new(),
         initial_storage,
@@ -523,7 +539,8 @@ struct Ack {
 
 /// The coordinator's view of a job.
 struct Job {
-    plan: PlanNode,
+    /// The job's plans: one query or `INSERT`, or the `INSERT`s of a statement set.
+    plans: Vec<PlanNode>,
     config: JobConfig,
     metrics: Arc<JobMetrics>,
     updating: bool,
@@ -542,6 +559,12 @@ struct Job {
     pending: BTreeMap<u64, PendingCheckpoint>,
     /// End offsets of source subtasks that finished (this attempt).
     finished_sources: BTreeMap<usize, SourceOffset>,
+    /// Operator subtasks that finished their input (this attempt). A checkpoint whose
+    /// barrier one of them never saw cannot complete (its output after its last
+    /// checkpoint is in its final committable): it is declined.
+    finished_subtasks: std::collections::BTreeSet<usize>,
+    /// A declined checkpoint was reported (once per job).
+    declined_told: bool,
     /// What sinks pre-committed, by checkpoint id, not yet committed.
     uncommitted: BTreeMap<u64, Committable>,
     /// The runs whose output leads to the current state (see `Manifest::runs`).
@@ -633,7 +656,13 @@ impl Job {
                     committable,
                 } => {
                     finished.push((subtask, committable));
-                    if finished.len() == attempt.subtasks {
+                    self.finished_subtasks.insert(subtask);
+                    // Checkpoints this subtask will never acknowledge.
+                    let ids: Vec<u64> = self.pending.keys().copied().collect();
+                    let declined = ids
+                        .into_iter()
+                        .try_for_each(|id| self.try_complete(id, &attempt));
+                    if declined.is_ok() && finished.len() == attempt.subtasks {
                         finished.sort_by_key(|(s, _)| *s);
                         let finals = std::mem::take(&mut finished).into_iter().map(|(_, c)| c);
                         let result = self.finish(finals.collect());
@@ -643,7 +672,7 @@ impl Job {
                         }
                         return;
                     }
-                    Ok(())
+                    declined
                 }
                 Event::Failed(e) => Err(e),
             };
@@ -662,6 +691,7 @@ impl Job {
             finished.clear();
             self.pending.clear();
             self.finished_sources.clear();
+            self.finished_subtasks.clear();
             match self.restart(&mut restarts, error, &events_tx) {
                 Ok(a) => attempt = a,
                 Err(e) => {
@@ -760,7 +790,7 @@ impl Job {
             rewound.push(self.file_job.clone());
         }
         if self.config.checkpoint.two_phase() {
-            if let Some(dir) = self.sink_directory() {
+            for dir in self.sink_directories() {
                 use crate::connectors::filesystem::{discard_committed_after, discard_uncommitted};
                 for r in &rewound {
                     // Their uncommitted files (this run's from a failed attempt).
@@ -835,17 +865,31 @@ impl Job {
             .find(|s| s.location(id) == location)
     }
 
-    fn sink_directory(&self) -> Option<PathBuf> {
-        match &self.plan.spec {
-            OperatorSpec::Sink(spec) => {
-                resolve_sink_directory(&spec.options, &self.config.connectors)
-            }
-            _ => None,
-        }
+    /// The directories of the job's filesystem sinks.
+    fn sink_directories(&self) -> Vec<PathBuf> {
+        self.plans
+            .iter()
+            .filter_map(|plan| match &plan.spec {
+                OperatorSpec::Sink(spec) => {
+                    resolve_sink_directory(&spec.options, &self.config.connectors)
+                }
+                _ => None,
+            })
+            .collect()
     }
 
-    /// Completes checkpoint `id` once its barrier and every subtask's ack are in.
+    /// Completes checkpoint `id` once its barrier and every subtask's ack are in; declines
+    /// it when a subtask finished without acknowledging it.
     fn try_complete(&mut self, id: u64, attempt: &Attempt) -> Result<()> {
+        let unackable = self.pending.get(&id).is_some_and(|p| {
+            self.finished_subtasks
+                .iter()
+                .any(|s| !p.acks.iter().any(|a| a.subtask == *s))
+        });
+        if unackable {
+            self.decline(id);
+            return Ok(());
+        }
         let offsets_in = |p: &PendingCheckpoint| {
             (0..attempt.sources)
                 .all(|s| p.offsets.contains_key(&s) || self.finished_sources.contains_key(&s))
@@ -889,7 +933,7 @@ impl Job {
             }
         }
         // Settled after `completed` is recorded: waiters read them in that order.
-        self.coordination.settled.store(id, Ordering::SeqCst);
+        self.coordination.settled.fetch_max(id, Ordering::SeqCst);
         let bytes = match written {
             Ok(bytes) => bytes,
             Err(e) => {
@@ -925,6 +969,30 @@ impl Job {
             }
         }
         Ok(())
+    }
+
+    /// Declines checkpoint `id`: a subtask finished before its barrier reached it (a branch
+    /// of the job whose input ended earlier than the others'). What the other subtasks
+    /// pre-committed for it waits for the next checkpoint or the job's end, as after a
+    /// failed write. (Flink before FLIP-147 also stops checkpointing once a task finished.)
+    fn decline(&mut self, id: u64) {
+        let Some(p) = self.pending.remove(&id) else {
+            return;
+        };
+        let mut committable = Committable::Nothing;
+        for ack in p.acks {
+            committable.append(ack.committable);
+        }
+        self.uncommitted.entry(id).or_insert(Committable::Nothing).append(committable);
+        self.coordination.settled.fetch_max(id, Ordering::SeqCst);
+        if !self.declined_told {
+            self.declined_told = true;
+            warn(&format!(
+                "job '{}': checkpoint {id} and later ones cannot complete: a part of the job \
+                 finished its input (checkpoints need every task running)",
+                self.job_name
+            ));
+        }
     }
 
     /// Writes the state files and then the manifest of checkpoint `id`; returns the bytes

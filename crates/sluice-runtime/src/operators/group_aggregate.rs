@@ -251,6 +251,21 @@ impl Operator for GroupAggregateOperator {
         "GroupAggregate"
     }
 
+    /// With a TTL and groups in state: the next sweep for idle groups (so they are
+    /// forgotten even when no row arrives).
+    fn next_processing_timer(&self) -> Option<i64> {
+        let ttl = self.ttl?.as_millis() as i64;
+        if self.keys.is_empty() || self.groups.is_empty() {
+            return None;
+        }
+        Some(self.last_sweep_ms.saturating_add((ttl / 2).max(1)))
+    }
+
+    fn on_processing_time(&mut self, _now_ms: i64, _out: &mut Collector) -> Result<()> {
+        self.expire();
+        Ok(())
+    }
+
     fn process_batch(&mut self, batch: StreamBatch, out: &mut Collector) -> Result<()> {
         self.expire();
         let now = self.now_ms();
