@@ -314,6 +314,15 @@ pub struct StateFile {
     pub rows: u64,
 }
 
+/// One source group's offsets in a checkpoint.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SourceGroupOffsets {
+    /// The source table.
+    pub table: String,
+    /// Per source subtask (its `'scan.parallelism'`), where it resumes.
+    pub offsets: Vec<SourceOffset>,
+}
+
 /// The manifest of a complete checkpoint (`_manifest.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
@@ -333,8 +342,10 @@ pub struct Manifest {
     pub parallelism: usize,
     /// Key groups (`'pipeline.max-parallelism'`).
     pub max_parallelism: u32,
-    /// Each source subtask's offset at the barrier (index: source subtask).
-    pub sources: Vec<SourceOffset>,
+    /// Each source group's offsets at the barrier: one group per source table the job
+    /// reads (a table read by several branches is one group), in the job graph's order,
+    /// with one offset per source subtask.
+    pub sources: Vec<SourceGroupOffsets>,
     /// The watermark (ms) each stage's operators had reached at the barrier (minimum
     /// over its subtasks), by the index of the stage's first operator: restored so that no
     /// late row recreates a window that had fired.

@@ -141,6 +141,11 @@ impl Job {
         Ok(Attempt {
             number,
             sources: graph.source_subtasks(),
+            source_groups: graph
+                .sources
+                .iter()
+                .map(|g| (g.spec.table.clone(), g.parallelism))
+                .collect(),
             subtasks: graph.operator_subtasks(),
             cancel: ctx.cancel,
             threads,
@@ -156,21 +161,37 @@ impl Job {
         resume: Option<BTreeMap<usize, SourceOffset>>,
     ) -> Result<Vec<Option<SourceOffset>>> {
         let sources = graph.source_subtasks();
-        Ok(match restore {
-            Some(r) if r.manifest.sources.len() != sources => {
-                return Err(SluiceError::Config(format!(
-                    "checkpoint {} has {} source subtasks; the tables' 'scan.parallelism' now \
-                     give {sources}: source offsets cannot be re-split",
-                    r.manifest.checkpoint_id,
-                    r.manifest.sources.len()
-                )))
-            }
-            Some(r) => r.manifest.sources.iter().cloned().map(Some).collect(),
-            None => match resume {
+        let Some(r) = restore else {
+            return Ok(match resume {
                 Some(offsets) => (0..sources).map(|s| offsets.get(&s).cloned()).collect(),
                 None => vec![None; sources],
-            },
-        })
+            });
+        };
+        let groups = &r.manifest.sources;
+        let matches = groups.len() == graph.sources.len()
+            && groups
+                .iter()
+                .zip(&graph.sources)
+                .all(|(c, g)| c.table == g.spec.table && c.offsets.len() == g.parallelism);
+        if !matches {
+            let describe = |v: Vec<(String, usize)>| {
+                v.iter()
+                    .map(|(t, n)| format!("{t} ({n})"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            return Err(SluiceError::Config(format!(
+                "checkpoint {} read the sources {} (source subtasks); the job now reads {}: \
+                 source offsets cannot be re-split",
+                r.manifest.checkpoint_id,
+                describe(groups.iter().map(|c| (c.table.clone(), c.offsets.len())).collect()),
+                describe(graph.sources.iter().map(|g| (g.spec.table.clone(), g.parallelism)).collect()),
+            )));
+        }
+        Ok(groups
+            .iter()
+            .flat_map(|c| c.offsets.iter().cloned().map(Some))
+            .collect())
     }
 
     fn operator_env(&self) -> OperatorEnv {

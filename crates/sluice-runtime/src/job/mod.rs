@@ -39,7 +39,7 @@ use sluice_common::{Result, SluiceError};
 
 use crate::checkpoint::{
     plan_fingerprint, CheckpointConfig, CheckpointStorage, CheckpointingMode, Manifest,
-    RestoredCheckpoint, SourceOffset,
+    RestoredCheckpoint, SourceGroupOffsets, SourceOffset,
 };
 use crate::connectors::{resolve_sink_directory, Committable, ConnectorContext};
 use crate::metrics::JobMetrics;
@@ -501,8 +501,10 @@ fn check_compatible(manifest: &Manifest, fingerprint: &str, config: &JobConfig) 
 /// One attempt's tasks.
 struct Attempt {
     number: u32,
-    /// Source subtasks (each reports its offset per checkpoint).
+    /// Source subtasks (each reports its offset per checkpoint), numbered group by group.
     sources: usize,
+    /// The source groups: table and source subtasks, in order.
+    source_groups: Vec<(String, usize)>,
     /// Operator subtasks (each reports an ack per checkpoint and `Finished` at the end).
     subtasks: usize,
     cancel: Arc<AtomicBool>,
@@ -902,10 +904,16 @@ impl Job {
             return Ok(());
         }
         let mut p = self.pending.remove(&id).expect("checked above");
-        let sources: Vec<SourceOffset> = (0..attempt.sources)
-            .map(|s| match p.offsets.remove(&s) {
-                Some(o) => o,
-                None => self.finished_sources[&s].clone(),
+        let mut flat = (0..attempt.sources).map(|s| match p.offsets.remove(&s) {
+            Some(o) => o,
+            None => self.finished_sources[&s].clone(),
+        });
+        let sources: Vec<SourceGroupOffsets> = attempt
+            .source_groups
+            .iter()
+            .map(|(table, n)| SourceGroupOffsets {
+                table: table.clone(),
+                offsets: flat.by_ref().take(*n).collect(),
             })
             .collect();
         let mut committable = Committable::Nothing;
@@ -1000,7 +1008,7 @@ impl Job {
     fn write_checkpoint(
         &self,
         id: u64,
-        sources: Vec<SourceOffset>,
+        sources: Vec<SourceGroupOffsets>,
         stage_watermarks: BTreeMap<usize, i64>,
         states: Vec<(usize, usize, Vec<u8>, u64)>,
     ) -> Result<u64> {
