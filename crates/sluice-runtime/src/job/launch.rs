@@ -9,7 +9,8 @@ use std::sync::Arc;
 use sluice_common::plan::PlanNode;
 use sluice_common::{Result, SluiceError};
 
-use super::{owned_key_groups, Attempt, Job};
+use super::restore::owned_key_groups;
+use super::{Attempt, Job};
 use crate::build::{build_chain, build_operator, OperatorEnv};
 use crate::checkpoint::{CheckpointingMode, RestoredCheckpoint, SourceOffset};
 use crate::expr::physical_all;

@@ -1,0 +1,261 @@
+//! Completing a checkpoint: all acknowledgements in, state files and manifest written,
+//! pre-committed output committed (two-phase commit), old checkpoints pruned; declining
+//! one that cannot complete; committing the rest at the job's end.
+
+use super::*;
+
+impl Job {
+    /// Completes checkpoint `id` once its barrier and every subtask's ack are in; declines
+    /// it when a subtask finished without acknowledging it.
+    pub(super) fn try_complete(&mut self, id: u64, attempt: &Attempt) -> Result<()> {
+        let unackable = self.pending.get(&id).is_some_and(|p| {
+            self.finished_subtasks
+                .iter()
+                .any(|s| !p.acks.iter().any(|a| a.subtask == *s))
+        });
+        if unackable {
+            self.decline(id);
+            return Ok(());
+        }
+        let offsets_in = |p: &PendingCheckpoint| {
+            (0..attempt.sources)
+                .all(|s| p.offsets.contains_key(&s) || self.finished_sources.contains_key(&s))
+        };
+        let ready = self
+            .pending
+            .get(&id)
+            .is_some_and(|p| p.acks.len() == attempt.subtasks && offsets_in(p));
+        if !ready {
+            return Ok(());
+        }
+        let mut p = self.pending.remove(&id).expect("checked above");
+        let mut flat = (0..attempt.sources).map(|s| match p.offsets.remove(&s) {
+            Some(o) => o,
+            None => self.finished_sources[&s].clone(),
+        });
+        let sources: Vec<SourceGroupOffsets> = attempt
+            .source_groups
+            .iter()
+            .map(|(table, n)| SourceGroupOffsets {
+                table: table.clone(),
+                offsets: flat.by_ref().take(*n).collect(),
+            })
+            .collect();
+        let mut committable = Committable::Nothing;
+        let mut states = Vec::new();
+        let mut stage_watermarks: BTreeMap<usize, i64> = BTreeMap::new();
+        for ack in p.acks {
+            let w = stage_watermarks
+                .entry(ack.stage)
+                .or_insert(ack.watermark_ms);
+            *w = (*w).min(ack.watermark_ms);
+            committable.append(ack.committable);
+            for (operator, bytes, rows) in ack.states {
+                states.push((operator, ack.subtask, bytes, rows));
+            }
+        }
+        self.uncommitted.insert(id, committable);
+        let written = self.write_checkpoint(id, sources, stage_watermarks, states);
+        if written.is_ok() {
+            if let Some(storage) = &self.storage {
+                self.coordination
+                    .completed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(id, format!("{}/chk-{id}", storage.display()));
+            }
+        }
+        // Settled after `completed` is recorded: waiters read them in that order.
+        self.coordination.settled.fetch_max(id, Ordering::SeqCst);
+        let bytes = match written {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                // The job goes on; what this checkpoint pre-committed is committed with
+                // the next one that completes.
+                JobMetrics::add(&self.metrics.checkpoints_failed, 1);
+                warn(&format!("checkpoint {id} failed: {e}"));
+                return Ok(());
+            }
+        };
+        JobMetrics::add(&self.metrics.checkpoints_completed, 1);
+        let m = &self.metrics;
+        m.last_checkpoint_id.store(id, Ordering::Relaxed);
+        m.last_checkpoint_bytes.store(bytes, Ordering::Relaxed);
+        let took = p
+            .started
+            .map(|s| s.elapsed().as_millis() as u64)
+            .unwrap_or(0);
+        m.last_checkpoint_duration_ms.store(took, Ordering::Relaxed);
+        self.config
+            .checkpoint
+            .failpoints
+            .check("after-manifest", Some(id))?;
+        let releases_rows = self.holds_result_rows(id);
+        self.commit_up_to(id)?;
+        let own = self.storage.as_ref().map(|s| s.location(id));
+        if let (true, Some(location)) = (releases_rows, own) {
+            self.mark_results_released(id, location);
+        }
+        if let Some(storage) = &self.storage {
+            if let Err(e) = storage.prune(id, self.config.checkpoint.num_retained) {
+                warn(&format!("removing old checkpoints failed: {e}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Declines checkpoint `id`: a subtask finished before its barrier reached it (a branch
+    /// of the job whose input ended earlier than the others'). What the other subtasks
+    /// pre-committed for it waits for the next checkpoint or the job's end, as after a
+    /// failed write. (Flink before FLIP-147 also stops checkpointing once a task finished.)
+    pub(super) fn decline(&mut self, id: u64) {
+        let Some(p) = self.pending.remove(&id) else {
+            return;
+        };
+        let mut committable = Committable::Nothing;
+        for ack in p.acks {
+            committable.append(ack.committable);
+        }
+        self.uncommitted.entry(id).or_insert(Committable::Nothing).append(committable);
+        self.coordination.settled.fetch_max(id, Ordering::SeqCst);
+        if !self.declined_told {
+            self.declined_told = true;
+            warn(&format!(
+                "job '{}': checkpoint {id} and later ones cannot complete: a part of the job \
+                 finished its input (checkpoints need every task running)",
+                self.job_name
+            ));
+        }
+    }
+
+    /// Writes the state files and then the manifest of checkpoint `id`; returns the bytes
+    /// of state written.
+    pub(super) fn write_checkpoint(
+        &self,
+        id: u64,
+        sources: Vec<SourceGroupOffsets>,
+        stage_watermarks: BTreeMap<usize, i64>,
+        states: Vec<(usize, usize, Vec<u8>, u64)>,
+    ) -> Result<u64> {
+        let storage = self
+            .storage
+            .as_ref()
+            .ok_or_else(|| SluiceError::Internal("checkpointing without storage".into()))?;
+        let failpoints = &self.config.checkpoint.failpoints;
+        let mut files = Vec::new();
+        let mut total = 0u64;
+        for (operator, subtask, bytes, rows) in states {
+            failpoints.check("upload", Some(id))?;
+            total += bytes.len() as u64;
+            files.push(storage.put_state(id, operator, subtask, bytes, rows)?);
+        }
+        let pending_commits = self
+            .uncommitted
+            .range(..=id)
+            .flat_map(|(_, c)| match c {
+                Committable::Files(f) => f.clone(),
+                _ => Vec::new(),
+            })
+            .collect();
+        let results = self.pending_result_rows(id);
+        let pending_results = if results.is_empty() {
+            None
+        } else {
+            failpoints.check("upload", Some(id))?;
+            Some(storage.put_results(id, &results)?)
+        };
+        let manifest = Manifest {
+            checkpoint_id: id,
+            job: self.job_name.clone(),
+            plan_fingerprint: self.fingerprint.clone(),
+            engine_version: env!("CARGO_PKG_VERSION").to_string(),
+            mode: self.mode().name().to_string(),
+            completed_at_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as i64)
+                .unwrap_or(0),
+            parallelism: self.config.parallelism,
+            max_parallelism: self.config.max_parallelism,
+            sources,
+            stage_watermarks,
+            files,
+            pending_commits,
+            runs: self.lineage.clone(),
+            pending_results,
+        };
+        storage.put_manifest(&manifest)?;
+        Ok(total)
+    }
+
+    /// Whether result rows pre-committed for checkpoints up to `id` wait for release.
+    pub(super) fn holds_result_rows(&self, id: u64) -> bool {
+        self.uncommitted.range(..=id).any(
+            |(_, c)| matches!(c, Committable::Rows(rows) if rows.iter().any(|b| b.num_rows() > 0)),
+        )
+    }
+
+    /// The result rows pre-committed for checkpoints up to `id`, not yet released.
+    pub(super) fn pending_result_rows(&self, id: u64) -> Vec<RecordBatch> {
+        self.uncommitted
+            .range(..=id)
+            .flat_map(|(_, c)| match c {
+                Committable::Rows(rows) => rows.clone(),
+                _ => Vec::new(),
+            })
+            .filter(|b| b.num_rows() > 0)
+            .collect()
+    }
+
+    /// Records that the pending result rows of checkpoint `id` at `location` were
+    /// released (see `Manifest::pending_results`): in this process, and with a marker
+    /// next to the checkpoint. A failure to write the marker is only reported: a
+    /// restore of the checkpoint by another process would release the rows again.
+    pub(super) fn mark_results_released(&mut self, id: u64, location: String) {
+        if let Some(storage) = self.storage_at(id, &location) {
+            if let Err(e) = storage.put(id, crate::checkpoint::RESULTS_RELEASED, Vec::new()) {
+                warn(&format!(
+                    "checkpoint {id}: recording released results failed: {e}"
+                ));
+            }
+        }
+        self.released_results.insert(location);
+    }
+
+    /// Commits what was pre-committed for checkpoints up to `id`: sink files get their
+    /// final names, buffered result rows go to the reader.
+    pub(super) fn commit_up_to(&mut self, id: u64) -> Result<()> {
+        let later = self.uncommitted.split_off(&(id + 1));
+        let due = std::mem::replace(&mut self.uncommitted, later);
+        for (_, c) in due {
+            self.commit(c)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn commit(&self, c: Committable) -> Result<()> {
+        match c {
+            Committable::Nothing => {}
+            Committable::Files(files) => {
+                for f in files {
+                    f.commit()?;
+                }
+            }
+            Committable::Rows(rows) => {
+                for b in rows {
+                    let _ = self.out_tx.blocking_send(Ok(b));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every subtask finished: commit everything still pre-committed, then the last
+    /// output.
+    pub(super) fn finish(&mut self, finals: Vec<Committable>) -> Result<()> {
+        self.commit_up_to(u64::MAX - 1)?;
+        for c in finals {
+            self.commit(c)?;
+        }
+        Ok(())
+    }
+}

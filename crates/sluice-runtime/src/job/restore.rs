@@ -1,0 +1,164 @@
+//! Restoring: which checkpoint a restart restores, committing what it pre-committed,
+//! releasing its held result rows, rewinding sink output written after it, and splitting
+//! operator state by key group.
+
+use super::*;
+
+impl Job {
+    /// The newest complete checkpoint of this run (or the one it started from).
+    pub(super) fn restore_point(&self) -> Result<Option<RestoredCheckpoint>> {
+        let Some(storage) = &self.storage else {
+            return Ok(None);
+        };
+        if !self.config.checkpoint.enabled() {
+            return Ok(self.initial.clone());
+        }
+        let own = storage.latest_since(self.first_id, &mut |w| warn(&w))?;
+        Ok(own.or_else(|| self.initial.clone()))
+    }
+
+    /// Before an attempt starts: commits what the restored checkpoint pre-committed,
+    /// discards everything pre-committed or written after it.
+    pub(super) fn prepare_restore(&mut self, restore: Option<&RestoredCheckpoint>) -> Result<()> {
+        if let Some(r) = restore {
+            for f in &r.manifest.pending_commits {
+                f.commit()?;
+            }
+            self.release_held_results(r)?;
+        }
+        self.uncommitted.clear();
+        let run = self.config.connectors.job_id.clone();
+        // The runs whose sink output the restored state continues (recorded in the next
+        // manifests): a fresh start continues nothing, earlier runs' output is theirs.
+        self.lineage = restore.map(|r| r.manifest.runs.clone()).unwrap_or_default();
+        if !self.lineage.contains(&run) {
+            self.lineage.push(run.clone());
+        }
+        // The runs whose files this restore rewinds: the lineage; for a manifest of an
+        // older version without one, every run of the job (for this restore only).
+        let mut rewound = self.lineage.clone();
+        if restore.is_some_and(|r| r.manifest.runs.is_empty()) {
+            rewound.push(self.file_job.clone());
+        }
+        if self.config.checkpoint.two_phase() {
+            for dir in self.sink_directories() {
+                use crate::connectors::filesystem::{discard_committed_after, discard_uncommitted};
+                for r in &rewound {
+                    // Their uncommitted files (this run's from a failed attempt).
+                    discard_uncommitted(&dir, r)?;
+                }
+                // Output committed after the restored checkpoint (the newest checkpoint
+                // was damaged, or an older one was chosen; with none, everything this run
+                // committed) is produced again by the replay.
+                let after = restore.map_or(0, |r| r.manifest.checkpoint_id);
+                let mut removed = Vec::new();
+                for r in &rewound {
+                    removed.extend(discard_committed_after(&dir, r, after)?);
+                }
+                if !removed.is_empty() {
+                    let from = match restore {
+                        Some(_) => format!("restoring checkpoint {after}"),
+                        None => "restarting from the beginning".to_string(),
+                    };
+                    warn(&format!(
+                        "{from}: removed {} part file(s) committed after it, which the \
+                         replay writes again: {}",
+                        removed.len(),
+                        removed.join(", ")
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Releases the result rows checkpoint `r` held back (`Manifest::pending_results`),
+    /// once: still in memory when this run took it (a restart), else from the checkpoint
+    /// unless they were released already, by this process (`released_results`) or by
+    /// another (the `_results_released` marker next to the checkpoint).
+    pub(super) fn release_held_results(&mut self, r: &RestoredCheckpoint) -> Result<()> {
+        let id = r.manifest.checkpoint_id;
+        let in_memory = self.holds_result_rows(id);
+        self.commit_up_to(id)?;
+        let released_here = self.released_results.contains(&r.location);
+        let marked = self
+            .storage_at(id, &r.location)
+            .is_some_and(|s| s.exists(id, crate::checkpoint::RESULTS_RELEASED));
+        let from_file = !in_memory && !r.pending_results.is_empty() && !released_here && !marked;
+        if from_file {
+            // One batch, sent without blocking: at the job's start nobody reads yet (and
+            // the caller may be async code), and one batch always fits the channel.
+            let rows = &r.pending_results;
+            let batch = datafusion_common::arrow::compute::concat_batches(&rows[0].schema(), rows)?;
+            // Shown in this session's time zone, as the rows this run produces.
+            let batch = crate::tasks::localize(&batch, &self.config.connectors.time_zone)?;
+            match self.out_tx.try_send(Ok(batch)) {
+                Ok(()) | Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => {}
+                Err(tokio::sync::mpsc::error::TrySendError::Full(b)) => {
+                    // A restart, on the coordinator thread: waiting is fine.
+                    let _ = self.out_tx.blocking_send(b);
+                }
+            }
+        }
+        if in_memory || from_file {
+            self.mark_results_released(id, r.location.clone());
+        }
+        Ok(())
+    }
+
+    /// The storage holding checkpoint `id` at `location`
+    /// ([`CheckpointStorage::location`]): the job's own, or the one of the path it
+    /// started from.
+    pub(super) fn storage_at(&self, id: u64, location: &str) -> Option<&CheckpointStorage> {
+        [self.storage.as_ref(), self.initial_storage.as_ref()]
+            .into_iter()
+            .flatten()
+            .find(|s| s.location(id) == location)
+    }
+
+    /// The directories of the job's filesystem sinks.
+    pub(super) fn sink_directories(&self) -> Vec<PathBuf> {
+        self.plans
+            .iter()
+            .filter_map(|plan| match &plan.spec {
+                OperatorSpec::Sink(spec) => {
+                    resolve_sink_directory(&spec.options, &self.config.connectors)
+                }
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// The rows of snapshot `batches` whose `key_group` subtask `subtask` of `parallelism`
+/// owns.
+pub(super) fn owned_key_groups(
+    batches: &[RecordBatch],
+    subtask: usize,
+    parallelism: usize,
+    max_parallelism: u32,
+) -> Result<Vec<RecordBatch>> {
+    if parallelism == 1 {
+        return Ok(batches.to_vec());
+    }
+    let mut out = Vec::new();
+    for b in batches {
+        let groups = b.column_by_name("key_group").ok_or_else(|| {
+            SluiceError::Execution("a state snapshot has no key_group column".into())
+        })?;
+        let groups = groups.as_primitive::<UInt32Type>();
+        let mask: datafusion_common::arrow::array::BooleanArray = groups
+            .iter()
+            .map(|g| {
+                Some(g.is_some_and(|g| {
+                    subtask_of_key_group(g, parallelism, max_parallelism) == subtask
+                }))
+            })
+            .collect();
+        let kept = filter_record_batch(b, &mask)?;
+        if kept.num_rows() > 0 {
+            out.push(kept);
+        }
+    }
+    Ok(out)
+}
