@@ -116,15 +116,17 @@ fn state(node: &PlanNode, keys: Option<&[String]>, ctx: &ExplainContext) -> Opti
     Some(format!("{state}, {} key groups", ctx.max_parallelism))
 }
 
-/// The physical operator graph as indented text, each root first and its inputs below it,
+/// The physical operator graph of `plans` (a query, or a statement set's `INSERT`s: one
+/// job) as indented text, each root first and its inputs below it,
 /// indented (as Flink prints plans): each operator with its parallelism, how its input is
 /// partitioned (`forward`, `hash[keys]` into key groups, `single`, `merge` of source
 /// subtasks), and its state. A source read by two branches shows under each.
 ///
 /// # Errors
 /// A plan the runtime cannot lay out (a bad `'scan.parallelism'`).
-pub fn explain(plan: &PlanNode, ctx: &ExplainContext) -> Result<String> {
-    let graph = JobGraph::build(&[plan], ctx.parallelism)?;
+pub fn explain(plans: &[PlanNode], ctx: &ExplainContext) -> Result<String> {
+    let roots: Vec<&PlanNode> = plans.iter().collect();
+    let graph = JobGraph::build(&roots, ctx.parallelism)?;
     let (nodes, roots) = explained(&graph, ctx);
     let mut out = String::new();
     fn print(nodes: &[ExplainedNode], n: usize, depth: usize, out: &mut String) {
@@ -150,14 +152,15 @@ pub fn explain(plan: &PlanNode, ctx: &ExplainContext) -> Result<String> {
     Ok(out)
 }
 
-/// The physical operator graph as a Graphviz digraph (`dot -Tpng`): one box per source and
+/// The physical operator graph of `plans` as a Graphviz digraph (`dot -Tpng`): one box per source and
 /// operator (label, parallelism, state), edges from each input to its consumer labelled
 /// with the input partitioning; every branch drawn, a shared source once.
 ///
 /// # Errors
 /// A plan the runtime cannot lay out (a bad `'scan.parallelism'`).
-pub fn explain_dot(plan: &PlanNode, ctx: &ExplainContext) -> Result<String> {
-    let graph = JobGraph::build(&[plan], ctx.parallelism)?;
+pub fn explain_dot(plans: &[PlanNode], ctx: &ExplainContext) -> Result<String> {
+    let roots: Vec<&PlanNode> = plans.iter().collect();
+    let graph = JobGraph::build(&roots, ctx.parallelism)?;
     let (nodes, _) = explained(&graph, ctx);
     let escape = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
     let mut out = String::from(

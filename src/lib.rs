@@ -410,6 +410,22 @@ impl Engine {
         })
     }
 
+    /// EXPLAIN of the job of `plans`: text, or Graphviz DOT.
+    fn explain(&self, plans: &[PlanNode], dot: bool) -> Result<StatementResult> {
+        let config = self.job_config()?;
+        let ctx = explain::ExplainContext {
+            parallelism: config.parallelism,
+            max_parallelism: config.max_parallelism,
+            state_ttl: self.settings.get("table.exec.state.ttl").cloned(),
+        };
+        let text = if dot {
+            explain::explain_dot(plans, &ctx)?
+        } else {
+            explain::explain(plans, &ctx)?
+        };
+        Ok(StatementResult::Info(single_column("plan", vec![text])))
+    }
+
     /// Runs the `INSERT`s of a statement set as one job: each source is read once however
     /// many of them read it, and one checkpoint covers (and commits) every sink.
     fn run_statement_set(
@@ -538,18 +554,16 @@ impl Engine {
                 )?))
             }
             Statement::Explain(q) | Statement::ExplainDot(q) => {
-                let plan = self.planner.plan_query(q)?;
-                let config = self.job_config()?;
-                let ctx = explain::ExplainContext {
-                    parallelism: config.parallelism,
-                    max_parallelism: config.max_parallelism,
-                    state_ttl: self.settings.get("table.exec.state.ttl").cloned(),
-                };
-                let text = match &stmt.statement {
-                    Statement::ExplainDot(_) => explain::explain_dot(&plan, &ctx)?,
-                    _ => explain::explain(&plan, &ctx)?,
-                };
-                Ok(StatementResult::Info(single_column("plan", vec![text])))
+                let plans = vec![self.planner.plan_query(q)?];
+                let dot = matches!(stmt.statement, Statement::ExplainDot(_));
+                self.explain(&plans, dot)
+            }
+            Statement::ExplainStatementSet { inserts, dot } => {
+                let plans = inserts
+                    .iter()
+                    .map(|i| self.planner.plan_insert(&i.table, &i.query))
+                    .collect::<Result<Vec<_>>>()?;
+                self.explain(&plans, *dot)
             }
             Statement::Set { pair: Some((k, v)) } => {
                 self.set(k, v)?;

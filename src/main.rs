@@ -212,6 +212,7 @@ fn run_script(
                     stmt.statement,
                     sluice::Statement::Explain(_)
                         | sluice::Statement::ExplainDot(_)
+                        | sluice::Statement::ExplainStatementSet { .. }
                         | sluice::Statement::ShowCreateTable { .. }
                 ) =>
             {

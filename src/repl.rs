@@ -561,7 +561,10 @@ fn print_info(stmt: &sluice::ParsedStatement, batch: &RecordBatch) -> sluice::Re
     use sluice::Statement;
     if matches!(
         stmt.statement,
-        Statement::Explain(_) | Statement::ExplainDot(_) | Statement::ShowCreateTable { .. }
+        Statement::Explain(_)
+            | Statement::ExplainDot(_)
+            | Statement::ExplainStatementSet { .. }
+            | Statement::ShowCreateTable { .. }
     ) {
         let text = sluice::format::row_values(batch, 0)?.join("");
         println!("{}", text.trim_end());

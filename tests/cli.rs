@@ -322,6 +322,18 @@ fn explain_goldens() {
     );
     assert_eq!(dot.matches("Source: table=a").count(), 1, "one source for table a");
     assert_eq!(dot.matches("n0 -> ").count(), 2, "read by two branches");
+    // A statement set: both sinks' branches, from the one source they share.
+    let text = sluice(&[
+        "run",
+        "tests/explain/statement_set.sql",
+        "--set",
+        "parallelism.default=2",
+    ]);
+    assert_eq!(text.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&text.stdout),
+        std::fs::read_to_string(dir.join("statement_set_p2.txt")).unwrap()
+    );
     let bad = sluice(&["run", "-e", "EXPLAIN FORMAT JSON SELECT 1"]);
     assert_eq!(bad.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("must be TEXT or DOT"));

@@ -96,6 +96,14 @@ pub enum Statement {
     /// `EXECUTE STATEMENT SET BEGIN INSERT ...; INSERT ...; END`: the `INSERT`s run as one
     /// job (a source several of them read is read once; one checkpoint covers every sink).
     StatementSet(Vec<InsertStatement>),
+    /// `EXPLAIN [FORMAT TEXT|DOT] STATEMENT SET BEGIN INSERT ...; ...; END`: the job graph
+    /// of the statement set.
+    ExplainStatementSet {
+        /// The `INSERT`s.
+        inserts: Vec<InsertStatement>,
+        /// `FORMAT DOT`.
+        dot: bool,
+    },
     /// `BEGIN STATEMENT SET` (Flink SQL client): the session collects the `INSERT`s that
     /// follow until `END`, then runs them as one job.
     BeginStatementSet,
@@ -308,12 +316,19 @@ pub fn parse_script(sql: &str) -> Result<Vec<ParsedStatement>> {
     Ok(statements)
 }
 
-/// Whether `tokens` start `EXECUTE STATEMENT SET BEGIN` and have not reached its `END`.
+/// Whether `tokens` start a statement set (`EXECUTE STATEMENT SET BEGIN`, or `EXPLAIN
+/// [FORMAT f] STATEMENT SET BEGIN`) and have not reached its `END`.
 fn is_open_statement_set(tokens: &[TokenWithSpan]) -> bool {
-    let mut words = tokens.iter().map(|t| &t.token).filter(|t| !is_trivia(t));
-    let starts = ["EXECUTE", "STATEMENT", "SET", "BEGIN"]
+    let words: Vec<&Token> = tokens
         .iter()
-        .all(|w| words.next().is_some_and(|t| word_is(t, w)));
+        .map(|t| &t.token)
+        .filter(|t| !is_trivia(t))
+        .take(6)
+        .collect();
+    let at = |i: usize, w: &str| words.get(i).is_some_and(|t| word_is(t, w));
+    let set_at = |i: usize| at(i, "STATEMENT") && at(i + 1, "SET") && at(i + 2, "BEGIN");
+    let starts = (at(0, "EXECUTE") && set_at(1))
+        || (at(0, "EXPLAIN") && (set_at(1) || (at(1, "FORMAT") && set_at(3))));
     let last = tokens.iter().rev().find(|t| !is_trivia(&t.token));
     starts && !last.is_some_and(|t| word_is(&t.token, "END"))
 }
@@ -494,6 +509,16 @@ impl StatementParser {
                 Some((v, dot)) => (v + 1, dot),
                 None => (start + 1, false),
             };
+            let rest = &self.tokens[from..];
+            let first = rest.iter().position(|t| !is_trivia(&t.token));
+            if first.is_some_and(|f| word_is(&rest[f].token, "STATEMENT")) {
+                let Statement::StatementSet(inserts) =
+                    StatementParser::new(rest[first.unwrap_or(0)..].to_vec()).parse_statement_set()?
+                else {
+                    unreachable!("parse_statement_set returns a statement set")
+                };
+                return Ok(Statement::ExplainStatementSet { inserts, dot });
+            }
             let query = parse_query_tokens(self.tokens[from..].to_vec())?;
             return Ok(if dot {
                 Statement::ExplainDot(query)
@@ -655,16 +680,19 @@ impl StatementParser {
             .iter()
             .position(|t| word_is(&t.token, "BEGIN"))
             .filter(|&b| {
-                self.tokens[..b]
+                let before: Vec<&Token> = self.tokens[..b]
                     .iter()
-                    .filter(|t| !is_trivia(&t.token))
-                    .count()
-                    == 3
+                    .map(|t| &t.token)
+                    .filter(|t| !is_trivia(t))
+                    .collect();
+                before.len() >= 2
+                    && word_is(before[before.len() - 2], "STATEMENT")
+                    && word_is(before[before.len() - 1], "SET")
             })
             .ok_or_else(|| {
                 err_at(
                     self.tokens[0].span.start,
-                    "Expected: BEGIN after EXECUTE STATEMENT SET",
+                    "Expected: BEGIN after STATEMENT SET",
                 )
             })?;
         let body = &self.tokens[begin + 1..];
@@ -675,7 +703,7 @@ impl StatementParser {
             .ok_or_else(|| {
                 err_at(
                     self.tokens[begin].span.start,
-                    "Expected: END to close EXECUTE STATEMENT SET BEGIN",
+                    "Expected: END to close STATEMENT SET BEGIN",
                 )
             })?;
         let mut inserts = Vec::new();
@@ -1565,6 +1593,36 @@ mod tests {
         );
         assert!(matches!(v[1].statement, Statement::ShowTables));
         assert_eq!(v[1].location.line, 3);
+    }
+
+    /// A statement set is one statement: its `;`s separate the INSERTs inside it, up to
+    /// `END` (also under EXPLAIN); the client's `BEGIN STATEMENT SET` / `END` are their own.
+    #[test]
+    fn a_statement_set_spans_its_semicolons() {
+        let v = parse_script(
+            "EXECUTE STATEMENT SET BEGIN\n INSERT INTO a SELECT x FROM t;\n\
+             INSERT INTO b SELECT y FROM t; END; SHOW TABLES;\n\
+             EXPLAIN FORMAT DOT STATEMENT SET BEGIN INSERT INTO a SELECT x FROM t; END;\n\
+             BEGIN STATEMENT SET; END;",
+        )
+        .unwrap();
+        assert_eq!(v.len(), 5);
+        let Statement::StatementSet(inserts) = &v[0].statement else {
+            panic!("{:?}", v[0].statement)
+        };
+        let tables: Vec<&str> = inserts.iter().map(|i| i.table.as_str()).collect();
+        assert_eq!(tables, ["a", "b"]);
+        assert!(matches!(v[1].statement, Statement::ShowTables));
+        assert!(matches!(
+            &v[2].statement,
+            Statement::ExplainStatementSet { inserts, dot: true } if inserts.len() == 1
+        ));
+        assert!(matches!(v[3].statement, Statement::BeginStatementSet));
+        assert!(matches!(v[4].statement, Statement::EndStatementSet));
+        let err = parse_script("EXECUTE STATEMENT SET BEGIN INSERT INTO a SELECT x FROM t;")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("Expected: END to close STATEMENT SET BEGIN"), "{err}");
     }
 
     #[test]
