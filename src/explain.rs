@@ -61,7 +61,7 @@ fn explained(graph: &JobGraph, ctx: &ExplainContext) -> (Vec<ExplainedNode>, Vec
                         Exchange::Single if graph.stages[edge.from].parallelism > 1 => {
                             "merge".to_string()
                         }
-                        Exchange::Single | Exchange::Forward => "forward".to_string(),
+                        Exchange::Single => "forward".to_string(),
                         hash => hash.describe(&|t| clean(&t)),
                     },
                     _ => "forward".to_string(),

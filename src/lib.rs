@@ -432,6 +432,18 @@ impl Engine {
         &mut self,
         inserts: &[sluice_sql::parser::InsertStatement],
     ) -> Result<StatementResult> {
+        let plans = self.plan_statement_set(inserts)?;
+        Ok(StatementResult::Insert(sluice_runtime::job::start_all(
+            &plans,
+            &self.job_config()?,
+        )?))
+    }
+
+    /// The plans of a statement set's `INSERT`s (one per sink table).
+    fn plan_statement_set(
+        &mut self,
+        inserts: &[sluice_sql::parser::InsertStatement],
+    ) -> Result<Vec<PlanNode>> {
         let mut plans = Vec::new();
         for (i, insert) in inserts.iter().enumerate() {
             if inserts[..i].iter().any(|other| other.table == insert.table) {
@@ -442,10 +454,7 @@ impl Engine {
             }
             plans.push(self.planner.plan_insert(&insert.table, &insert.query)?);
         }
-        Ok(StatementResult::Insert(sluice_runtime::job::start_all(
-            &plans,
-            &self.job_config()?,
-        )?))
+        Ok(plans)
     }
 
     /// Plans a query into its physical operator graph without running it.
@@ -559,10 +568,7 @@ impl Engine {
                 self.explain(&plans, dot)
             }
             Statement::ExplainStatementSet { inserts, dot } => {
-                let plans = inserts
-                    .iter()
-                    .map(|i| self.planner.plan_insert(&i.table, &i.query))
-                    .collect::<Result<Vec<_>>>()?;
+                let plans = self.plan_statement_set(inserts)?;
                 self.explain(&plans, *dot)
             }
             Statement::Set { pair: Some((k, v)) } => {

@@ -356,16 +356,9 @@ fn is_complete(input: &str) -> bool {
         }
         i += 1;
     }
-    last_significant == Some(b';') && !is_open_statement_set(input)
-}
-
-/// `EXECUTE STATEMENT SET BEGIN ...` before its `END;`: its `;`s separate the INSERTs in
-/// it, so the input goes on.
-fn is_open_statement_set(input: &str) -> bool {
-    let upper = input.trim().to_ascii_uppercase();
-    let words: Vec<&str> = upper.split_whitespace().take(3).collect();
-    words == ["EXECUTE", "STATEMENT", "SET"]
-        && !upper.trim_end_matches(';').trim_end().ends_with("END")
+    // Inside `EXECUTE STATEMENT SET BEGIN ...` before its `END;`, a `;` separates the
+    // INSERTs in it: the input goes on.
+    last_significant == Some(b';') && !sluice_sql::parser::ends_inside_statement_set(input)
 }
 
 /// `LINE n: text` and a caret under the column an error names (`at Line: L, Column: C`).
@@ -788,6 +781,13 @@ mod tests {
         assert!(!is_complete("EXECUTE STATEMENT SET BEGIN\nINSERT INTO a SELECT 1;"));
         assert!(is_complete("execute statement set begin insert into a select 1; end;"));
         assert!(is_complete("BEGIN STATEMENT SET;"));
+        // A CASE ... END inside does not close it; a word ending in "end" neither.
+        assert!(!is_complete(
+            "EXECUTE STATEMENT SET BEGIN INSERT INTO a SELECT CASE WHEN x THEN 1 END FROM t;"
+        ));
+        assert!(!is_complete("EXECUTE STATEMENT SET BEGIN INSERT INTO a SELECT spend FROM t;"));
+        assert!(!is_complete("EXPLAIN STATEMENT SET BEGIN INSERT INTO a SELECT x FROM t;"));
+        assert!(is_complete("EXPLAIN STATEMENT SET BEGIN INSERT INTO a SELECT x FROM t; END;"));
     }
 
     #[test]

@@ -10,9 +10,9 @@
 //! - **Stages** are chains of operators run by the same subtasks (threads), in topological
 //!   order. A source stage is a source group's subtasks (`'scan.parallelism'`) with the
 //!   stateless operators chained after the source; an operator stage runs its chain as
-//!   `parallelism` subtasks. Each input edge of a stage has an [`Exchange`]: `Forward`
-//!   (subtask i to subtask i), `Hash` by the first operator's keys into key groups (Flink's
-//!   `KeyGroupRangeAssignment`), or `Single` (every upstream subtask into one subtask).
+//!   `parallelism` subtasks. Each input edge of a stage has an [`Exchange`]: `Hash` by the
+//!   first operator's keys into key groups (Flink's `KeyGroupRangeAssignment`), or `Single`
+//!   (every upstream subtask into one subtask).
 //!
 //! Stage rules, as Flink chains operators:
 //! - Without keyed operators running in parallel (`'parallelism.default'` 1, or no keyed
@@ -24,8 +24,9 @@
 //!   source stage, except a sink or the result, which run in an operator stage (they take
 //!   part in checkpoints); stateless operators after a keyed one chain onto its stage.
 //! - An operator with several inputs (`UNION ALL`) starts a stage of one subtask fed by
-//!   every input (a merge); an operator whose input feeds several consumers starts a stage
-//!   of its input's parallelism (`Forward`).
+//!   every input (a merge), and so does a stateless operator whose input feeds several
+//!   consumers. A keyed operator never chains onto a stage of several subtasks it is not
+//!   partitioned for.
 
 use std::collections::BTreeMap;
 
@@ -122,8 +123,6 @@ pub struct GraphOperator<'p> {
 /// How rows travel along an edge into a stage.
 #[derive(Debug, Clone)]
 pub enum Exchange {
-    /// Upstream subtask `i` to subtask `i` (same parallelism).
-    Forward,
     /// Each row to the subtask owning its key group; watermarks, barriers and the end to
     /// every subtask.
     Hash(RoutingKeys),
@@ -135,7 +134,6 @@ impl Exchange {
     /// EXPLAIN's name for it.
     pub fn describe(&self, clean: &dyn Fn(String) -> String) -> String {
         match self {
-            Exchange::Forward => "forward".into(),
             Exchange::Single => "single".into(),
             Exchange::Hash(k) => format!(
                 "hash[{}]",
@@ -186,18 +184,12 @@ pub struct Stage {
 
 impl Stage {
     /// The channels of each subtask's input gate: per input edge, one per upstream
-    /// subtask (one for `Forward`), edge by edge. `(edge, upstream subtask or None for
-    /// forward)` for each channel.
-    pub fn gate_channels(&self, graph: &JobGraph) -> Vec<(usize, Option<usize>)> {
+    /// subtask, edge by edge. `(edge, upstream subtask)` for each channel.
+    pub fn gate_channels(&self, graph: &JobGraph) -> Vec<(usize, usize)> {
         let mut channels = Vec::new();
         for (e, edge) in self.inputs.iter().enumerate() {
-            match edge.exchange {
-                Exchange::Forward => channels.push((e, None)),
-                _ => {
-                    for s in 0..graph.stages[edge.from].parallelism {
-                        channels.push((e, Some(s)));
-                    }
-                }
+            for s in 0..graph.stages[edge.from].parallelism {
+                channels.push((e, s));
             }
         }
         channels
@@ -208,7 +200,7 @@ impl Stage {
     pub fn channel_of(&self, graph: &JobGraph, edge: usize, subtask: usize) -> usize {
         self.gate_channels(graph)
             .iter()
-            .position(|&(e, s)| e == edge && (s.is_none() || s == Some(subtask)))
+            .position(|&c| c == (edge, subtask))
             .expect("an edge of this stage")
     }
 }
@@ -337,7 +329,10 @@ impl<'p> JobGraph<'p> {
                 let chains = !fan_out
                     && match self.stages[s].kind {
                         StageKind::Source(_) => !one_task && !keyed && !root,
-                        StageKind::Operators => !(keyed && staged),
+                        // A keyed operator never runs unpartitioned on several subtasks.
+                        StageKind::Operators => {
+                            !(keyed && (staged || self.stages[s].parallelism > 1))
+                        }
                     };
                 if chains {
                     self.operators[id].stage = s;
@@ -345,12 +340,13 @@ impl<'p> JobGraph<'p> {
                     continue;
                 }
             }
-            // A new stage, fed by every input.
-            let stage_parallelism = match (&op.keys, op.inputs.len()) {
-                (Some(k), _) if staged && !k.exprs.is_empty() => parallelism,
-                (Some(_), _) => 1,
-                (None, 1) if !one_task => self.stages[upstream_stage(&op.inputs[0])].parallelism,
-                (None, _) => 1,
+            // A new stage, fed by every input: a keyed operator's subtasks behind a hash
+            // exchange, else one subtask (a merge). (Not one subtask per source subtask: a
+            // source subtask with no input finishes at once, and a finished subtask stops
+            // the job's checkpoints.)
+            let stage_parallelism = match &op.keys {
+                Some(k) if staged && !k.exprs.is_empty() => parallelism,
+                _ => 1,
             };
             let new = self.stages.len();
             let inputs: Vec<StageInput> = op
@@ -361,8 +357,7 @@ impl<'p> JobGraph<'p> {
                     let from = upstream_stage(u);
                     let exchange = match &op.keys {
                         Some(k) if staged && !k.exprs.is_empty() => Exchange::Hash(k.clone()),
-                        _ if stage_parallelism == 1 => Exchange::Single,
-                        _ => Exchange::Forward,
+                        _ => Exchange::Single,
                     };
                     StageInput {
                         from,

@@ -294,26 +294,41 @@ pub fn parse_script(sql: &str) -> Result<Vec<ParsedStatement>> {
     let tokens = Tokenizer::new(&DIALECT, sql)
         .tokenize_with_location()
         .map_err(sql_err)?;
+    let (pieces, rest) = split_statements(tokens);
+    let mut statements = Vec::new();
+    for piece in pieces.into_iter().chain(std::iter::once(rest)) {
+        if piece.iter().any(|t| !is_trivia(&t.token)) {
+            statements.push(parse_statement_tokens(sql, piece)?);
+        }
+    }
+    Ok(statements)
+}
+
+/// The statements of a token stream, cut at top-level `;` (a statement set's `;`s, up to
+/// its `END`, stay inside it), and what follows the last `;`.
+fn split_statements(
+    tokens: Vec<TokenWithSpan>,
+) -> (Vec<Vec<TokenWithSpan>>, Vec<TokenWithSpan>) {
     let mut statements = Vec::new();
     let mut current: Vec<TokenWithSpan> = Vec::new();
-    let end = TokenWithSpan::new(Token::SemiColon, Span::empty());
-    for tok in tokens.into_iter().chain(std::iter::once(end)) {
-        if tok.token == Token::SemiColon {
-            // `EXECUTE STATEMENT SET BEGIN ...; ...; END` is one statement: its `;`s
-            // separate the INSERTs inside it.
-            if is_open_statement_set(&current) && tok.span != Span::empty() {
-                current.push(tok);
-                continue;
-            }
-            if current.iter().any(|t| !is_trivia(&t.token)) {
-                statements.push(parse_statement_tokens(sql, std::mem::take(&mut current))?);
-            }
-            current.clear();
+    for tok in tokens {
+        if tok.token == Token::SemiColon && !is_open_statement_set(&current) {
+            statements.push(std::mem::take(&mut current));
         } else {
             current.push(tok);
         }
     }
-    Ok(statements)
+    (statements, current)
+}
+
+/// Whether `sql` (a shell's input so far) ends inside a statement set that has not reached
+/// its `END` (so a `;` there does not end the input). Text that does not tokenize (an
+/// unclosed string) is not.
+pub fn ends_inside_statement_set(sql: &str) -> bool {
+    match Tokenizer::new(&DIALECT, sql).tokenize_with_location() {
+        Ok(tokens) => is_open_statement_set(&split_statements(tokens).1),
+        Err(_) => false,
+    }
 }
 
 /// Whether `tokens` start a statement set (`EXECUTE STATEMENT SET BEGIN`, or `EXPLAIN
@@ -329,8 +344,19 @@ fn is_open_statement_set(tokens: &[TokenWithSpan]) -> bool {
     let set_at = |i: usize| at(i, "STATEMENT") && at(i + 1, "SET") && at(i + 2, "BEGIN");
     let starts = (at(0, "EXECUTE") && set_at(1))
         || (at(0, "EXPLAIN") && (set_at(1) || (at(1, "FORMAT") && set_at(3))));
-    let last = tokens.iter().rev().find(|t| !is_trivia(&t.token));
-    starts && !last.is_some_and(|t| word_is(&t.token, "END"))
+    if !starts {
+        return false;
+    }
+    // Open until the END that closes BEGIN: every CASE inside has its own END.
+    let mut depth = 0i64;
+    for t in tokens.iter().map(|t| &t.token) {
+        if word_is(t, "BEGIN") || word_is(t, "CASE") {
+            depth += 1;
+        } else if word_is(t, "END") {
+            depth -= 1;
+        }
+    }
+    depth > 0
 }
 
 pub(crate) fn is_trivia(t: &Token) -> bool {
@@ -1619,6 +1645,14 @@ mod tests {
         ));
         assert!(matches!(v[3].statement, Statement::BeginStatementSet));
         assert!(matches!(v[4].statement, Statement::EndStatementSet));
+        // A CASE ... END inside an INSERT does not close the set.
+        let v = parse_script(
+            "EXECUTE STATEMENT SET BEGIN INSERT INTO a SELECT CASE WHEN x > 1 THEN 1 END FROM t;\n\
+             INSERT INTO b SELECT y FROM t; END; SHOW TABLES",
+        )
+        .unwrap();
+        assert!(matches!(&v[0].statement, Statement::StatementSet(i) if i.len() == 2));
+        assert!(matches!(v[1].statement, Statement::ShowTables));
         let err = parse_script("EXECUTE STATEMENT SET BEGIN INSERT INTO a SELECT x FROM t;")
             .unwrap_err()
             .to_string();

@@ -55,16 +55,17 @@ impl Job {
         let graph = JobGraph::build(&roots, parallelism)?;
         let resumes = self.source_resumes(&graph, restore, resume)?;
         let mut channels = Channels::new(&graph);
-        let mut threads = Vec::new();
+        // Every task is built before any starts: a task that cannot be built (a missing
+        // file, a bad option) fails the launch before a row is read anywhere.
+        let mut tasks: Vec<(String, &'static str, TaskBody)> = Vec::new();
         for s in 0..graph.stages.len() {
             if graph.stages[s].kind == StageKind::Operators {
                 for (subtask, task, rx) in self.operator_tasks(&graph, s, &mut channels, restore, &ctx)? {
-                    threads.push(spawn_task(
-                        &format!("sluice-stage{s}-{subtask}"),
+                    tasks.push((
+                        format!("sluice-stage{s}-{subtask}"),
                         "operator",
-                        &ctx,
-                        move || task.run(rx),
-                    )?);
+                        Box::new(move || task.run(rx)),
+                    ));
                 }
             }
         }
@@ -118,24 +119,35 @@ impl Job {
                         injected,
                     },
                 )?;
-                threads.push(spawn_task(
-                    &format!("sluice-source-{global}"),
+                tasks.push((
+                    format!("sluice-source-{global}"),
                     "source",
-                    &ctx,
-                    move || driver.run(&tx),
-                )?);
+                    Box::new(move || driver.run(&tx)),
+                ));
                 if let Some((rx, outputs)) = router {
                     let chained: Vec<Box<dyn Operator>> = stage
                         .operators
                         .iter()
                         .map(|&id| build_operator(graph.operators[id].node, &env))
                         .collect::<Result<_>>()?;
-                    threads.push(spawn_task(
-                        &format!("sluice-router-{global}"),
+                    tasks.push((
+                        format!("sluice-router-{global}"),
                         "router",
-                        &ctx,
-                        move || outputs.run_router(&mut Chain::new(chained), rx),
-                    )?);
+                        Box::new(move || outputs.run_router(&mut Chain::new(chained), rx)),
+                    ));
+                }
+            }
+        }
+        drop(channels);
+        let mut threads = Vec::new();
+        for (name, kind, body) in tasks {
+            match spawn_task(&name, kind, &ctx, body) {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    // The tasks already started stop (their channels close as the rest
+                    // of this attempt is dropped).
+                    ctx.cancel.store(true, Ordering::SeqCst);
+                    return Err(e);
                 }
             }
         }
@@ -294,6 +306,9 @@ impl Job {
     }
 }
 
+/// A task's work, run on its own thread.
+type TaskBody = Box<dyn FnOnce() -> Result<()> + Send>;
+
 /// The input channels of every operator subtask of an attempt (by stage, then subtask).
 struct Channels {
     senders: Vec<Vec<SyncSender<Envelope>>>,
@@ -332,7 +347,6 @@ impl Channels {
                         self.senders[c].clone(),
                     ),
                     Exchange::Single => (None, vec![self.senders[c][0].clone()]),
-                    Exchange::Forward => (None, vec![self.senders[c][subtask].clone()]),
                 };
                 targets.push(Target {
                     keys,

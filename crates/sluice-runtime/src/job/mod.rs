@@ -301,6 +301,23 @@ pub fn start_all(plans: &[PlanNode], config: &JobConfig) -> Result<RunningJob> {
             config.parallelism, config.max_parallelism
         )));
     }
+    // Two filesystem sinks in one directory would write part files of the same names.
+    let mut directories: Vec<(PathBuf, &str)> = Vec::new();
+    for p in plans {
+        if let OperatorSpec::Sink(spec) = &p.spec {
+            if let Some(dir) = resolve_sink_directory(&spec.options, &config.connectors) {
+                if let Some((_, other)) = directories.iter().find(|(d, _)| *d == dir) {
+                    return Err(SluiceError::Config(format!(
+                        "tables '{other}' and '{}' of one job write to the same directory \
+                         '{}': give each sink its own 'path'",
+                        spec.table,
+                        dir.display()
+                    )));
+                }
+                directories.push((dir, &spec.table));
+            }
+        }
+    }
     let metrics = Arc::new(JobMetrics::default());
     let updating = plans.len() == 1 && plan.is_updating();
     let (out_tx, out_rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(16);
