@@ -280,60 +280,31 @@ fn run_options_and_exit_codes() {
 /// `sluice_runtime::job` builds stages.
 #[test]
 fn explain_goldens() {
-    let dir = root().join("tests/explain");
-    let text = sluice(&[
-        "run",
-        "tests/explain/agg_of_agg.sql",
-        "--set",
-        "parallelism.default=3",
-    ]);
-    assert_eq!(text.status.code(), Some(0));
-    assert_eq!(
-        String::from_utf8_lossy(&text.stdout),
-        std::fs::read_to_string(dir.join("agg_of_agg_p3.txt")).unwrap()
-    );
-    let dot = sluice(&["run", "tests/explain/agg_of_agg_dot.sql"]);
-    assert_eq!(dot.status.code(), Some(0));
-    let dot = String::from_utf8_lossy(&dot.stdout).to_string();
-    assert_eq!(
-        dot,
-        std::fs::read_to_string(dir.join("agg_of_agg_p1.dot")).unwrap()
-    );
+    // Runs `tests/explain/<sql>` at `parallelism` and compares its output with `<golden>`.
+    let golden = |sql: &str, parallelism: usize, golden: &str| -> String {
+        let out = sluice(&[
+            "run",
+            &format!("tests/explain/{sql}"),
+            "--set",
+            &format!("parallelism.default={parallelism}"),
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{sql}");
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let expected = std::fs::read_to_string(root().join("tests/explain").join(golden)).unwrap();
+        assert_eq!(text, expected, "{sql}");
+        text
+    };
+    golden("agg_of_agg.sql", 3, "agg_of_agg_p3.txt");
+    let dot = golden("agg_of_agg_dot.sql", 1, "agg_of_agg_p1.dot");
     assert_eq!(dot.matches(" -> ").count(), 6, "a chain of 7 operators");
     // A union of three branches (table `a` read once, by two of them): every branch and
     // edge, the shared source drawn once in DOT with an edge to each consumer.
-    let text = sluice(&[
-        "run",
-        "tests/explain/union.sql",
-        "--set",
-        "parallelism.default=2",
-    ]);
-    assert_eq!(text.status.code(), Some(0));
-    assert_eq!(
-        String::from_utf8_lossy(&text.stdout),
-        std::fs::read_to_string(dir.join("union_p2.txt")).unwrap()
-    );
-    let dot = sluice(&["run", "tests/explain/union_dot.sql"]);
-    assert_eq!(dot.status.code(), Some(0));
-    let dot = String::from_utf8_lossy(&dot.stdout).to_string();
-    assert_eq!(
-        dot,
-        std::fs::read_to_string(dir.join("union_p1.dot")).unwrap()
-    );
+    golden("union.sql", 2, "union_p2.txt");
+    let dot = golden("union_dot.sql", 1, "union_p1.dot");
     assert_eq!(dot.matches("Source: table=a").count(), 1, "one source for table a");
     assert_eq!(dot.matches("n0 -> ").count(), 2, "read by two branches");
     // A statement set: both sinks' branches, from the one source they share.
-    let text = sluice(&[
-        "run",
-        "tests/explain/statement_set.sql",
-        "--set",
-        "parallelism.default=2",
-    ]);
-    assert_eq!(text.status.code(), Some(0));
-    assert_eq!(
-        String::from_utf8_lossy(&text.stdout),
-        std::fs::read_to_string(dir.join("statement_set_p2.txt")).unwrap()
-    );
+    golden("statement_set.sql", 2, "statement_set_p2.txt");
     let bad = sluice(&["run", "-e", "EXPLAIN FORMAT JSON SELECT 1"]);
     assert_eq!(bad.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("must be TEXT or DOT"));

@@ -1301,13 +1301,16 @@ fn checkpoints_on_s3() {
     assert_eq!(data_rows(&r2.csv, false), expected);
 }
 
-/// `'table.exec.state.ttl'`: a key idle for longer than the TTL (processing time) is
-/// forgotten, so its next row starts a fresh count (emitted as a new `+I`, as Flink does);
-/// a key seen more often than the TTL keeps its state. Processing time is a manual clock
-/// the test sets, and each batch's changes are read before the clock moves on, so the
-/// outcome never depends on how fast the machine is.
-#[test]
-fn state_ttl_expires_idle_keys() {
+/// `SELECT k, COUNT(*) AS n FROM ev GROUP BY k` over a `channel` table `ev (k STRING)`,
+/// with `settings` (SET statements) and processing time on a manual clock: the clock, a
+/// function that sends one batch of keys, and the running job.
+fn counting_job_on_a_manual_clock(
+    settings: &str,
+) -> (
+    sluice::ProcessingClock,
+    impl Fn(&[&str]),
+    sluice::RunningJob,
+) {
     use sluice::arrow::array::StringArray;
     use sluice::arrow::datatypes::{DataType, Field, Schema};
     let clock = sluice::ProcessingClock::manual(0);
@@ -1316,25 +1319,38 @@ fn state_ttl_expires_idle_keys() {
         ..Default::default()
     });
     engine
-        .execute_script(
-            "SET 'table.exec.state.ttl' = '1 s';
-             CREATE TABLE ev (k STRING) WITH ('connector' = 'channel');",
-        )
+        .execute_script(&format!(
+            "{settings} CREATE TABLE ev (k STRING) WITH ('connector' = 'channel');"
+        ))
         .unwrap();
     let ev = engine.channel_source("ev");
-    let StatementResult::Query(mut job) = engine
+    let StatementResult::Query(job) = engine
         .sql("SELECT k, COUNT(*) AS n FROM ev GROUP BY k")
         .unwrap()
     else {
         panic!("a query")
     };
     let schema = std::sync::Arc::new(Schema::new(vec![Field::new("k", DataType::Utf8, true)]));
-    // Sends one batch at processing time `at_ms` and returns its changes as `op,k,n`.
-    let mut step = |at_ms: i64, keys: &[&str]| -> Vec<String> {
-        clock.set_ms(at_ms);
+    let send = move |keys: &[&str]| {
         let keys = StringArray::from(keys.to_vec());
         ev.send(RecordBatch::try_new(schema.clone(), vec![std::sync::Arc::new(keys)]).unwrap())
             .unwrap();
+    };
+    (clock, send, job)
+}
+
+/// `'table.exec.state.ttl'`: a key idle for longer than the TTL (processing time) is
+/// forgotten, so its next row starts a fresh count (emitted as a new `+I`, as Flink does);
+/// a key seen more often than the TTL keeps its state. Processing time is a manual clock
+/// the test sets, and each batch's changes are read before the clock moves on, so the
+/// outcome never depends on how fast the machine is.
+#[test]
+fn state_ttl_expires_idle_keys() {
+    let (clock, send, mut job) = counting_job_on_a_manual_clock("SET 'table.exec.state.ttl' = '1 s';");
+    // Sends one batch at processing time `at_ms` and returns its changes as `op,k,n`.
+    let mut step = |at_ms: i64, keys: &[&str]| -> Vec<String> {
+        clock.set_ms(at_ms);
+        send(keys);
         let batch = job.blocking_next().expect("the batch's changes").unwrap();
         let mut changes: Vec<String> = common::slt_rows(&[batch])
             .into_iter()
@@ -1365,35 +1381,15 @@ fn state_ttl_expires_idle_keys() {
 /// have forgotten them.
 #[test]
 fn state_ttl_forgets_idle_keys_without_new_input() {
-    use sluice::arrow::array::StringArray;
-    use sluice::arrow::datatypes::{DataType, Field, Schema};
-    let clock = sluice::ProcessingClock::manual(0);
     let chk = temp_dir("ttl-timer");
-    let mut engine = Engine::new(EngineConfig {
-        clock: clock.clone(),
-        ..Default::default()
-    });
-    engine
-        .execute_script(&format!(
-            "SET 'table.exec.state.ttl' = '1 s';
-             SET 'execution.checkpointing.interval' = '1 h';
-             SET 'execution.checkpointing.mode' = 'AT_LEAST_ONCE';
-             SET 'execution.checkpointing.dir' = '{}';
-             CREATE TABLE ev (k STRING) WITH ('connector' = 'channel');",
-            chk.display()
-        ))
-        .unwrap();
-    let ev = engine.channel_source("ev");
-    let StatementResult::Query(mut job) = engine
-        .sql("SELECT k, COUNT(*) AS n FROM ev GROUP BY k")
-        .unwrap()
-    else {
-        panic!("a query")
-    };
-    let schema = std::sync::Arc::new(Schema::new(vec![Field::new("k", DataType::Utf8, true)]));
-    let keys = StringArray::from(vec!["x", "y", "z"]);
-    ev.send(RecordBatch::try_new(schema, vec![std::sync::Arc::new(keys)]).unwrap())
-        .unwrap();
+    let (clock, send, mut job) = counting_job_on_a_manual_clock(&format!(
+        "SET 'table.exec.state.ttl' = '1 s';
+         SET 'execution.checkpointing.interval' = '1 h';
+         SET 'execution.checkpointing.mode' = 'AT_LEAST_ONCE';
+         SET 'execution.checkpointing.dir' = '{}';",
+        chk.display()
+    ));
+    send(&["x", "y", "z"]);
     let changes = job.blocking_next().expect("the changes").unwrap();
     assert_eq!(changes.num_rows(), 3, "+I for x, y and z");
     // The groups' rows in checkpoint `id`'s snapshot of the aggregate.
