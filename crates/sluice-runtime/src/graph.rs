@@ -402,16 +402,6 @@ impl<'p> JobGraph<'p> {
     pub fn source_subtasks(&self) -> usize {
         self.sources.iter().map(|g| g.parallelism).sum()
     }
-
-    /// The source group and its subtask of job-wide source subtask `s`.
-    pub fn source_of(&self, s: usize) -> (usize, usize) {
-        let g = self
-            .sources
-            .iter()
-            .rposition(|g| g.first_subtask <= s)
-            .expect("a source subtask");
-        (g, s - self.sources[g].first_subtask)
-    }
 }
 
 struct Builder<'p> {
