@@ -1,5 +1,6 @@
 //! Checkpoints: configuration (`config`), test failpoints (`failpoints`), the manifest and
-//! plan fingerprint (`manifest`), and checkpoint storage on object storage (`storage`).
+//! plan fingerprint (`manifest`), checkpoint storage on object storage (`storage`), and the
+//! coordinator that completes, declines and commits checkpoints (`coordinator`).
 //!
 //! A checkpoint (Flink's asynchronous barrier snapshotting; Carbone et al. 2015) is
 //! complete when its manifest `_manifest.json` exists. The layout under
@@ -45,7 +46,7 @@
 //!    (one batch in the common layout, `crate::state::snapshot`), the sink pre-commits
 //!    (filesystem: in-progress files become pending; a query result: rows held), the task
 //!    reports `Event::Ack` and passes the barrier on.
-//! 6. **Complete** (`crate::job` `complete.rs`): with every source offset and every operator
+//! 6. **Complete** ([`coordinator`]): with every source offset and every operator
 //!    subtask's ack in, the coordinator writes the state files, the held result rows, then
 //!    [`Manifest`] last (the checkpoint exists from then on). A subtask that finished
 //!    without acknowledging N (a branch whose input ended first) makes N declined: what was
@@ -59,6 +60,7 @@
 //!    their offsets.
 
 mod config;
+pub(crate) mod coordinator;
 mod failpoints;
 mod manifest;
 mod storage;

@@ -11,6 +11,7 @@ use sluice_common::{Result, SluiceError};
 
 use super::restore::owned_key_groups;
 use super::{Attempt, Job};
+use crate::checkpoint::coordinator::AttemptShape;
 use crate::build::{build_chain, build_operator, OperatorEnv};
 use crate::checkpoint::{CheckpointingMode, RestoredCheckpoint, SourceOffset};
 use crate::expr::physical_all;
@@ -153,13 +154,15 @@ impl Job {
         }
         Ok(Attempt {
             number,
-            sources: graph.source_subtasks(),
-            source_groups: graph
-                .sources
-                .iter()
-                .map(|g| (g.spec.table.clone(), g.parallelism))
-                .collect(),
-            subtasks: graph.operator_subtasks(),
+            shape: AttemptShape {
+                sources: graph.source_subtasks(),
+                source_groups: graph
+                    .sources
+                    .iter()
+                    .map(|g| (g.spec.table.clone(), g.parallelism))
+                    .collect(),
+                subtasks: graph.operator_subtasks(),
+            },
             cancel: ctx.cancel,
             threads,
         })

@@ -2,8 +2,9 @@
 //! failures.
 //!
 //! Files: `launch.rs` starts an attempt's tasks from the job graph (`crate::graph`);
-//! `supervise.rs` is the coordinator's event loop and restarts; `complete.rs` completes,
-//! declines and commits checkpoints; `restore.rs` picks and prepares the restore point.
+//! `supervise.rs` is the event loop and restarts (checkpoint events go to the checkpoint
+//! coordinator, `crate::checkpoint::coordinator`, which completes, declines and commits
+//! checkpoints); `restore.rs` picks and prepares the restore point.
 //! The checkpoint protocol, step by step, is in `crate::checkpoint`'s docs.
 //!
 //! A job runs as attempts. An attempt is the job graph's tasks (`crate::tasks`): source
@@ -26,7 +27,6 @@
 //! - the job ends when every operator subtask has finished its input; then all remaining
 //!   pre-committed output is committed.
 
-mod complete;
 mod launch;
 mod restore;
 mod supervise;
@@ -47,10 +47,11 @@ use sluice_common::{Result, SluiceError};
 
 use crate::checkpoint::{
     plan_fingerprint, CheckpointConfig, CheckpointStorage, CheckpointingMode, Manifest,
-    RestoredCheckpoint, SourceGroupOffsets, SourceOffset,
+    RestoredCheckpoint,
 };
 use crate::connectors::{resolve_sink_directory, Committable, ConnectorContext};
 use crate::metrics::JobMetrics;
+use crate::checkpoint::coordinator::{warn, AttemptShape, Coordinator};
 use crate::tasks::{localize_schema, subtask_of_key_group, Coordination, Event, RECEIVER_CLOSED};
 
 pub use crate::tasks::{op_schema, SourceStall, OP_COLUMN};
@@ -390,25 +391,34 @@ pub fn start_all(plans: &[PlanNode], config: &JobConfig) -> Result<RunningJob> {
         config: config.clone(),
         metrics: Arc::clone(&metrics),
         updating,
+        checkpoints: Coordinator {
+            storage,
+            initial_storage,
+            config: config.checkpoint.clone(),
+            job_name: job_name.clone(),
+            fingerprint,
+            parallelism: config.parallelism,
+            max_parallelism: config.max_parallelism,
+            coordination: Arc::clone(&coordination),
+            metrics: Arc::clone(&metrics),
+            out_tx: out_tx.clone(),
+            pending: BTreeMap::new(),
+            finished_sources: BTreeMap::new(),
+            finished_subtasks: Default::default(),
+            declined_told: false,
+            uncommitted: BTreeMap::new(),
+            lineage: Vec::new(),
+            released_results: Default::default(),
+        },
         out_tx,
-        storage,
         coordination,
         job_name,
         file_job,
-        fingerprint,
         first_id,
         initial: restored,
-        pending: BTreeMap::new(),
-        finished_sources: BTreeMap::new(),
-        finished_subtasks: Default::default(),
-        declined_told: false,
-        uncommitted: BTreeMap::new(),
-        lineage: Vec::new(),
-        initial_storage,
-        released_results: Default::default(),
     };
     let control = Arc::clone(&job.coordination);
-    let checkpoints = job.storage.is_some() && cp.mode != CheckpointingMode::AtMostOnce;
+    let checkpoints = job.checkpoints.storage.is_some() && cp.mode != CheckpointingMode::AtMostOnce;
     let (events_tx, events_rx) = channel();
     let initial = job.initial.clone();
     job.prepare_restore(initial.as_ref())?;
@@ -486,11 +496,6 @@ impl Drop for CheckpointDirClaim {
     }
 }
 
-/// Reports something the job survived (a failed checkpoint, a restart) on stderr, as the
-/// CLI reports its own warnings.
-fn warn(message: &str) {
-    eprintln!("[WARN] {message}");
-}
 
 /// A checkpoint restores only into the query that took it, with the same key groups.
 fn check_compatible(manifest: &Manifest, fingerprint: &str, config: &JobConfig) -> Result<()> {
@@ -526,12 +531,8 @@ fn check_compatible(manifest: &Manifest, fingerprint: &str, config: &JobConfig) 
 /// One attempt's tasks.
 struct Attempt {
     number: u32,
-    /// Source subtasks (each reports its offset per checkpoint), numbered group by group.
-    sources: usize,
-    /// The source groups: table and source subtasks, in order.
-    source_groups: Vec<(String, usize)>,
-    /// Operator subtasks (each reports an ack per checkpoint and `Finished` at the end).
-    subtasks: usize,
+    /// Its sources and operator subtasks.
+    shape: AttemptShape,
     cancel: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
 }
@@ -547,23 +548,6 @@ impl Attempt {
     }
 }
 
-/// A checkpoint whose barrier is on its way.
-#[derive(Default)]
-struct PendingCheckpoint {
-    /// Per source subtask.
-    offsets: BTreeMap<usize, SourceOffset>,
-    started: Option<Instant>,
-    acks: Vec<Ack>,
-}
-
-struct Ack {
-    subtask: usize,
-    states: Vec<(usize, Vec<u8>, u64)>,
-    committable: Committable,
-    stage: usize,
-    watermark_ms: i64,
-}
-
 /// The coordinator's view of a job.
 struct Job {
     /// The job's plans: one query or `INSERT`, or the `INSERT`s of a statement set.
@@ -572,35 +556,17 @@ struct Job {
     metrics: Arc<JobMetrics>,
     updating: bool,
     out_tx: tokio::sync::mpsc::Sender<Result<RecordBatch>>,
-    storage: Option<CheckpointStorage>,
+    /// The checkpoint coordinator (checkpoints in flight, output waiting for them).
+    checkpoints: Coordinator,
     coordination: Arc<Coordination>,
     job_name: String,
     /// The job's name in part-file names (`[A-Za-z0-9_]` only).
     file_job: String,
-    fingerprint: String,
     /// This run's first checkpoint id: checkpoints below it belong to earlier runs, and
     /// a restart never restores them (it falls back to the one the job started from).
     first_id: u64,
     /// The checkpoint the job started from (`--from-checkpoint`), if any.
     initial: Option<RestoredCheckpoint>,
-    pending: BTreeMap<u64, PendingCheckpoint>,
-    /// End offsets of source subtasks that finished (this attempt).
-    finished_sources: BTreeMap<usize, SourceOffset>,
-    /// Operator subtasks that finished their input (this attempt). A checkpoint whose
-    /// barrier one of them never saw cannot complete (its output after its last
-    /// checkpoint is in its final committable): it is declined.
-    finished_subtasks: std::collections::BTreeSet<usize>,
-    /// A declined checkpoint was reported (once per job).
-    declined_told: bool,
-    /// What sinks pre-committed, by checkpoint id, not yet committed.
-    uncommitted: BTreeMap<u64, Committable>,
-    /// The runs whose output leads to the current state (see `Manifest::runs`).
-    lineage: Vec<String>,
-    /// The storage of the checkpoint path the job started from, when not its own.
-    initial_storage: Option<CheckpointStorage>,
-    /// Checkpoints (`RestoredCheckpoint::location`) whose held result rows this process
-    /// released.
-    released_results: std::collections::BTreeSet<String>,
 }
 
 impl Job {

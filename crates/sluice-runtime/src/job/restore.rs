@@ -7,7 +7,7 @@ use super::*;
 impl Job {
     /// The newest complete checkpoint of this run (or the one it started from).
     pub(super) fn restore_point(&self) -> Result<Option<RestoredCheckpoint>> {
-        let Some(storage) = &self.storage else {
+        let Some(storage) = &self.checkpoints.storage else {
             return Ok(None);
         };
         if !self.config.checkpoint.enabled() {
@@ -26,17 +26,17 @@ impl Job {
             }
             self.release_held_results(r)?;
         }
-        self.uncommitted.clear();
+        self.checkpoints.uncommitted.clear();
         let run = self.config.connectors.job_id.clone();
         // The runs whose sink output the restored state continues (recorded in the next
         // manifests): a fresh start continues nothing, earlier runs' output is theirs.
-        self.lineage = restore.map(|r| r.manifest.runs.clone()).unwrap_or_default();
-        if !self.lineage.contains(&run) {
-            self.lineage.push(run.clone());
+        self.checkpoints.lineage = restore.map(|r| r.manifest.runs.clone()).unwrap_or_default();
+        if !self.checkpoints.lineage.contains(&run) {
+            self.checkpoints.lineage.push(run.clone());
         }
         // The runs whose files this restore rewinds: the lineage; for a manifest of an
         // older version without one, every run of the job (for this restore only).
-        let mut rewound = self.lineage.clone();
+        let mut rewound = self.checkpoints.lineage.clone();
         if restore.is_some_and(|r| r.manifest.runs.is_empty()) {
             rewound.push(self.file_job.clone());
         }
@@ -78,10 +78,11 @@ impl Job {
     /// another (the `_results_released` marker next to the checkpoint).
     pub(super) fn release_held_results(&mut self, r: &RestoredCheckpoint) -> Result<()> {
         let id = r.manifest.checkpoint_id;
-        let in_memory = self.holds_result_rows(id);
-        self.commit_up_to(id)?;
-        let released_here = self.released_results.contains(&r.location);
+        let in_memory = self.checkpoints.holds_result_rows(id);
+        self.checkpoints.commit_up_to(id)?;
+        let released_here = self.checkpoints.released_results.contains(&r.location);
         let marked = self
+            .checkpoints
             .storage_at(id, &r.location)
             .is_some_and(|s| s.exists(id, crate::checkpoint::RESULTS_RELEASED));
         let from_file = !in_memory && !r.pending_results.is_empty() && !released_here && !marked;
@@ -101,19 +102,9 @@ impl Job {
             }
         }
         if in_memory || from_file {
-            self.mark_results_released(id, r.location.clone());
+            self.checkpoints.mark_results_released(id, r.location.clone());
         }
         Ok(())
-    }
-
-    /// The storage holding checkpoint `id` at `location`
-    /// ([`CheckpointStorage::location`]): the job's own, or the one of the path it
-    /// started from.
-    pub(super) fn storage_at(&self, id: u64, location: &str) -> Option<&CheckpointStorage> {
-        [self.storage.as_ref(), self.initial_storage.as_ref()]
-            .into_iter()
-            .flatten()
-            .find(|s| s.location(id) == location)
     }
 
     /// The directories of the job's filesystem sinks.

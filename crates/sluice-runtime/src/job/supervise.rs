@@ -2,6 +2,7 @@
 //! restarts under the restart strategy.
 
 use super::*;
+use crate::checkpoint::coordinator::Ack;
 
 impl Job {
     /// The coordinator's loop (see the module docs).
@@ -46,16 +47,16 @@ impl Job {
             }
             let outcome = match event {
                 Event::Barrier { id, source, offset } => {
-                    let p = self.pending.entry(id).or_default();
+                    let p = self.checkpoints.pending.entry(id).or_default();
                     p.offsets.insert(source, offset);
                     p.started.get_or_insert_with(Instant::now);
-                    self.try_complete(id, &attempt)
+                    self.checkpoints.try_complete(id, &attempt.shape)
                 }
                 Event::SourceFinished { source, offset } => {
-                    self.finished_sources.insert(source, offset);
-                    let ids: Vec<u64> = self.pending.keys().copied().collect();
+                    self.checkpoints.finished_sources.insert(source, offset);
+                    let ids: Vec<u64> = self.checkpoints.pending.keys().copied().collect();
                     ids.into_iter()
-                        .try_for_each(|id| self.try_complete(id, &attempt))
+                        .try_for_each(|id| self.checkpoints.try_complete(id, &attempt.shape))
                 }
                 Event::Ack {
                     id,
@@ -65,30 +66,30 @@ impl Job {
                     stage,
                     watermark_ms,
                 } => {
-                    self.pending.entry(id).or_default().acks.push(Ack {
+                    self.checkpoints.pending.entry(id).or_default().acks.push(Ack {
                         subtask,
                         states,
                         committable,
                         stage,
                         watermark_ms,
                     });
-                    self.try_complete(id, &attempt)
+                    self.checkpoints.try_complete(id, &attempt.shape)
                 }
                 Event::Finished {
                     subtask,
                     committable,
                 } => {
                     finished.push((subtask, committable));
-                    self.finished_subtasks.insert(subtask);
+                    self.checkpoints.finished_subtasks.insert(subtask);
                     // Checkpoints this subtask will never acknowledge.
-                    let ids: Vec<u64> = self.pending.keys().copied().collect();
+                    let ids: Vec<u64> = self.checkpoints.pending.keys().copied().collect();
                     let declined = ids
                         .into_iter()
-                        .try_for_each(|id| self.try_complete(id, &attempt));
-                    if declined.is_ok() && finished.len() == attempt.subtasks {
+                        .try_for_each(|id| self.checkpoints.try_complete(id, &attempt.shape));
+                    if declined.is_ok() && finished.len() == attempt.shape.subtasks {
                         finished.sort_by_key(|(s, _)| *s);
                         let finals = std::mem::take(&mut finished).into_iter().map(|(_, c)| c);
-                        let result = self.finish(finals.collect());
+                        let result = self.checkpoints.finish(finals.collect());
                         attempt.stop();
                         if let Err(e) = result {
                             let _ = self.out_tx.blocking_send(Err(e));
@@ -112,9 +113,7 @@ impl Job {
                 return; // nobody reads the results any more
             }
             finished.clear();
-            self.pending.clear();
-            self.finished_sources.clear();
-            self.finished_subtasks.clear();
+            self.checkpoints.clear_attempt();
             match self.restart(&mut restarts, error, &events_tx) {
                 Ok(a) => attempt = a,
                 Err(e) => {

@@ -1,13 +1,101 @@
-//! Completing a checkpoint: all acknowledgements in, state files and manifest written,
-//! pre-committed output committed (two-phase commit), old checkpoints pruned; declining
-//! one that cannot complete; committing the rest at the job's end.
+//! The checkpoint coordinator: what it knows of the checkpoints in flight and of the output
+//! waiting for them, and the steps that complete (or decline) a checkpoint, write it and
+//! commit what was pre-committed (steps 6 and 7 of the sequence in the module docs). The
+//! job (`crate::job`) feeds it the tasks' events and asks it at restore time.
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
 
-impl Job {
+use datafusion_common::arrow::array::RecordBatch;
+use sluice_common::{Result, SluiceError};
+
+use super::{
+    CheckpointConfig, CheckpointStorage, Manifest, SourceGroupOffsets, SourceOffset,
+};
+use crate::connectors::Committable;
+use crate::metrics::JobMetrics;
+use crate::tasks::Coordination;
+
+/// The shape of an attempt, as the coordinator needs it to know when a checkpoint is
+/// complete.
+pub(crate) struct AttemptShape {
+    /// Source subtasks (each reports its offset per checkpoint), numbered group by group.
+    pub(crate) sources: usize,
+    /// The source groups: table and source subtasks, in order.
+    pub(crate) source_groups: Vec<(String, usize)>,
+    /// Operator subtasks (each acks every checkpoint and reports `Finished` at the end).
+    pub(crate) subtasks: usize,
+}
+
+/// A checkpoint whose barrier is on its way.
+#[derive(Default)]
+pub(crate) struct PendingCheckpoint {
+    /// Per source subtask.
+    pub(crate) offsets: BTreeMap<usize, SourceOffset>,
+    pub(crate) started: Option<Instant>,
+    pub(crate) acks: Vec<Ack>,
+}
+
+pub(crate) struct Ack {
+    pub(crate) subtask: usize,
+    pub(crate) states: Vec<(usize, Vec<u8>, u64)>,
+    pub(crate) committable: Committable,
+    pub(crate) stage: usize,
+    pub(crate) watermark_ms: i64,
+}
+
+/// See the module docs.
+pub(crate) struct Coordinator {
+    /// The job's checkpoint storage (none without checkpointing).
+    pub(crate) storage: Option<CheckpointStorage>,
+    /// The storage of the checkpoint path the job started from, when not its own.
+    pub(crate) initial_storage: Option<CheckpointStorage>,
+    pub(crate) config: CheckpointConfig,
+    /// For manifests and messages.
+    pub(crate) job_name: String,
+    pub(crate) fingerprint: String,
+    pub(crate) parallelism: usize,
+    pub(crate) max_parallelism: u32,
+    pub(crate) coordination: Arc<Coordination>,
+    pub(crate) metrics: Arc<JobMetrics>,
+    /// Where released result rows go (the job's reader).
+    pub(crate) out_tx: tokio::sync::mpsc::Sender<Result<RecordBatch>>,
+    pub(crate) pending: BTreeMap<u64, PendingCheckpoint>,
+    /// End offsets of source subtasks that finished (this attempt).
+    pub(crate) finished_sources: BTreeMap<usize, SourceOffset>,
+    /// Operator subtasks that finished their input (this attempt). A checkpoint whose
+    /// barrier one of them never saw cannot complete (its output after its last
+    /// checkpoint is in its final committable): it is declined.
+    pub(crate) finished_subtasks: BTreeSet<usize>,
+    /// A declined checkpoint was reported (once per job).
+    pub(crate) declined_told: bool,
+    /// What sinks pre-committed, by checkpoint id, not yet committed.
+    pub(crate) uncommitted: BTreeMap<u64, Committable>,
+    /// The runs whose output leads to the current state (see `Manifest::runs`).
+    pub(crate) lineage: Vec<String>,
+    /// Checkpoints (`RestoredCheckpoint::location`) whose held result rows this process
+    /// released.
+    pub(crate) released_results: BTreeSet<String>,
+}
+
+/// A warning on stderr.
+pub(crate) fn warn(message: &str) {
+    eprintln!("[WARN] {message}");
+}
+
+impl Coordinator {
+    /// Forgets what an attempt that ended left in flight.
+    pub(crate) fn clear_attempt(&mut self) {
+        self.pending.clear();
+        self.finished_sources.clear();
+        self.finished_subtasks.clear();
+    }
+
     /// Completes checkpoint `id` once its barrier and every subtask's ack are in; declines
     /// it when a subtask finished without acknowledging it.
-    pub(super) fn try_complete(&mut self, id: u64, attempt: &Attempt) -> Result<()> {
+    pub(crate) fn try_complete(&mut self, id: u64, attempt: &AttemptShape) -> Result<()> {
         let unackable = self.pending.get(&id).is_some_and(|p| {
             self.finished_subtasks
                 .iter()
@@ -86,10 +174,7 @@ impl Job {
             .map(|s| s.elapsed().as_millis() as u64)
             .unwrap_or(0);
         m.last_checkpoint_duration_ms.store(took, Ordering::Relaxed);
-        self.config
-            .checkpoint
-            .failpoints
-            .check("after-manifest", Some(id))?;
+        self.config.failpoints.check("after-manifest", Some(id))?;
         let releases_rows = self.holds_result_rows(id);
         self.commit_up_to(id)?;
         let own = self.storage.as_ref().map(|s| s.location(id));
@@ -97,7 +182,7 @@ impl Job {
             self.mark_results_released(id, location);
         }
         if let Some(storage) = &self.storage {
-            if let Err(e) = storage.prune(id, self.config.checkpoint.num_retained) {
+            if let Err(e) = storage.prune(id, self.config.num_retained) {
                 warn(&format!("removing old checkpoints failed: {e}"));
             }
         }
@@ -108,7 +193,7 @@ impl Job {
     /// of the job whose input ended earlier than the others'). What the other subtasks
     /// pre-committed for it waits for the next checkpoint or the job's end, as after a
     /// failed write. (Flink before FLIP-147 also stops checkpointing once a task finished.)
-    pub(super) fn decline(&mut self, id: u64) {
+    pub(crate) fn decline(&mut self, id: u64) {
         let Some(p) = self.pending.remove(&id) else {
             return;
         };
@@ -130,7 +215,7 @@ impl Job {
 
     /// Writes the state files and then the manifest of checkpoint `id`; returns the bytes
     /// of state written.
-    pub(super) fn write_checkpoint(
+    pub(crate) fn write_checkpoint(
         &self,
         id: u64,
         sources: Vec<SourceGroupOffsets>,
@@ -141,7 +226,7 @@ impl Job {
             .storage
             .as_ref()
             .ok_or_else(|| SluiceError::Internal("checkpointing without storage".into()))?;
-        let failpoints = &self.config.checkpoint.failpoints;
+        let failpoints = &self.config.failpoints;
         let mut files = Vec::new();
         let mut total = 0u64;
         for (operator, subtask, bytes, rows) in states {
@@ -169,13 +254,13 @@ impl Job {
             job: self.job_name.clone(),
             plan_fingerprint: self.fingerprint.clone(),
             engine_version: env!("CARGO_PKG_VERSION").to_string(),
-            mode: self.mode().name().to_string(),
+            mode: self.config.mode.name().to_string(),
             completed_at_ms: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_millis() as i64)
                 .unwrap_or(0),
-            parallelism: self.config.parallelism,
-            max_parallelism: self.config.max_parallelism,
+            parallelism: self.parallelism,
+            max_parallelism: self.max_parallelism,
             sources,
             stage_watermarks,
             files,
@@ -188,14 +273,14 @@ impl Job {
     }
 
     /// Whether result rows pre-committed for checkpoints up to `id` wait for release.
-    pub(super) fn holds_result_rows(&self, id: u64) -> bool {
+    pub(crate) fn holds_result_rows(&self, id: u64) -> bool {
         self.uncommitted.range(..=id).any(
             |(_, c)| matches!(c, Committable::Rows(rows) if rows.iter().any(|b| b.num_rows() > 0)),
         )
     }
 
     /// The result rows pre-committed for checkpoints up to `id`, not yet released.
-    pub(super) fn pending_result_rows(&self, id: u64) -> Vec<RecordBatch> {
+    pub(crate) fn pending_result_rows(&self, id: u64) -> Vec<RecordBatch> {
         self.uncommitted
             .range(..=id)
             .flat_map(|(_, c)| match c {
@@ -210,7 +295,7 @@ impl Job {
     /// released (see `Manifest::pending_results`): in this process, and with a marker
     /// next to the checkpoint. A failure to write the marker is only reported: a
     /// restore of the checkpoint by another process would release the rows again.
-    pub(super) fn mark_results_released(&mut self, id: u64, location: String) {
+    pub(crate) fn mark_results_released(&mut self, id: u64, location: String) {
         if let Some(storage) = self.storage_at(id, &location) {
             if let Err(e) = storage.put(id, crate::checkpoint::RESULTS_RELEASED, Vec::new()) {
                 warn(&format!(
@@ -223,7 +308,7 @@ impl Job {
 
     /// Commits what was pre-committed for checkpoints up to `id`: sink files get their
     /// final names, buffered result rows go to the reader.
-    pub(super) fn commit_up_to(&mut self, id: u64) -> Result<()> {
+    pub(crate) fn commit_up_to(&mut self, id: u64) -> Result<()> {
         let later = self.uncommitted.split_off(&(id + 1));
         let due = std::mem::replace(&mut self.uncommitted, later);
         for (_, c) in due {
@@ -232,7 +317,7 @@ impl Job {
         Ok(())
     }
 
-    pub(super) fn commit(&self, c: Committable) -> Result<()> {
+    pub(crate) fn commit(&self, c: Committable) -> Result<()> {
         match c {
             Committable::Nothing => {}
             Committable::Files(files) => {
@@ -251,11 +336,22 @@ impl Job {
 
     /// Every subtask finished: commit everything still pre-committed, then the last
     /// output.
-    pub(super) fn finish(&mut self, finals: Vec<Committable>) -> Result<()> {
+    pub(crate) fn finish(&mut self, finals: Vec<Committable>) -> Result<()> {
         self.commit_up_to(u64::MAX - 1)?;
         for c in finals {
             self.commit(c)?;
         }
         Ok(())
     }
+
+    /// The storage holding checkpoint `id` at `location`
+    /// ([`CheckpointStorage::location`]): the job's own, or the one of the path it
+    /// started from.
+    pub(crate) fn storage_at(&self, id: u64, location: &str) -> Option<&CheckpointStorage> {
+        [self.storage.as_ref(), self.initial_storage.as_ref()]
+            .into_iter()
+            .flatten()
+            .find(|s| s.location(id) == location)
+    }
+
 }
