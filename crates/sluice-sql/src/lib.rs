@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 pub mod catalog;
+pub mod dialect;
 pub mod functions;
 pub mod match_recognize;
 pub mod parser;

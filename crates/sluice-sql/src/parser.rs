@@ -17,7 +17,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use datafusion_common::arrow::datatypes::{DataType, TimeUnit};
 use datafusion_sql::sqlparser::ast;
-use datafusion_sql::sqlparser::dialect::GenericDialect;
 use datafusion_sql::sqlparser::keywords::Keyword;
 use datafusion_sql::sqlparser::parser::Parser;
 use datafusion_sql::sqlparser::tokenizer::{
@@ -27,7 +26,7 @@ use sluice_common::{Result, SluiceError};
 
 /// The SQL dialect sqlparser is driven with (double quotes and backticks quote
 /// identifiers, as in Flink).
-pub(crate) const DIALECT: GenericDialect = GenericDialect {};
+pub(crate) const DIALECT: crate::dialect::FlinkDialect = crate::dialect::FlinkDialect;
 
 /// One statement of a script, with where it starts.
 #[derive(Debug, Clone)]
