@@ -373,7 +373,6 @@ impl SourceDriver {
         true
     }
 
-
     /// Per-row watermarks of `data` (the watermark in effect when each row arrives) and
     /// the watermark after its last row.
     fn row_watermarks(&self, data: &RecordBatch) -> Result<(Option<Int64Array>, i64)> {
@@ -722,19 +721,16 @@ impl Outputs {
 
     /// Sends the rows of `b` along every edge; `false` when a consumer has stopped.
     pub(crate) fn route(&self, b: StreamBatch) -> Result<bool> {
-        let mut rest = Some(b);
-        for (i, t) in self.0.iter().enumerate() {
-            // The last edge takes the batch itself; the others a copy (columns shared).
-            let b = if i + 1 == self.0.len() {
-                rest.take().expect("the batch, once")
-            } else {
-                rest.clone().expect("the batch")
-            };
-            if !t.route(b)? {
+        let Some((last, others)) = self.0.split_last() else {
+            return Ok(true);
+        };
+        // Every edge but the last takes a copy (columns shared); the last the batch itself.
+        for t in others {
+            if !t.route(b.clone())? {
                 return Ok(false);
             }
         }
-        Ok(true)
+        last.route(b)
     }
 }
 
@@ -857,7 +853,6 @@ impl OperatorTask {
         }
         let mut ready = Vec::new();
         loop {
-            self.fire_due_timers()?;
             let received = match self.chain.next_processing_timer() {
                 None => rx.recv().ok(),
                 Some(due) => {
@@ -869,7 +864,10 @@ impl OperatorTask {
                     };
                     match rx.recv_timeout(wait) {
                         Ok(m) => Some(m),
-                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                            self.fire_due_timers()?;
+                            continue;
+                        }
                         Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => None,
                     }
                 }
@@ -891,8 +889,12 @@ impl OperatorTask {
 
     /// Fires the chain's processing-time timers that are due; their output goes on.
     fn fire_due_timers(&mut self) -> Result<()> {
+        // No clock read on the hot path of a chain without timers.
+        let Some(due) = self.chain.next_processing_timer() else {
+            return Ok(());
+        };
         let now = self.clock.now_ms();
-        if !self.chain.next_processing_timer().is_some_and(|t| t <= now) {
+        if due > now {
             return Ok(());
         }
         let mut produced = Vec::new();

@@ -87,7 +87,7 @@ impl Job {
             for subtask in 0..group.parallelism {
                 let global = group.first_subtask + subtask;
                 connectors.source_subtask = subtask;
-                let outputs = channels.outputs(&graph, group.stage, subtask, self)?;
+                let outputs = channels.outputs(&graph, group.stage, subtask, self.config.max_parallelism)?;
                 // Straight into the one consuming subtask when nothing runs in between.
                 let direct = stage.operators.is_empty()
                     && outputs.0.len() == 1
@@ -276,7 +276,7 @@ impl Job {
                     .collect::<Result<Vec<_>>>()?;
                 chain.restore(&per_operator)?;
             }
-            let outputs = channels.outputs(graph, s, subtask, self)?;
+            let outputs = channels.outputs(graph, s, subtask, self.config.max_parallelism)?;
             let output = if sink.is_none() && outputs.is_empty() && cp.two_phase() {
                 ResultOutput::Buffered(Vec::new())
             } else {
@@ -336,7 +336,13 @@ impl Channels {
 
     /// Where subtask `subtask` of stage `s` sends: one target per edge into a consuming
     /// stage.
-    fn outputs(&self, graph: &JobGraph, s: usize, subtask: usize, job: &Job) -> Result<Outputs> {
+    fn outputs(
+        &self,
+        graph: &JobGraph,
+        s: usize,
+        subtask: usize,
+        max_parallelism: u32,
+    ) -> Result<Outputs> {
         let mut targets = Vec::new();
         for &c in &graph.stages[s].consumers {
             let consumer = &graph.stages[c];
@@ -354,7 +360,7 @@ impl Channels {
                 targets.push(Target {
                     keys,
                     subtasks,
-                    max_parallelism: job.config.max_parallelism,
+                    max_parallelism,
                     input: consumer.channel_of(graph, e, subtask),
                 });
             }
