@@ -69,10 +69,12 @@ fn explained(graph: &JobGraph, ctx: &ExplainContext) -> (Vec<ExplainedNode>, Vec
                 (node_of(u), partitioning)
             })
             .collect();
-        let keys = op
-            .keys
-            .as_ref()
-            .map(|k| k.exprs.iter().map(|e| clean(&e.to_string())).collect::<Vec<_>>());
+        let keys: Option<Vec<Vec<String>>> = op.keys.as_ref().map(|per_input| {
+            per_input
+                .iter()
+                .map(|k| k.exprs.iter().map(|e| clean(&e.to_string())).collect())
+                .collect()
+        });
         nodes.push(ExplainedNode {
             label: label(op.node),
             parallelism: stage.parallelism,
@@ -84,12 +86,13 @@ fn explained(graph: &JobGraph, ctx: &ExplainContext) -> (Vec<ExplainedNode>, Vec
     (nodes, roots)
 }
 
-/// What state an operator keeps, keyed how.
-fn state(node: &PlanNode, keys: Option<&[String]>, ctx: &ExplainContext) -> Option<String> {
-    let key_text = match keys {
+/// What state an operator keeps, keyed how (`keys`: per input).
+fn state(node: &PlanNode, keys: Option<&[Vec<String>]>, ctx: &ExplainContext) -> Option<String> {
+    let keyed = |k: Option<&Vec<String>>| match k {
         Some(k) if !k.is_empty() => format!("keyed by [{}]", k.join(", ")),
         _ => "one global key".to_string(),
     };
+    let key_text = keyed(keys.and_then(|k| k.first()));
     let ttl = ctx
         .state_ttl
         .as_ref()
@@ -105,6 +108,18 @@ fn state(node: &PlanNode, keys: Option<&[String]>, ctx: &ExplainContext) -> Opti
         OperatorSpec::GroupAggregate { .. } => format!("accumulators, {key_text}{ttl}"),
         OperatorSpec::MatchRecognize(_) => {
             format!("buffered rows and partial matches, {key_text}")
+        }
+        OperatorSpec::Join(_) => {
+            let ttl = ctx
+                .state_ttl
+                .as_ref()
+                .map(|t| format!("ttl {t}"))
+                .unwrap_or_else(|| "kept until retracted (no 'table.exec.state.ttl')".into());
+            format!(
+                "left rows {}, right rows {}, {ttl}",
+                keyed(keys.and_then(|k| k.first())),
+                keyed(keys.and_then(|k| k.get(1)))
+            )
         }
         OperatorSpec::Source(_)
         | OperatorSpec::Filter { .. }
@@ -214,6 +229,27 @@ fn label(node: &PlanNode) -> String {
         ),
         OperatorSpec::WindowAssign { window, .. } => format!("WindowAssign: {window}"),
         OperatorSpec::Union => format!("Union: all, {} inputs", node.inputs.len()),
+        OperatorSpec::Join(j) => {
+            let on: Vec<String> = j
+                .left_keys
+                .iter()
+                .zip(&j.right_keys)
+                .map(|(l, r)| {
+                    let op = match (j.null_aware, j.null_equal) {
+                        (true, _) => "= (null-aware, NOT IN)",
+                        (_, true) => "IS NOT DISTINCT FROM",
+                        _ => "=",
+                    };
+                    format!("{l} {op} {r}")
+                })
+                .collect();
+            let residual = j
+                .residual
+                .as_ref()
+                .map(|r| format!(", residual=[{r}]"))
+                .unwrap_or_default();
+            format!("Join: {}, on=[{}]{residual}", j.kind.sql(), on.join(", "))
+        }
         OperatorSpec::WindowAggregate(a) => {
             let groups: Vec<String> = a
                 .group_outputs

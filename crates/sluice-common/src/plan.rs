@@ -35,6 +35,14 @@ impl PlanNode {
     pub fn is_updating(&self) -> bool {
         match &self.spec {
             OperatorSpec::GroupAggregate { .. } => true,
+            OperatorSpec::Join(spec) => match spec.kind {
+                // A padded row is retracted when its first partner arrives; an anti join's
+                // row when its first match arrives.
+                JoinKind::Left | JoinKind::Right | JoinKind::Full | JoinKind::LeftAnti => true,
+                JoinKind::Inner | JoinKind::LeftSemi => {
+                    self.inputs.iter().any(|i| i.is_updating())
+                }
+            },
             OperatorSpec::Source(_)
             | OperatorSpec::WindowAssign { .. }
             | OperatorSpec::WindowAggregate(_)
@@ -90,6 +98,11 @@ pub enum OperatorSpec {
     /// The watermark is the minimum over the inputs (the runtime's input gate); an
     /// updating input makes the union updating.
     Union,
+    /// A regular join of two inputs (input 0 the left, 1 the right): every pair of rows
+    /// whose keys are equal and for which the residual condition is true, kept up to date
+    /// as either input changes (Flink SQL "Joins > Regular Joins"). Output: the left
+    /// columns then the right ones (semi and anti joins: the left ones only).
+    Join(Box<JoinSpec>),
     /// Writes its input to a sink table (`INSERT INTO`).
     Sink(SinkSpec),
     /// `MATCH_RECOGNIZE`: row pattern recognition per partition key, in event-time
@@ -97,6 +110,77 @@ pub enum OperatorSpec {
     /// columns then measures) or per matched row (`ALL ROWS PER MATCH`: partition
     /// columns, measures, then the input's other columns).
     MatchRecognize(Box<MatchRecognizeSpec>),
+}
+
+/// The kinds of regular join (semi and anti joins come from `IN` / `EXISTS` subqueries).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum JoinKind {
+    /// Pairs that match.
+    Inner,
+    /// Pairs that match, and each left row without a partner padded with NULLs.
+    Left,
+    /// Pairs that match, and each right row without a partner padded with NULLs.
+    Right,
+    /// Both of the above.
+    Full,
+    /// Each left row that has at least one partner, once (`IN`, `EXISTS`).
+    LeftSemi,
+    /// Each left row that has no partner (`NOT IN`, `NOT EXISTS`).
+    LeftAnti,
+}
+
+impl JoinKind {
+    /// Left rows without a partner are emitted padded with NULLs.
+    pub fn left_outer(self) -> bool {
+        matches!(self, JoinKind::Left | JoinKind::Full)
+    }
+
+    /// Right rows without a partner are emitted padded with NULLs.
+    pub fn right_outer(self) -> bool {
+        matches!(self, JoinKind::Right | JoinKind::Full)
+    }
+
+    /// A semi or anti join: the output is left rows only.
+    pub fn left_only(self) -> bool {
+        matches!(self, JoinKind::LeftSemi | JoinKind::LeftAnti)
+    }
+
+    /// The SQL name.
+    pub fn sql(self) -> &'static str {
+        match self {
+            JoinKind::Inner => "INNER",
+            JoinKind::Left => "LEFT OUTER",
+            JoinKind::Right => "RIGHT OUTER",
+            JoinKind::Full => "FULL OUTER",
+            JoinKind::LeftSemi => "LEFT SEMI",
+            JoinKind::LeftAnti => "LEFT ANTI",
+        }
+    }
+}
+
+/// A planned regular join (see `OperatorSpec::Join`).
+///
+/// Two rows are partners when their keys are equal (a NULL key part never equals anything
+/// unless `null_equal`) and `residual` is true for the pair. Under `null_aware` (a `NOT IN`
+/// subquery, SQL's three-valued `<>` ALL) the one key is compared so that a NULL on either
+/// side is a partner of every row: `x NOT IN (subquery)` is true only when no subquery value
+/// equals `x` or is NULL, and never true for a NULL `x` unless the subquery is empty.
+#[derive(Debug, Clone)]
+pub struct JoinSpec {
+    /// Inner, outer, semi or anti.
+    pub kind: JoinKind,
+    /// Key expressions over the left input's schema.
+    pub left_keys: Vec<Expr>,
+    /// Key expressions over the right input's schema, of the same types pairwise.
+    pub right_keys: Vec<Expr>,
+    /// NULL key parts equal each other (`IS NOT DISTINCT FROM` keys).
+    pub null_equal: bool,
+    /// `NOT IN` semantics (see the type docs); then there is exactly one key.
+    pub null_aware: bool,
+    /// The non-equality part of the condition, over `pair_schema`.
+    pub residual: Option<Expr>,
+    /// The left input's columns then the right input's: what `residual` reads.
+    pub pair_schema: DFSchemaRef,
 }
 
 /// Which row of a (partial) match a navigation picks (`MATCH_RECOGNIZE` DEFINE and

@@ -16,6 +16,7 @@ use crate::expr::{physical, physical_all};
 use crate::metrics::JobMetrics;
 use crate::operator::Operator;
 use crate::operators::group_aggregate::GroupAggregateOperator;
+use crate::operators::join::{JoinInput, JoinOperator};
 use crate::operators::session_aggregate::SessionAggregateOperator;
 use crate::operators::stateless::{FilterOperator, ProjectOperator, UnionOperator};
 use crate::operators::window_aggregate::{AggregateCall, WindowAggregateOperator, WindowSource};
@@ -141,6 +142,30 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
             )
         }
         OperatorSpec::Union => Box::new(UnionOperator::new(out_schema)),
+        OperatorSpec::Join(spec) => {
+            let input = |i: usize, keys: &[datafusion_expr::Expr]| -> Result<JoinInput> {
+                let schema: &DFSchema = &node.inputs[i].schema;
+                JoinInput::new(physical_all(keys, schema)?, Arc::new(schema.as_arrow().clone()))
+            };
+            let residual = spec
+                .residual
+                .as_ref()
+                .map(|r| physical(r, &spec.pair_schema))
+                .transpose()?;
+            Box::new(
+                JoinOperator::new(
+                    spec.kind,
+                    input(0, &spec.left_keys)?,
+                    input(1, &spec.right_keys)?,
+                    spec.null_equal,
+                    spec.null_aware,
+                    residual,
+                    Arc::new(spec.pair_schema.as_arrow().clone()),
+                    out_schema,
+                )?
+                .with_state_ttl(env.state_ttl, env.clock.clone()),
+            )
+        }
         OperatorSpec::MatchRecognize(spec) => Box::new(
             crate::operators::match_recognize::operator::MatchRecognizeOperator::new(
                 spec.as_ref().clone(),

@@ -23,8 +23,9 @@
 //!   (`Single`) exchange; stateless operators before the first keyed one chain onto the
 //!   source stage, except a sink or the result, which run in an operator stage (they take
 //!   part in checkpoints); stateless operators after a keyed one chain onto its stage.
-//! - An operator with several inputs (`UNION ALL`) starts a stage of one subtask fed by
-//!   every input (a merge), and so does a stateless operator whose input feeds several
+//! - A keyed operator with several inputs (a join) starts a stage of `parallelism`
+//!   subtasks with a `Hash` exchange on each input (by that input's keys). An unkeyed one
+//!   (`UNION ALL`) starts a stage of one subtask fed by every input (a merge), and so does a stateless operator whose input feeds several
 //!   consumers. A keyed operator never chains onto a stage of several subtasks it is not
 //!   partitioned for.
 
@@ -57,18 +58,32 @@ pub struct RoutingKeys {
     pub schema: DFSchema,
 }
 
-/// The keys a keyed operator partitions its input by; `None` for operators without keyed
-/// state. Every operator kind is named: a new one must say whether it is keyed.
-pub fn routing_keys(node: &PlanNode) -> Option<RoutingKeys> {
+/// The keys a keyed operator partitions each of its inputs by (one entry per input, in
+/// input order; equal keys of different inputs go to the same subtask); `None` for
+/// operators without keyed state. Every operator kind is named: a new one must say
+/// whether it is keyed.
+pub fn routing_keys(node: &PlanNode) -> Option<Vec<RoutingKeys>> {
+    let one = |keys: RoutingKeys| Some(vec![keys]);
     match &node.spec {
-        OperatorSpec::WindowAggregate(spec) => Some(RoutingKeys {
+        OperatorSpec::WindowAggregate(spec) => one(RoutingKeys {
             exprs: spec.keys.clone(),
             schema: spec.expr_schema.as_ref().clone(),
         }),
-        OperatorSpec::GroupAggregate { keys, .. } => Some(RoutingKeys {
+        OperatorSpec::GroupAggregate { keys, .. } => one(RoutingKeys {
             exprs: keys.clone(),
             schema: node.input().schema.as_ref().clone(),
         }),
+        // A null-aware (NOT IN) join compares a NULL key with every key: one subtask.
+        OperatorSpec::Join(spec) => Some(
+            [&spec.left_keys, &spec.right_keys]
+                .iter()
+                .enumerate()
+                .map(|(i, keys)| RoutingKeys {
+                    exprs: if spec.null_aware { Vec::new() } else { keys.to_vec() },
+                    schema: node.inputs[i].schema.as_ref().clone(),
+                })
+                .collect(),
+        ),
         OperatorSpec::MatchRecognize(spec) => {
             let schema = node.input().schema.as_ref();
             let exprs = spec
@@ -76,7 +91,7 @@ pub fn routing_keys(node: &PlanNode) -> Option<RoutingKeys> {
                 .iter()
                 .map(|&c| Expr::Column(datafusion_common::Column::from(schema.qualified_field(c))))
                 .collect();
-            Some(RoutingKeys {
+            one(RoutingKeys {
                 exprs,
                 schema: schema.clone(),
             })
@@ -114,8 +129,8 @@ pub struct GraphOperator<'p> {
     pub node: &'p PlanNode,
     /// Where each input comes from, in input-index order.
     pub inputs: Vec<Upstream>,
-    /// The keys its input is partitioned by (keyed operators).
-    pub keys: Option<RoutingKeys>,
+    /// The keys each input is partitioned by (keyed operators; one per input).
+    pub keys: Option<Vec<RoutingKeys>>,
     /// The stage that runs it.
     pub stage: usize,
 }
@@ -344,8 +359,9 @@ impl<'p> JobGraph<'p> {
             // exchange, else one subtask (a merge). (Not one subtask per source subtask: a
             // source subtask with no input finishes at once, and a finished subtask stops
             // the job's checkpoints.)
+            let partitioned = |k: &Vec<RoutingKeys>| staged && !k[0].exprs.is_empty();
             let stage_parallelism = match &op.keys {
-                Some(k) if staged && !k.exprs.is_empty() => parallelism,
+                Some(k) if partitioned(k) => parallelism,
                 _ => 1,
             };
             let new = self.stages.len();
@@ -356,7 +372,7 @@ impl<'p> JobGraph<'p> {
                 .map(|(i, u)| {
                     let from = upstream_stage(u);
                     let exchange = match &op.keys {
-                        Some(k) if staged && !k.exprs.is_empty() => Exchange::Hash(k.clone()),
+                        Some(k) if partitioned(k) => Exchange::Hash(k[i].clone()),
                         _ => Exchange::Single,
                     };
                     StageInput {

@@ -36,6 +36,8 @@ use crate::catalog::{
     WINDOW_START,
 };
 use crate::match_recognize::PlannedMatchRecognize;
+
+mod joins;
 use crate::parser::{CreateTable, QueryStatement, TvfKind, WindowTvfCall};
 
 /// Plans statements against a session catalog.
@@ -307,7 +309,7 @@ impl Planner {
         let plan = Analyzer::new()
             .execute_and_check(plan, &ctx.options, |_, _| {})
             .map_err(|e| df_error(e, &self.catalog))?;
-        Ok(plan)
+        joins::rewrite_subqueries_and_joins(plan).map_err(|e| df_error(e, &self.catalog))
     }
 
     /// Plans a query into the physical operator graph whose output is the query's result.
@@ -411,7 +413,9 @@ impl Planner {
         });
         if has_subquery {
             return not_supported!(
-                "subqueries in expressions (IN (SELECT ...), EXISTS, scalar subqueries)"
+                "this subquery: IN (SELECT ...), EXISTS and scalar subqueries run as joins when \
+                 they are a WHERE condition (ANDed with others) or a SELECT value, correlated \
+                 by equalities"
             );
         }
         match plan {
@@ -440,7 +444,7 @@ impl Planner {
                 "ORDER BY on a continuous query (its result never ends, so it cannot be sorted)"
             ),
             LogicalPlan::Limit(_) => not_supported!("LIMIT on a continuous query"),
-            LogicalPlan::Join(_) => not_supported!("joins"),
+            LogicalPlan::Join(j) => self.lower_join(j),
             LogicalPlan::Union(u) => self.lower_union(u),
             LogicalPlan::Window(_) => not_supported!("OVER windows"),
             LogicalPlan::Distinct(datafusion_expr::logical_plan::Distinct::All(input)) => {
@@ -469,6 +473,24 @@ impl Planner {
             }
             other => not_supported!("the query construct {}", other.display()),
         }
+    }
+
+    /// A regular join: both inputs, then the join (see [`joins::join_spec`]). The output has
+    /// no event-time attribute (Flink: a time attribute is a plain column after a
+    /// regular join).
+    fn lower_join(&self, j: &datafusion_expr::logical_plan::Join) -> Result<Planned> {
+        let left = reschema(self.lower(&j.left)?, Arc::clone(j.left.schema()));
+        let right = reschema(self.lower(&j.right)?, Arc::clone(j.right.schema()));
+        let spec = joins::join_spec(j)?;
+        Ok(Planned {
+            node: PlanNode {
+                spec: OperatorSpec::Join(Box::new(spec)),
+                schema: Arc::clone(&j.schema),
+                rowtime: None,
+                inputs: vec![left.node, right.node],
+            },
+            window: None,
+        })
     }
 
     /// `UNION ALL` (and, under a `Distinct`, `UNION`): every input's rows. DataFusion's

@@ -171,7 +171,7 @@ impl ChunkDecoder {
             field.name()
         );
         let looks_like_header = self.schema.fields().iter().any(|f| f.name() == &bad.value);
-        if looks_like_header && !self.options.header {
+        if looks_like_header && self.options.header != Some(true) {
             msg.push_str(
                 "; this looks like a header row: add 'csv.header' = 'true' to the table's WITH \
                  options to skip it",
@@ -282,6 +282,19 @@ pub(crate) fn decode_records(
     Ok((Some(concat_batches(schema, &good)?), skipped))
 }
 
+/// What a file's first record may be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeaderRow {
+    /// Data (`'csv.header' = 'false'`, JSON).
+    Data,
+    /// A header, skipped (`'csv.header' = 'true'`).
+    Skip,
+    /// A header when it is exactly these bytes (the column names joined by the
+    /// delimiter): `'csv.header'` not set, and a column that is not a string, so such a
+    /// row could not be read as data anyway. Otherwise data.
+    SkipIfNames(Vec<u8>),
+}
+
 /// Ends the record `bytes[start..]` (which ends with a newline): keeps it as a record,
 /// or drops it when it is a blank line or the header row still to be skipped.
 fn end_record(
@@ -290,12 +303,25 @@ fn end_record(
     start: usize,
     line: u64,
     header_pending: &mut bool,
+    header: &HeaderRow,
 ) {
     let blank = bytes[start..].iter().all(|b| *b == b'\n' || *b == b'\r');
-    if blank {
-        bytes.truncate(start);
-    } else if *header_pending {
+    let is_header = *header_pending
+        && match header {
+            HeaderRow::Data => false,
+            HeaderRow::Skip => true,
+            HeaderRow::SkipIfNames(names) => {
+                let mut record = &bytes[start..];
+                while let [rest @ .., b'\n' | b'\r'] = record {
+                    record = rest;
+                }
+                record == names.as_slice()
+            }
+        };
+    if !blank {
         *header_pending = false;
+    }
+    if blank || is_header {
         bytes.truncate(start);
     } else {
         records.push(RecordSpan {
@@ -372,8 +398,8 @@ pub struct CsvSource {
     /// The byte that opens and closes quoted fields (records end only at newlines
     /// outside quotes); `None` for formats without multi-line records (JSON lines).
     quote: Option<u8>,
-    /// Skip the first record of each file.
-    header: bool,
+    /// Whether the first record of each file is a header.
+    header: HeaderRow,
     ready: VecDeque<(Option<RecordBatch>, FilePosition)>,
     batch_size: usize,
     /// xorshift state when batch sizes are randomized (a test hook).
@@ -449,7 +475,15 @@ impl CsvSource {
         metrics: Arc<JobMetrics>,
     ) -> Result<Self> {
         let quote = Some(options.quote);
-        let header = options.header;
+        let header = match options.header {
+            Some(true) => HeaderRow::Skip,
+            Some(false) => HeaderRow::Data,
+            None if schema.fields().iter().any(|f| !matches!(f.data_type(), datafusion_common::arrow::datatypes::DataType::Utf8)) => {
+                let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+                HeaderRow::SkipIfNames(names.join(&(options.delimiter as char).to_string()).into_bytes())
+            }
+            None => HeaderRow::Data,
+        };
         let decoder: Arc<dyn ChunkFormat> =
             Arc::new(ChunkDecoder::new(schema, options, time_zone)?);
         Self::with_format(path, decoder, quote, header, batch_size, metrics)
@@ -460,7 +494,7 @@ impl CsvSource {
         path: &Path,
         decoder: Arc<dyn ChunkFormat>,
         quote: Option<u8>,
-        header: bool,
+        header: HeaderRow,
         batch_size: usize,
         metrics: Arc<JobMetrics>,
     ) -> Result<Self> {
@@ -528,7 +562,7 @@ impl CsvSource {
             index,
             offset: skip,
             line: 1,
-            header_pending: self.header,
+            header_pending: self.header != HeaderRow::Data,
             eof: false,
         });
         Ok(())
@@ -580,6 +614,7 @@ impl CsvSource {
                         start,
                         first_line,
                         &mut file.header_pending,
+                        &self.header,
                     );
                 }
                 break;
@@ -601,6 +636,7 @@ impl CsvSource {
                         start,
                         first_line,
                         &mut file.header_pending,
+                        &self.header,
                     );
                     start = bytes.len();
                     first_line = file.line;

@@ -16,8 +16,10 @@ use crate::connectors::{BatchSink, Committable};
 /// Options of the `csv` format (Flink's names).
 #[derive(Debug, Clone)]
 pub struct CsvOptions {
-    /// `'csv.header'`: skip the first record of each file (default false, as in Flink).
-    pub header: bool,
+    /// `'csv.header'`: the first record of each file is a header to skip (`true`) or data
+    /// (`false`). Not set: data, unless it is exactly the column names and a column is
+    /// not a string (then it could not be data; Flink would fail on it).
+    pub header: Option<bool>,
     /// `'csv.field-delimiter'` (default `,`).
     pub delimiter: u8,
     /// `'csv.quote-character'` (default `"`).
@@ -46,7 +48,10 @@ impl CsvOptions {
             }
         };
         Ok(CsvOptions {
-            header: bool_option(options, "csv.header", false)?,
+            header: match options.get("csv.header") {
+                None => None,
+                Some(_) => Some(bool_option(options, "csv.header", false)?),
+            },
             delimiter: one_char("csv.field-delimiter", b',')?,
             quote: one_char("csv.quote-character", b'"')?,
             null_literal: options.get("csv.null-literal").cloned(),

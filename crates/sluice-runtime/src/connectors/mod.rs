@@ -196,7 +196,7 @@ pub fn create_source(
                 FileFormat::Json => {
                     let ignore = filesystem::bool_option(options, "json.ignore-parse-errors", false)?;
                     let format = Arc::new(json_format::JsonFormat::new(physical_schema, tz, ignore));
-                    csv_source::CsvSource::with_format(&path, format, None, false, ctx.batch_size, metrics)?
+                    csv_source::CsvSource::with_format(&path, format, None, csv_source::HeaderRow::Data, ctx.batch_size, metrics)?
                         .split(ctx.source_subtask, ctx.source_parallelism)
                 }
             };

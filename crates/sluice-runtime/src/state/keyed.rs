@@ -122,6 +122,19 @@ impl KeyRegistry {
         }
     }
 
+    /// The id of `key` if it is registered (nothing is registered).
+    pub fn find(&self, key: &[u8]) -> Option<u32> {
+        let hash = self.hasher.hash_one(key);
+        self.table
+            .find(hash, |&(h, id)| {
+                h == hash && {
+                    let (start, len) = self.spans[id as usize];
+                    &self.arena[start as usize..(start + len) as usize] == key
+                }
+            })
+            .map(|&(_, id)| id)
+    }
+
     /// The id of each selected row of `rows` (`None`: no key columns, every row has the
     /// one empty key), registering new keys; ids go to `out` (cleared first), as `usize`
     /// because DataFusion's `GroupsAccumulator` takes group indices so.

@@ -15,6 +15,7 @@
 //! accumulator state arrays, buffered batches), which is what checkpoints write.
 
 pub mod keyed;
+pub mod rows;
 pub mod snapshot;
 pub mod time;
 pub mod window;

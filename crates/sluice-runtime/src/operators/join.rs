@@ -1,0 +1,631 @@
+//! Regular joins (Flink SQL "Joins > Regular Joins"; Flink's `StreamingJoinOperator` and
+//! `StreamingSemiAntiJoinOperator`): inner, left, right and full outer joins, and the semi
+//! and anti joins `IN` / `EXISTS` subqueries become, over append-only or updating inputs.
+//!
+//! Each input's rows are kept per key ([`KeyedRows`]: a count per distinct row and, where
+//! needed, its partner count). A row arriving on one input is stored and joined with the
+//! other input's rows of its key for which the residual condition holds; a retraction
+//! takes it away and retracts what it produced. The output is a changelog:
+//!
+//! - accumulate (`+I`/`+U`) on input S: `+I` S-row ⨝ each partner (times its count); an
+//!   outer S-row without partners: `+I` padded with NULLs; an outer partner whose partner
+//!   count goes 0 → 1: `-D` its padded row first;
+//! - retract (`-U`/`-D`): `-D` of the same rows; an outer S-row without partners: `-D`
+//!   padded; an outer partner whose count goes 1 → 0: `+I` its padded row again;
+//! - semi (anti) join: a left row is shown while it has (has no) partners; right rows
+//!   flip left rows in and out as their partner counts cross zero.
+//!
+//! NULL key parts match nothing unless the join's keys are `IS NOT DISTINCT FROM`; a row
+//! with such a key is not stored (it can never have partners). Under `NOT IN` semantics
+//! (`null_aware`) a NULL key on either side is a partner of every row (see
+//! [`sluice_common::plan::JoinSpec`]); such a join runs as one subtask.
+//!
+//! The output carries no event-time attribute (Flink: a time attribute becomes a plain
+//! column after a regular join); watermarks pass through (the minimum over the inputs).
+
+use std::sync::Arc;
+
+use datafusion_common::arrow::array::{
+    new_null_array, Array, ArrayRef, AsArray, BooleanArray, Int64Array, Int8Array, UInt32Array,
+    UInt8Array,
+};
+use datafusion_common::arrow::compute::{concat, filter, prep_null_mask_filter, take};
+use datafusion_common::arrow::datatypes::{DataType, SchemaRef};
+use datafusion_common::arrow::record_batch::RecordBatch;
+use datafusion_common::arrow::row::{RowConverter, Rows, SortField};
+use datafusion_physical_expr::PhysicalExpr;
+use sluice_common::plan::JoinKind;
+use sluice_common::{Result, SluiceError};
+
+use crate::clock::ProcessingClock;
+use crate::expr::{evaluate, evaluate_all};
+use crate::message::{RowKind, StreamBatch};
+use crate::operator::{Collector, Operator};
+use crate::state::rows::KeyedRows;
+use crate::state::{key_converter, SnapshotReader, SnapshotWriter};
+
+/// One input of the join and what is kept of it.
+pub struct JoinInput {
+    /// Key expressions over this input's batches.
+    pub keys: Vec<Arc<dyn PhysicalExpr>>,
+    /// The input's schema.
+    pub schema: SchemaRef,
+    /// Converts whole rows to row-format bytes and back.
+    converter: RowConverter,
+    /// The rows held.
+    rows: KeyedRows,
+}
+
+impl JoinInput {
+    /// An input with these keys and columns.
+    ///
+    /// # Errors
+    /// A column type the row format cannot hold.
+    pub fn new(keys: Vec<Arc<dyn PhysicalExpr>>, schema: SchemaRef) -> Result<Self> {
+        let converter = RowConverter::new(
+            schema
+                .fields()
+                .iter()
+                .map(|f| SortField::new(f.data_type().clone()))
+                .collect(),
+        )?;
+        Ok(JoinInput {
+            keys,
+            schema,
+            converter,
+            rows: KeyedRows::new(),
+        })
+    }
+
+    /// The columns of rows `ids` (held rows), decoded.
+    fn columns_of(&self, ids: &[u32]) -> Result<Vec<ArrayRef>> {
+        let parser = self.converter.parser();
+        let rows = ids.iter().map(|&id| parser.parse(self.rows.row(id)));
+        Ok(self.converter.convert_rows(rows)?)
+    }
+}
+
+/// Where an output row's columns of one side come from.
+#[derive(Default)]
+struct OutputRows {
+    /// Index into the input batch, or NULL padding.
+    from_batch: Vec<Option<u32>>,
+    /// Row id on the other side, or NULL padding.
+    from_state: Vec<Option<u32>>,
+    kinds: Vec<i8>,
+}
+
+impl OutputRows {
+    fn push(&mut self, kind: RowKind, batch_row: Option<u32>, state_row: Option<u32>, times: u64) {
+        for _ in 0..times {
+            self.from_batch.push(batch_row);
+            self.from_state.push(state_row);
+            self.kinds.push(kind as i8);
+        }
+    }
+}
+
+/// The regular join operator (see the module docs).
+pub struct JoinOperator {
+    kind: JoinKind,
+    null_equal: bool,
+    null_aware: bool,
+    /// Left (0) and right (1).
+    inputs: [JoinInput; 2],
+    /// Key row format (the same key types on both inputs); `None` without keys.
+    key_converter: Option<RowConverter>,
+    key_types: Vec<DataType>,
+    /// The NULL key's bytes (null-aware joins).
+    null_key: Option<Vec<u8>>,
+    /// Over the left columns then the right ones.
+    residual: Option<Arc<dyn PhysicalExpr>>,
+    pair_schema: SchemaRef,
+    out_schema: SchemaRef,
+    ttl: Option<std::time::Duration>,
+    clock: ProcessingClock,
+    last_sweep_ms: i64,
+}
+
+impl JoinOperator {
+    /// A join of `left` and `right` (keys of the same types pairwise) producing
+    /// `out_schema` (left columns then right ones; left only for semi and anti joins).
+    /// `residual` is over `pair_schema` (left columns then right ones).
+    ///
+    /// # Errors
+    /// Key types that differ between the inputs, or that the row format cannot hold.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        kind: JoinKind,
+        left: JoinInput,
+        right: JoinInput,
+        null_equal: bool,
+        null_aware: bool,
+        residual: Option<Arc<dyn PhysicalExpr>>,
+        pair_schema: SchemaRef,
+        out_schema: SchemaRef,
+    ) -> Result<Self> {
+        let types = |input: &JoinInput| {
+            input
+                .keys
+                .iter()
+                .map(|k| k.data_type(&input.schema))
+                .collect::<datafusion_common::Result<Vec<_>>>()
+        };
+        let key_types = types(&left)?;
+        if key_types != types(&right)? {
+            return Err(SluiceError::Internal(format!(
+                "join keys of different types: {key_types:?} and {:?}",
+                types(&right)?
+            )));
+        }
+        let key_converter = key_converter(&key_types)?;
+        let null_key = match (&key_converter, null_aware) {
+            (Some(c), true) => {
+                let nulls: Vec<ArrayRef> = key_types.iter().map(|t| new_null_array(t, 1)).collect();
+                Some(c.convert_columns(&nulls)?.row(0).as_ref().to_vec())
+            }
+            _ => None,
+        };
+        Ok(JoinOperator {
+            kind,
+            null_equal,
+            null_aware,
+            inputs: [left, right],
+            key_converter,
+            key_types,
+            null_key,
+            residual,
+            pair_schema,
+            out_schema,
+            ttl: None,
+            clock: ProcessingClock::system(),
+            last_sweep_ms: i64::MIN / 2,
+        })
+    }
+
+    /// Forgets rows unchanged for `ttl` of processing time (`'table.exec.state.ttl'`),
+    /// measured on `clock`.
+    pub fn with_state_ttl(mut self, ttl: Option<std::time::Duration>, clock: ProcessingClock) -> Self {
+        self.ttl = ttl;
+        self.clock = clock;
+        self
+    }
+
+    /// Distinct rows held per input (left, right).
+    pub fn rows_in_state(&self) -> (usize, usize) {
+        (self.inputs[0].rows.len(), self.inputs[1].rows.len())
+    }
+
+    /// Bytes of state held (both inputs).
+    pub fn state_bytes(&self) -> usize {
+        self.inputs[0].rows.bytes() + self.inputs[1].rows.bytes()
+    }
+
+    fn expire(&mut self) {
+        let Some(ttl) = self.ttl else {
+            return;
+        };
+        let ttl_ms = ttl.as_millis() as i64;
+        let now = self.clock.now_ms();
+        if now < self.last_sweep_ms + ttl_ms / 2 {
+            return;
+        }
+        self.last_sweep_ms = now;
+        for input in &mut self.inputs {
+            input.rows.expire(now, ttl_ms);
+        }
+    }
+
+    /// Whether input `s`'s rows are padded with NULLs while they have no partner.
+    fn outer(&self, s: usize) -> bool {
+        if s == 0 {
+            self.kind.left_outer()
+        } else {
+            self.kind.right_outer()
+        }
+    }
+
+    /// The other input's rows that may be partners of a row with key `key` (`has_null`:
+    /// a key part is NULL), before the residual condition.
+    fn candidates(&self, other: usize, key: &[u8], has_null: bool, out: &mut Vec<u32>) {
+        let rows = &self.inputs[other].rows;
+        if self.null_aware {
+            if has_null {
+                out.extend(rows.ids());
+            } else {
+                out.extend_from_slice(rows.rows_of(key));
+                if let Some(null_key) = &self.null_key {
+                    out.extend_from_slice(rows.rows_of(null_key));
+                }
+            }
+        } else if !has_null || self.null_equal {
+            out.extend_from_slice(rows.rows_of(key));
+        }
+    }
+
+    /// Which candidate pairs (batch row `pair_rows[j]` of input `s`, other row
+    /// `candidates[j]`) satisfy the residual condition (all when there is none).
+    fn residual_mask(
+        &self,
+        s: usize,
+        data: &RecordBatch,
+        pair_rows: &[u32],
+        candidates: &[u32],
+    ) -> Result<Option<BooleanArray>> {
+        let Some(residual) = &self.residual else {
+            return Ok(None);
+        };
+        if candidates.is_empty() {
+            return Ok(None);
+        }
+        let idx = UInt32Array::from(pair_rows.to_vec());
+        let mine = data
+            .columns()
+            .iter()
+            .map(|c| take(c.as_ref(), &idx, None))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let theirs = self.inputs[1 - s].columns_of(candidates)?;
+        let columns = if s == 0 {
+            [mine, theirs].concat()
+        } else {
+            [theirs, mine].concat()
+        };
+        let pairs = RecordBatch::try_new(Arc::clone(&self.pair_schema), columns)?;
+        let mask = evaluate(residual, &pairs)?;
+        let Some(mask) = mask.as_boolean_opt() else {
+            return Err(SluiceError::Execution(format!(
+                "join condition is not boolean: {}",
+                mask.data_type()
+            )));
+        };
+        Ok(Some(if mask.null_count() > 0 {
+            prep_null_mask_filter(mask)
+        } else {
+            mask.clone()
+        }))
+    }
+
+    /// The output batch of `rows`, input `s`'s columns from `data`.
+    fn build_output(&self, s: usize, data: &RecordBatch, rows: OutputRows) -> Result<StreamBatch> {
+        let idx = UInt32Array::from(rows.from_batch);
+        let mine = data
+            .columns()
+            .iter()
+            .map(|c| take(c.as_ref(), &idx, None))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let other = 1 - s;
+        let held: Vec<u32> = rows.from_state.iter().flatten().copied().collect();
+        let mut next = 0u32;
+        let positions = UInt32Array::from_iter(rows.from_state.iter().map(|r| {
+            r.map(|_| {
+                next += 1;
+                next - 1
+            })
+        }));
+        let theirs = self.inputs[other]
+            .columns_of(&held)?
+            .iter()
+            .map(|c| take(c.as_ref(), &positions, None))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let columns = match (self.kind.left_only(), s) {
+            (true, 0) => mine,
+            (true, _) => theirs,
+            (false, 0) => [mine, theirs].concat(),
+            (false, _) => [theirs, mine].concat(),
+        };
+        let data = RecordBatch::try_new(Arc::clone(&self.out_schema), columns)?;
+        Ok(StreamBatch {
+            data,
+            row_watermarks: None,
+            ops: Some(Int8Array::from(rows.kinds)),
+        })
+    }
+
+    /// Joins a batch of input `s` (see the module docs).
+    fn join_batch(&mut self, s: usize, batch: StreamBatch, out: &mut Collector) -> Result<()> {
+        let n = batch.num_rows();
+        let data = &batch.data;
+        let other = 1 - s;
+        let key_columns = evaluate_all(&self.inputs[s].keys, data)?;
+        let key_rows: Option<Rows> = match &self.key_converter {
+            Some(c) => Some(c.convert_columns(&key_columns)?),
+            None => None,
+        };
+        let has_null = |i: usize| key_columns.iter().any(|k| k.is_null(i));
+        let rows = self.inputs[s].converter.convert_columns(data.columns())?;
+        // Every row's candidate partners, before the residual condition. The other input's
+        // rows do not change while this batch is joined.
+        let mut offsets = Vec::with_capacity(n + 1);
+        let mut candidates = Vec::new();
+        offsets.push(0);
+        for i in 0..n {
+            let key = key_rows.as_ref().map(|r| r.row(i));
+            self.candidates(
+                other,
+                key.as_ref().map(|k| k.as_ref()).unwrap_or(&[]),
+                has_null(i),
+                &mut candidates,
+            );
+            offsets.push(candidates.len());
+        }
+        let mask = if self.residual.is_some() {
+            let pair_rows: Vec<u32> = (0..n)
+                .flat_map(|i| std::iter::repeat_n(i as u32, offsets[i + 1] - offsets[i]))
+                .collect();
+            self.residual_mask(s, data, &pair_rows, &candidates)?
+        } else {
+            None
+        };
+        let now = self.clock.now_ms();
+        let mut output = OutputRows::default();
+        let mut partners = Vec::new();
+        let store = !has_null_free_rows_only(self.null_equal, self.null_aware);
+        for i in 0..n {
+            partners.clear();
+            partners.extend(
+                (offsets[i]..offsets[i + 1])
+                    .filter(|&j| mask.as_ref().is_none_or(|m| m.value(j)))
+                    .map(|j| candidates[j]),
+            );
+            let matched: u64 = partners
+                .iter()
+                .map(|&r| self.inputs[other].rows.entry(r).count)
+                .sum();
+            let accumulate = !batch.row_kind(i).is_retraction();
+            let key = key_rows.as_ref().map(|r| r.row(i));
+            let key = key.as_ref().map(|k| k.as_ref()).unwrap_or(&[]);
+            // A row whose key cannot match is not kept (it can never gain partners).
+            if store || !has_null(i) {
+                let row = rows.row(i);
+                if accumulate {
+                    let id = self.inputs[s].rows.insert(key, row.as_ref(), now);
+                    self.inputs[s].rows.entry_mut(id).partners = matched;
+                } else {
+                    self.inputs[s].rows.retract(row.as_ref(), now);
+                }
+            }
+            self.emit_row(s, i as u32, accumulate, &partners, matched, &mut output);
+        }
+        if !output.kinds.is_empty() {
+            out.emit(self.build_output(s, data, output)?);
+        }
+        Ok(())
+    }
+
+    /// The changes one row of input `s` (`batch_row`, accumulated or retracted, with
+    /// `partners` on the other input, `matched` copies in all) makes to the output.
+    fn emit_row(
+        &mut self,
+        s: usize,
+        batch_row: u32,
+        accumulate: bool,
+        partners: &[u32],
+        matched: u64,
+        output: &mut OutputRows,
+    ) {
+        let other = 1 - s;
+        let (add, remove) = (RowKind::Insert, RowKind::Delete);
+        if self.kind.left_only() {
+            let semi = self.kind == JoinKind::LeftSemi;
+            if s == 0 {
+                // The left row itself is shown while it has (semi) / lacks (anti) partners.
+                if (matched > 0) == semi {
+                    output.push(if accumulate { add } else { remove }, Some(batch_row), None, 1);
+                }
+                return;
+            }
+            // A right row: left rows whose partner count crosses zero flip.
+            for &r in partners {
+                let e = self.inputs[other].rows.entry_mut(r);
+                let (before, count) = (e.partners, e.count);
+                e.partners = if accumulate {
+                    before + 1
+                } else {
+                    before.saturating_sub(1)
+                };
+                let crossed = if accumulate { before == 0 } else { e.partners == 0 && before > 0 };
+                if crossed {
+                    let shown = accumulate == semi;
+                    output.push(if shown { add } else { remove }, None, Some(r), count);
+                }
+            }
+            return;
+        }
+        let (in_outer, other_outer) = (self.outer(s), self.outer(other));
+        if partners.is_empty() {
+            if in_outer {
+                output.push(if accumulate { add } else { remove }, Some(batch_row), None, 1);
+            }
+            return;
+        }
+        if accumulate {
+            if other_outer {
+                for &r in partners {
+                    let e = self.inputs[other].rows.entry_mut(r);
+                    if e.partners == 0 {
+                        output.push(remove, None, Some(r), e.count);
+                    }
+                    e.partners += 1;
+                }
+            }
+            for &r in partners {
+                let count = self.inputs[other].rows.entry(r).count;
+                output.push(add, Some(batch_row), Some(r), count);
+            }
+        } else {
+            for &r in partners {
+                let count = self.inputs[other].rows.entry(r).count;
+                output.push(remove, Some(batch_row), Some(r), count);
+            }
+            if other_outer {
+                for &r in partners {
+                    let e = self.inputs[other].rows.entry_mut(r);
+                    let before = e.partners;
+                    e.partners = before.saturating_sub(1);
+                    if before == 1 {
+                        output.push(add, None, Some(r), e.count);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Whether rows with a NULL key part need not be stored: they match nothing unless NULLs
+/// are equal or the join is null-aware.
+fn has_null_free_rows_only(null_equal: bool, null_aware: bool) -> bool {
+    !null_equal && !null_aware
+}
+
+impl Operator for JoinOperator {
+    fn name(&self) -> &'static str {
+        "Join"
+    }
+
+    fn process_batch(&mut self, batch: StreamBatch, out: &mut Collector) -> Result<()> {
+        self.process_input(0, batch, out)
+    }
+
+    fn process_input(&mut self, input: usize, batch: StreamBatch, out: &mut Collector) -> Result<()> {
+        if input > 1 {
+            return Err(SluiceError::Internal(format!("a join has no input {input}")));
+        }
+        self.expire();
+        self.join_batch(input, batch, out)
+    }
+
+    fn next_processing_timer(&self) -> Option<i64> {
+        let ttl = self.ttl?.as_millis() as i64;
+        if self.inputs.iter().all(|i| i.rows.is_empty()) {
+            return None;
+        }
+        Some(self.last_sweep_ms.saturating_add((ttl / 2).max(1)))
+    }
+
+    fn on_processing_time(&mut self, _now_ms: i64, _out: &mut Collector) -> Result<()> {
+        self.expire();
+        Ok(())
+    }
+
+    /// One row per distinct row held, in the common snapshot layout
+    /// ([`crate::state::snapshot`]): `key_group`, the join key `key_<k>`, `input` (UInt8:
+    /// 0 left, 1 right), `count` (Int64: copies), `partners` (Int64), `idle_ms` (Int64:
+    /// processing time since the row last changed, for the TTL), then the left input's
+    /// columns `left_<i>` and the right input's `right_<i>` (NULL on the other input's
+    /// rows).
+    fn snapshot_state(&mut self, max_parallelism: u32) -> Result<Option<RecordBatch>> {
+        let now = self.clock.now_ms();
+        let mut key_parts: Vec<Vec<ArrayRef>> = vec![Vec::new(); self.key_types.len()];
+        let mut input_of = Vec::new();
+        let (mut counts, mut partners, mut idle) = (Vec::new(), Vec::new(), Vec::new());
+        // Per output input t, per stored input s: t's columns for s's rows.
+        let mut sides: [Vec<Vec<ArrayRef>>; 2] = [Vec::new(), Vec::new()];
+        let lens: Vec<usize> = self.inputs.iter().map(|i| i.rows.len()).collect();
+        for (s, input) in self.inputs.iter().enumerate() {
+            let ids: Vec<u32> = input.rows.ids().collect();
+            if let Some(c) = &self.key_converter {
+                let parser = c.parser();
+                let keys = c.convert_rows(ids.iter().map(|&id| parser.parse(input.rows.key_of(id))))?;
+                for (k, col) in keys.into_iter().enumerate() {
+                    key_parts[k].push(col);
+                }
+            }
+            for &id in &ids {
+                let e = input.rows.entry(id);
+                input_of.push(s as u8);
+                counts.push(e.count as i64);
+                partners.push(e.partners as i64);
+                idle.push((now - e.last_ms).max(0));
+            }
+            for (t, target) in self.inputs.iter().enumerate() {
+                let columns = if t == s {
+                    input.columns_of(&ids)?
+                } else {
+                    target
+                        .schema
+                        .fields()
+                        .iter()
+                        .map(|f| new_null_array(f.data_type(), ids.len()))
+                        .collect()
+                };
+                sides[t].push(columns);
+            }
+        }
+        let total: usize = lens.iter().sum();
+        if total == 0 {
+            return Ok(None);
+        }
+        let keys = key_parts
+            .iter()
+            .map(|parts| concat(&parts.iter().map(|a| a.as_ref()).collect::<Vec<_>>()))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let mut w = SnapshotWriter::new(keys, total, max_parallelism)?;
+        w.column("input", Arc::new(UInt8Array::from(input_of)));
+        w.column("count", Arc::new(Int64Array::from(counts)));
+        w.column("partners", Arc::new(Int64Array::from(partners)));
+        w.column("idle_ms", Arc::new(Int64Array::from(idle)));
+        for (t, prefix) in ["left", "right"].iter().enumerate() {
+            let width = self.inputs[t].schema.fields().len();
+            for c in 0..width {
+                let parts: Vec<&dyn Array> = sides[t]
+                    .iter()
+                    .map(|columns| columns[c].as_ref())
+                    .collect();
+                w.column(format!("{prefix}_{c}"), concat(&parts)?);
+            }
+        }
+        w.finish()
+    }
+
+    fn restore_state(&mut self, snapshots: &[RecordBatch]) -> Result<()> {
+        use datafusion_common::arrow::datatypes::{Int64Type, UInt8Type};
+        let now = self.clock.now_ms();
+        for snap in snapshots {
+            if snap.num_rows() == 0 {
+                continue;
+            }
+            let reader = SnapshotReader::new(snap, "join");
+            let input_of = reader.primitive::<UInt8Type>("input")?;
+            let counts = reader.primitive::<Int64Type>("count")?;
+            let partners = reader.primitive::<Int64Type>("partners")?;
+            let idle = reader.primitive::<Int64Type>("idle_ms")?;
+            let (_, key_rows) = reader.key_rows(self.key_converter.as_ref(), self.key_types.len())?;
+            for (s, prefix) in ["left_", "right_"].iter().enumerate() {
+                let mask = BooleanArray::from_iter(input_of.iter().map(|v| Some(v == Some(s as u8))));
+                let picked: Vec<usize> = (0..snap.num_rows()).filter(|&r| mask.value(r)).collect();
+                if picked.is_empty() {
+                    continue;
+                }
+                let columns = reader
+                    .numbered(prefix)
+                    .iter()
+                    .map(|c| filter(c.as_ref(), &mask))
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                let input = &mut self.inputs[s];
+                if columns.len() != input.schema.fields().len() {
+                    return Err(SluiceError::Execution(format!(
+                        "a join state snapshot has {} columns for input {s}, the join {}",
+                        columns.len(),
+                        input.schema.fields().len()
+                    )));
+                }
+                let rows = input.converter.convert_columns(&columns).map_err(|e| {
+                    SluiceError::Execution(format!(
+                        "a join state snapshot's rows do not match the join's inputs: {e}"
+                    ))
+                })?;
+                for (j, &r) in picked.iter().enumerate() {
+                    let key = key_rows.as_ref().map(|k| k.row(r));
+                    input.rows.restore(
+                        key.as_ref().map(|k| k.as_ref()).unwrap_or(&[]),
+                        rows.row(j).as_ref(),
+                        counts.value(r).max(1) as u64,
+                        partners.value(r).max(0) as u64,
+                        now - idle.value(r),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,146 @@
+//! Joins and the subqueries that become joins.
+//!
+//! DataFusion's optimizer rules do the rewriting (Flink's planner does the same with
+//! Calcite's): `IN` / `EXISTS` subqueries become semi and anti joins
+//! (`DecorrelatePredicateSubquery`; `NOT IN` a null-aware anti join), scalar subqueries
+//! left joins with their (grouped) aggregate (`ScalarSubqueryToJoin`), comma joins with
+//! `WHERE` equalities inner joins (`EliminateCrossJoin`), and each join's condition is
+//! split into key pairs and a residual (`ExtractEquijoinPredicate`). [`join_spec`] turns
+//! the result into the plan IR's [`JoinSpec`].
+
+use std::sync::Arc;
+
+use datafusion_common::{JoinType, NullEquality};
+use datafusion_expr::logical_plan::{Join, LogicalPlan};
+use datafusion_expr::utils::{conjunction, split_conjunction};
+use datafusion_expr::{Expr, ExprSchemable};
+use datafusion_optimizer::decorrelate_predicate_subquery::DecorrelatePredicateSubquery;
+use datafusion_optimizer::eliminate_cross_join::EliminateCrossJoin;
+use datafusion_optimizer::extract_equijoin_predicate::ExtractEquijoinPredicate;
+use datafusion_optimizer::optimizer::{Optimizer, OptimizerContext, OptimizerRule};
+use datafusion_optimizer::scalar_subquery_to_join::ScalarSubqueryToJoin;
+use sluice_common::plan::{JoinKind, JoinSpec};
+use sluice_common::types::flink_type_name;
+use sluice_common::{not_supported, plan_err, Result};
+
+/// Rewrites subqueries into joins and splits join conditions (see the module docs). A
+/// plan without joins or subqueries is returned as it is.
+///
+/// # Errors
+/// What a rule fails with.
+pub(super) fn rewrite_subqueries_and_joins(
+    plan: LogicalPlan,
+) -> datafusion_common::Result<LogicalPlan> {
+    if !has_join_or_subquery(&plan) {
+        return Ok(plan);
+    }
+    let rules: Vec<Arc<dyn OptimizerRule + Send + Sync>> = vec![
+        Arc::new(DecorrelatePredicateSubquery::new()),
+        Arc::new(ScalarSubqueryToJoin::new()),
+        Arc::new(EliminateCrossJoin::new()),
+        Arc::new(ExtractEquijoinPredicate::new()),
+    ];
+    // Uncorrelated scalar subqueries become joins too (DataFusion can leave them to its
+    // physical planner, which a stream does not have).
+    let mut options = datafusion_common::config::ConfigOptions::default();
+    options
+        .optimizer
+        .enable_physical_uncorrelated_scalar_subquery = false;
+    let context = OptimizerContext::new_with_config_options(Arc::new(options));
+    Optimizer::with_rules(rules).optimize(plan, &context, |_, _| {})
+}
+
+fn has_join_or_subquery(plan: &LogicalPlan) -> bool {
+    use datafusion_common::tree_node::TreeNode;
+    let here = matches!(plan, LogicalPlan::Join(_) | LogicalPlan::Subquery(_))
+        || plan.expressions().iter().any(|e| {
+            e.exists(|e| {
+                Ok(matches!(
+                    e,
+                    Expr::InSubquery(_) | Expr::Exists(_) | Expr::ScalarSubquery(_)
+                ))
+            })
+            .unwrap_or(false)
+        });
+    here || plan.inputs().into_iter().any(has_join_or_subquery)
+}
+
+/// The plan IR's join of a DataFusion `Join` whose condition has been split into key pairs
+/// (`on`) and a residual `filter`. Keys of different types are cast to their common type,
+/// so equal values route to the same subtask. A null-aware anti join (`NOT IN`) keeps its
+/// first pair (the `IN` comparison) as its key and checks the others (correlation
+/// equalities) with the residual.
+///
+/// # Errors
+/// Join kinds Sluice does not run (an `EXISTS` / `IN` subquery inside `OR`, which
+/// DataFusion plans as a mark join), keys without a common type, a `NOT IN` without a
+/// comparison key.
+pub(super) fn join_spec(j: &Join) -> Result<JoinSpec> {
+    let kind = match j.join_type {
+        JoinType::Inner => JoinKind::Inner,
+        JoinType::Left => JoinKind::Left,
+        JoinType::Right => JoinKind::Right,
+        JoinType::Full => JoinKind::Full,
+        JoinType::LeftSemi => JoinKind::LeftSemi,
+        JoinType::LeftAnti => JoinKind::LeftAnti,
+        JoinType::LeftMark | JoinType::RightMark => {
+            return not_supported!(
+                "an IN / EXISTS subquery inside OR or another expression; use it as a whole \
+                 WHERE condition (ANDed with the others), or write the OR as a UNION"
+            )
+        }
+        other => return not_supported!("the join type {other}"),
+    };
+    let (left_schema, right_schema) = (j.left.schema(), j.right.schema());
+    let mut on = j.on.clone();
+    let mut residual: Vec<Expr> = j
+        .filter
+        .as_ref()
+        .map(|f| split_conjunction(f).into_iter().cloned().collect())
+        .unwrap_or_default();
+    // DataFusion writes an unconditional join's filter as `true`.
+    residual.retain(|e| !matches!(e, Expr::Literal(datafusion_common::ScalarValue::Boolean(Some(true)), _)));
+    if j.null_aware {
+        if on.is_empty() {
+            return not_supported!(
+                "this NOT IN subquery: its value must be compared by plain equality"
+            );
+        }
+        // Correlation equalities are ordinary conditions of the candidates.
+        for (l, r) in on.drain(1..) {
+            residual.push(l.eq(r));
+        }
+    }
+    let mut left_keys = Vec::new();
+    let mut right_keys = Vec::new();
+    for (l, r) in on {
+        let lt = l.get_type(left_schema)?;
+        let rt = r.get_type(right_schema)?;
+        if lt == rt {
+            left_keys.push(l);
+            right_keys.push(r);
+            continue;
+        }
+        let Some(common) =
+            datafusion_expr::type_coercion::binary::comparison_coercion(&lt, &rt)
+        else {
+            return plan_err!(
+                "join keys {l} ({}) and {r} ({}) cannot be compared",
+                flink_type_name(&lt),
+                flink_type_name(&rt)
+            );
+        };
+        left_keys.push(l.cast_to(&common, left_schema)?);
+        right_keys.push(r.cast_to(&common, right_schema)?);
+    }
+    let pair_schema = Arc::new(left_schema.join(right_schema)?);
+    Ok(JoinSpec {
+        kind,
+        left_keys,
+        right_keys,
+        null_equal: j.null_equality == NullEquality::NullEqualsNull,
+        null_aware: j.null_aware,
+        residual: conjunction(residual),
+        pair_schema,
+    })
+}
