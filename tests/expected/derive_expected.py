@@ -21,7 +21,7 @@ with gzip.open(src, "rt", newline="") as f:
     reader = csv.reader(f)
     header = next(reader)
     db.execute("CREATE TABLE flights (%s)" % ", ".join('"%s"' % h for h in header))
-    num = {"dep_time", "dep_delay"}
+    num = {"dep_time", "dep_delay", "arr_delay"}
 
     def conv(name, v):
         if v == "NA" or v == "":
@@ -128,3 +128,65 @@ runs.sort()
 write("flights_late_streaks",
       ["tailnum", "first_departure", "last_departure", "first_flight", "last_flight",
        "departures", "max_delay"], runs)
+
+
+# The lookup tables of the join examples (sql-examples/data/{planes,airlines,airports}.csv):
+# as Sluice reads them, an empty field and 'NA' are NULL for every type; the columns the
+# examples read as INT or DOUBLE become numbers.
+def load_lookup(table, numeric):
+    path = os.path.join(root, "sql-examples", "data", table + ".csv")
+    with open(path, newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader)
+        db.execute("CREATE TABLE %s (%s)" % (table, ", ".join('"%s"' % h for h in header)))
+
+        def conv(name, v):
+            if v == "NA" or v == "":
+                return None
+            if name in numeric:
+                return float(v) if "." in v else int(v)
+            return v
+
+        db.executemany(
+            "INSERT INTO %s VALUES (%s)" % (table, ", ".join("?" * len(header))),
+            ([conv(h, v) for h, v in zip(header, row)] for row in reader),
+        )
+
+
+load_lookup("planes", {"year", "engines", "seats", "speed"})
+load_lookup("airlines", set())
+load_lookup("airports", {"lat", "lon", "alt", "tz"})
+
+# flights_late_by_manufacturer.sql: departures over 60 minutes late, LEFT JOIN planes on
+# tailnum (a NULL tailnum matches no plane), per manufacturer (NULL: no plane row).
+rows = db.execute(
+    """
+    SELECT p.manufacturer, COUNT(*), AVG(f.dep_delay)
+    FROM flights f LEFT JOIN planes p ON f.tailnum = p.tailnum
+    WHERE f.dep_delay > 60
+    GROUP BY p.manufacturer ORDER BY p.manufacturer
+    """
+).fetchall()
+write("flights_late_by_manufacturer", ["manufacturer", "late_departures", "avg_dep_delay"], rows)
+
+# flights_delay_by_airline.sql: inner join with airlines on carrier, per airline name;
+# AVG skips the flights without an arrival delay.
+rows = db.execute(
+    """
+    SELECT a.name, COUNT(*), AVG(f.arr_delay)
+    FROM flights f JOIN airlines a ON f.carrier = a.carrier
+    GROUP BY a.name ORDER BY a.name
+    """
+).fetchall()
+write("flights_delay_by_airline", ["airline", "num_flights", "avg_arr_delay"], rows)
+
+# flights_unknown_destinations.sql: dest NOT IN (SELECT faa FROM airports), per dest.
+# SQLite's NOT IN is null-aware as SQL's (and airports has no NULL faa).
+rows = db.execute(
+    """
+    SELECT dest, COUNT(*) FROM flights
+    WHERE dest NOT IN (SELECT faa FROM airports)
+    GROUP BY dest ORDER BY dest
+    """
+).fetchall()
+write("flights_unknown_destinations", ["dest", "num_flights"], rows)

@@ -281,7 +281,14 @@ impl SourceDriver {
         )?;
         let columns = physical_all(&spec.columns, &spec.physical_schema)?;
         let watermark = match &spec.watermark {
-            Some(wm) => Some(physical(&wm.expr, &node.schema)?),
+            // Typed against the table's columns (a query may alias the table: `FROM t x`).
+            Some(wm) => {
+                let table_schema = datafusion_common::DFSchema::try_from_qualified_schema(
+                    spec.table.as_str(),
+                    node.schema.as_arrow(),
+                )?;
+                Some(physical(&wm.expr, &table_schema)?)
+            }
             None => None,
         };
         let fixed_delay = spec

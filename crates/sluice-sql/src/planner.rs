@@ -701,9 +701,16 @@ impl Planner {
             );
         };
         if input.node.rowtime != Some(time_column) {
+            let joined = if contains_join(&input.node) {
+                "; a regular join's output has none (as in Flink, a time attribute becomes a \
+                 plain column after a regular join: its rows may be updated long after the \
+                 watermark passed)"
+            } else {
+                ""
+            };
             return plan_err!(
                 "DESCRIPTOR({}){}: the time column of {} must be an event-time attribute \
-                 (a column with a WATERMARK FOR declaration in its table)",
+                 (a column with a WATERMARK FOR declaration in its table){joined}",
                 call.time_column,
                 call.location,
                 call.kind.name()
@@ -994,6 +1001,11 @@ fn unalias(e: &Expr) -> &Expr {
 
 /// Gives a planned node a new (positionally identical) output schema: how a scan of a
 /// view or an alias renames the columns of what it reads.
+/// Whether a regular join feeds `node`.
+fn contains_join(node: &PlanNode) -> bool {
+    matches!(node.spec, OperatorSpec::Join(_)) || node.inputs.iter().any(contains_join)
+}
+
 fn reschema(mut planned: Planned, schema: DFSchemaRef) -> Planned {
     planned.node.schema = schema;
     planned
