@@ -45,6 +45,6 @@ CREATE TABLE airlines (
   'csv.header' = 'true'
 );
 
-SELECT a.name AS airline, COUNT(*) AS num_flights, AVG(flights.arr_delay) AS avg_arr_delay
-FROM flights JOIN airlines a ON flights.carrier = a.carrier
+SELECT a.name AS airline, COUNT(*) AS num_flights, AVG(f.arr_delay) AS avg_arr_delay
+FROM flights f JOIN airlines a ON f.carrier = a.carrier
 GROUP BY a.name;

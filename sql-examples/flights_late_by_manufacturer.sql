@@ -54,7 +54,7 @@ CREATE TABLE planes (
   'csv.null-literal' = 'NA'
 );
 
-SELECT p.manufacturer, COUNT(*) AS late_departures, AVG(flights.dep_delay) AS avg_dep_delay
-FROM flights LEFT JOIN planes p ON flights.tailnum = p.tailnum
-WHERE flights.dep_delay > 60
+SELECT p.manufacturer, COUNT(*) AS late_departures, AVG(f.dep_delay) AS avg_dep_delay
+FROM flights f LEFT JOIN planes p ON f.tailnum = p.tailnum
+WHERE f.dep_delay > 60
 GROUP BY p.manufacturer;

@@ -100,6 +100,64 @@ fn flights_late_streaks_match_an_independent_scan() {
     );
 }
 
+/// Runs an updating example (a GROUP BY over a join or a subquery) and folds its
+/// changelog (`op` column: `+I`/`+U` add a row, `-U`/`-D` remove one) into the final table.
+fn final_table(name: &str) -> Vec<RecordBatch> {
+    let batches = run_example(name);
+    assert_eq!(
+        batches[0].schema().field(0).name(),
+        "op",
+        "{name}: an updating result"
+    );
+    sluice::format::fold_changelog(&batches)
+        .unwrap()
+        .into_iter()
+        .collect()
+}
+
+/// A LEFT JOIN of the flights with planes, then an updating GROUP BY: late departures
+/// (over 60 minutes) per manufacturer, a NULL manufacturer for flights without a plane row.
+#[test]
+fn flights_late_by_manufacturer_matches_an_independent_join() {
+    let table = final_table("flights_late_by_manufacturer.sql");
+    let rows: usize = table.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(
+        rows, 32,
+        "31 manufacturers and the NULL one (3,391 late departures of aircraft not in planes)"
+    );
+    assert_matches(
+        "flights_late_by_manufacturer",
+        &expected("flights_late_by_manufacturer"),
+        &rows_as_csv(&table),
+    );
+}
+
+/// An inner join of the flights with airlines on carrier, grouped by the airline's name.
+#[test]
+fn flights_delay_by_airline_matches_an_independent_join() {
+    let table = final_table("flights_delay_by_airline.sql");
+    let rows: usize = table.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(rows, 16, "one row per airline");
+    assert_matches(
+        "flights_delay_by_airline",
+        &expected("flights_delay_by_airline"),
+        &rows_as_csv(&table),
+    );
+}
+
+/// `dest NOT IN (SELECT faa FROM airports)`: a null-aware anti join, then a GROUP BY.
+#[test]
+fn flights_unknown_destinations_match_an_independent_anti_join() {
+    let table = final_table("flights_unknown_destinations.sql");
+    let rows: usize = table.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(rows, 4, "BQN, PSE, SJU and STT are not in airports");
+    assert_matches(
+        "flights_unknown_destinations",
+        &expected("flights_unknown_destinations"),
+        &rows_as_csv(&table),
+    );
+}
+
 /// Parses `YYYY-MM-DD HH:MM:SS` as seconds since the epoch (UTC) for the checks below.
 fn seconds(ts: &str) -> i64 {
     let d = |a: usize, b: usize| ts[a..b].parse::<i64>().unwrap();
@@ -179,6 +237,9 @@ fn every_example_runs() {
         "flights_hop.sql",
         "flights_daily_to_files.sql",
         "flights_late_streaks.sql",
+        "flights_late_by_manufacturer.sql",
+        "flights_delay_by_airline.sql",
+        "flights_unknown_destinations.sql",
         "weather_storm_warnings.sql",
         "sensor_alerts.sql",
     ];

@@ -483,6 +483,19 @@ const AGG_OF_AGG_QUERY: &str = "SELECT cnt, COUNT(*) AS windows, MIN(total) AS l
     FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '5' SECOND)) \
     GROUP BY k, window_start, window_end) GROUP BY cnt";
 
+/// A regular left join of the events with an updating aggregate of them (each key's
+/// largest value over 90), then an updating aggregate over the join: join state on both
+/// inputs, retractions through the join.
+const JOIN_AGG_QUERY: &str =
+    "SELECT a.k, COUNT(*) AS cnt, SUM(b.top) AS tops, COUNT(b.top) AS matched \
+    FROM events a LEFT JOIN (SELECT k, MAX(v) AS top FROM events WHERE v > 90 GROUP BY k) b \
+    ON a.k = b.k GROUP BY a.k";
+/// An inner join of two append-only inputs (the events with themselves: the same key and
+/// the next value): append-only, so it goes to the two-phase-commit file sink.
+const APPEND_JOIN_QUERY: &str = "SELECT a.k, a.v, b.v AS bv, a.ts FROM events a JOIN events b \
+    ON a.k = b.k AND a.v = b.v + 1";
+const APPEND_JOIN_SINK: &str = "k INT, v INT, bv INT, ts TIMESTAMP(3)";
+
 /// Random failures: 1-3 failpoints of every kind, checkpoints every 5-40 rows.
 fn random_failures(rng: &mut Rng) -> (String, String) {
     let every = rng.range(5, 40);
@@ -563,6 +576,8 @@ fn randomized_failures_exactly_once() {
         (DISTINCT_OVER_CHANGELOG_QUERY, None),
         (MR_QUERY, Some(MR_SINK)),
         (MR_HISTORY_QUERY, None),
+        (JOIN_AGG_QUERY, None),
+        (APPEND_JOIN_QUERY, Some(APPEND_JOIN_SINK)),
     ];
     let mut failures = Vec::new();
     let mut restarts = 0;
@@ -607,41 +622,47 @@ fn randomized_failures_exactly_once() {
 #[test]
 fn randomized_failures_at_least_once() {
     let n = seeds(6);
-    let dir = generated_case(TUMBLE_QUERY);
-    let expected = failure_free(&dir, TUMBLE_SINK);
     let mut failures = Vec::new();
-    let mut with_duplicates = 0;
-    for seed in 0..n {
-        let mut rng = Rng::new(seed + 2000);
-        let settings = mode_settings(&unique("alo"), "AT_LEAST_ONCE", &mut rng);
-        let out = temp_dir("out");
-        let r = run(&dir, &settings, Some((TUMBLE_SINK, out.as_path())));
-        let mut actual = data_rows(&r.csv, false);
-        if actual.len() > expected.len() {
-            with_duplicates += 1;
-        }
-        let mut missing = Vec::new();
-        for row in &expected {
-            match actual.iter().position(|a| a == row) {
-                Some(i) => {
-                    actual.swap_remove(i);
-                }
-                None => missing.push(row.clone()),
+    for (query, sink) in [
+        (TUMBLE_QUERY, TUMBLE_SINK),
+        (APPEND_JOIN_QUERY, APPEND_JOIN_SINK),
+    ] {
+        let dir = generated_case(query);
+        let expected = failure_free(&dir, sink);
+        let mut with_duplicates = 0;
+        for seed in 0..n {
+            let mut rng = Rng::new(seed + 2000);
+            let settings = mode_settings(&unique("alo"), "AT_LEAST_ONCE", &mut rng);
+            let out = temp_dir("out");
+            let r = run(&dir, &settings, Some((sink, out.as_path())));
+            let mut actual = data_rows(&r.csv, false);
+            if actual.len() > expected.len() {
+                with_duplicates += 1;
             }
+            let mut missing = Vec::new();
+            for row in &expected {
+                match actual.iter().position(|a| a == row) {
+                    Some(i) => {
+                        actual.swap_remove(i);
+                    }
+                    None => missing.push(row.clone()),
+                }
+            }
+            if r.error.is_some() || !missing.is_empty() {
+                failures.push(format!(
+                    "seed {seed} {settings:?}: error {:?}; missing {missing:?}",
+                    r.error
+                ));
+            }
+            let _ = std::fs::remove_dir_all(&out);
         }
-        if r.error.is_some() || !missing.is_empty() {
+        if with_duplicates == 0 {
             failures.push(format!(
-                "seed {seed} {settings:?}: error {:?}; missing {missing:?}",
-                r.error
+                "{query}: at-least-once showed no duplicates for any seed"
             ));
         }
-        let _ = std::fs::remove_dir_all(&out);
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert!(
-        with_duplicates > 0,
-        "at-least-once showed duplicates for some seed"
-    );
 }
 
 /// At-most-once: for every window and key, the counts over all emitted rows never exceed
@@ -684,6 +705,46 @@ fn randomized_failures_at_most_once() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(lossy > 0, "at-most-once lost events for some seed");
+}
+
+/// At-most-once through a join into the file sink: no output row more often than in the
+/// failure-free output; some seeds lose rows.
+#[test]
+fn randomized_failures_at_most_once_through_a_join() {
+    let n = seeds(6);
+    let dir = generated_case(APPEND_JOIN_QUERY);
+    let expected = failure_free(&dir, APPEND_JOIN_SINK);
+    let count = |rows: &[String]| {
+        let mut m: BTreeMap<String, usize> = BTreeMap::new();
+        for r in rows {
+            *m.entry(r.clone()).or_default() += 1;
+        }
+        m
+    };
+    let expected_counts = count(&expected);
+    let mut failures = Vec::new();
+    let mut lossy = 0;
+    for seed in 0..n {
+        let mut rng = Rng::new(seed + 4000);
+        let settings = mode_settings(&unique("amoj"), "AT_MOST_ONCE", &mut rng);
+        let out = temp_dir("out");
+        let r = run(&dir, &settings, Some((APPEND_JOIN_SINK, out.as_path())));
+        let actual = data_rows(&r.csv, false);
+        for (row, k) in count(&actual) {
+            if k > expected_counts.get(&row).copied().unwrap_or(0) {
+                failures.push(format!("seed {seed}: {row} emitted {k} times"));
+            }
+        }
+        if actual.len() < expected.len() {
+            lossy += 1;
+        }
+        if let Some(e) = r.error {
+            failures.push(format!("seed {seed}: {e}"));
+        }
+        let _ = std::fs::remove_dir_all(&out);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(lossy > 0, "at-most-once lost rows for some seed");
 }
 
 /// Settings for a job that checkpoints after `rows` into `dir` and fails for good (no
@@ -1346,7 +1407,8 @@ fn counting_job_on_a_manual_clock(
 /// outcome never depends on how fast the machine is.
 #[test]
 fn state_ttl_expires_idle_keys() {
-    let (clock, send, mut job) = counting_job_on_a_manual_clock("SET 'table.exec.state.ttl' = '1 s';");
+    let (clock, send, mut job) =
+        counting_job_on_a_manual_clock("SET 'table.exec.state.ttl' = '1 s';");
     // Sends one batch at processing time `at_ms` and returns its changes as `op,k,n`.
     let mut step = |at_ms: i64, keys: &[&str]| -> Vec<String> {
         clock.set_ms(at_ms);

@@ -5,7 +5,8 @@
 //! (`DecorrelatePredicateSubquery`; `NOT IN` a null-aware anti join), scalar subqueries
 //! left joins with their (grouped) aggregate (`ScalarSubqueryToJoin`), comma joins with
 //! `WHERE` equalities inner joins (`EliminateCrossJoin`), and each join's condition is
-//! split into key pairs and a residual (`ExtractEquijoinPredicate`). [`join_spec`] turns
+//! split into key pairs and a residual (`ExtractEquijoinPredicate`); conditions on one
+//! input move below the join (`PushDownFilter`), so join state holds fewer rows. [`join_spec`] turns
 //! the result into the plan IR's [`JoinSpec`].
 
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use datafusion_optimizer::decorrelate_predicate_subquery::DecorrelatePredicateSu
 use datafusion_optimizer::eliminate_cross_join::EliminateCrossJoin;
 use datafusion_optimizer::extract_equijoin_predicate::ExtractEquijoinPredicate;
 use datafusion_optimizer::optimizer::{Optimizer, OptimizerContext, OptimizerRule};
+use datafusion_optimizer::push_down_filter::PushDownFilter;
 use datafusion_optimizer::scalar_subquery_to_join::ScalarSubqueryToJoin;
 use sluice_common::plan::{JoinKind, JoinSpec};
 use sluice_common::types::flink_type_name;
@@ -39,6 +41,9 @@ pub(super) fn rewrite_subqueries_and_joins(
         Arc::new(ScalarSubqueryToJoin::new()),
         Arc::new(EliminateCrossJoin::new()),
         Arc::new(ExtractEquijoinPredicate::new()),
+        // Conditions on one input are applied before the join, so its state holds only
+        // rows that can be in the result.
+        Arc::new(PushDownFilter::new()),
     ];
     // Uncorrelated scalar subqueries become joins too (DataFusion can leave them to its
     // physical planner, which a stream does not have).
