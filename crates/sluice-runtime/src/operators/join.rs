@@ -629,3 +629,208 @@ impl Operator for JoinOperator {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion_common::arrow::array::Int32Array;
+    use datafusion_common::arrow::datatypes::{Field, Schema};
+    use datafusion_physical_expr::expressions::col;
+
+    fn side(names: [&str; 2]) -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new(names[0], DataType::Int32, true),
+            Field::new(names[1], DataType::Int32, true),
+        ]))
+    }
+
+    /// `l(k, v) <kind> JOIN r(rk, w) ON k = rk` on `clock`.
+    fn join(kind: JoinKind, clock: &ProcessingClock, ttl_ms: Option<u64>) -> JoinOperator {
+        let (l, r) = (side(["k", "v"]), side(["rk", "w"]));
+        let pair = Arc::new(Schema::new(
+            [l.fields().to_vec(), r.fields().to_vec()].concat(),
+        ));
+        let out = if kind.left_only() {
+            Arc::clone(&l)
+        } else {
+            Arc::new(Schema::new(
+                pair.fields()
+                    .iter()
+                    .map(|f| f.as_ref().clone().with_nullable(true))
+                    .collect::<Vec<_>>(),
+            ))
+        };
+        let left = JoinInput::new(vec![col("k", &l).unwrap()], Arc::clone(&l)).unwrap();
+        let right = JoinInput::new(vec![col("rk", &r).unwrap()], Arc::clone(&r)).unwrap();
+        JoinOperator::new(kind, left, right, false, false, None, pair, out)
+            .unwrap()
+            .with_state_ttl(ttl_ms.map(std::time::Duration::from_millis), clock.clone())
+    }
+
+    /// A batch of (key, value) rows with row kinds (`None`: all inserts).
+    fn batch(rows: &[(Option<i32>, i32)], kinds: Option<&[RowKind]>) -> StreamBatch {
+        let schema = side(["a", "b"]);
+        let data = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(Int32Array::from(rows.iter().map(|r| r.0).collect::<Vec<_>>())),
+                Arc::new(Int32Array::from(rows.iter().map(|r| r.1).collect::<Vec<_>>())),
+            ],
+        )
+        .unwrap();
+        StreamBatch {
+            data,
+            row_watermarks: None,
+            ops: kinds.map(|k| Int8Array::from(k.iter().map(|k| *k as i8).collect::<Vec<_>>())),
+        }
+    }
+
+    /// Emitted rows as `op col0 col1 ...` (NULL as `_`).
+    fn changes(out: &mut Collector) -> Vec<String> {
+        let mut all = Vec::new();
+        for m in out.take() {
+            if let crate::message::Message::Data(b) = m {
+                for i in 0..b.num_rows() {
+                    let mut line = b.row_kind(i).short().to_string();
+                    for c in b.data.columns() {
+                        let c = c.as_primitive::<datafusion_common::arrow::datatypes::Int32Type>();
+                        if c.is_null(i) {
+                            line.push_str(" _");
+                        } else {
+                            line.push_str(&format!(" {}", c.value(i)));
+                        }
+                    }
+                    all.push(line);
+                }
+            }
+        }
+        all
+    }
+
+    fn push(op: &mut JoinOperator, input: usize, b: StreamBatch) -> Vec<String> {
+        let mut out = Collector::default();
+        op.process_input(input, b, &mut out).unwrap();
+        changes(&mut out)
+    }
+
+    /// Flink's outer join rules over updating inputs (shared case 039's sequences): a
+    /// padded row goes when the first partner comes and comes back when the last goes; an
+    /// update of a partner (retract then add) does not count it twice; NULL keys never
+    /// match and are not stored.
+    #[test]
+    fn full_join_pads_retracts_and_pads_again() {
+        use RowKind::*;
+        let clock = ProcessingClock::manual(0);
+        let mut j = join(JoinKind::Full, &clock, None);
+        assert_eq!(push(&mut j, 0, batch(&[(Some(2), 10)], None)), ["+I 2 10 _ _"]);
+        assert_eq!(
+            push(&mut j, 1, batch(&[(Some(2), 3)], None)),
+            ["-D 2 10 _ _", "+I 2 10 2 3"]
+        );
+        // The right row 3 is updated to 7: the join row follows, nothing is padded.
+        assert_eq!(
+            push(
+                &mut j,
+                1,
+                batch(&[(Some(2), 3), (Some(2), 7)], Some(&[UpdateBefore, UpdateAfter]))
+            ),
+            ["-D 2 10 2 3", "+I 2 10 _ _", "-D 2 10 _ _", "+I 2 10 2 7"]
+        );
+        // The last partner goes: the left row is padded again.
+        assert_eq!(
+            push(&mut j, 1, batch(&[(Some(2), 7)], Some(&[Delete]))),
+            ["-D 2 10 2 7", "+I 2 10 _ _"]
+        );
+        // NULL keys: padded on both sides, never joined, never stored.
+        assert_eq!(push(&mut j, 0, batch(&[(None, 3)], None)), ["+I _ 3 _ _"]);
+        assert_eq!(push(&mut j, 1, batch(&[(None, 4)], None)), ["+I _ _ _ 4"]);
+        assert_eq!(j.rows_in_state(), (1, 0));
+        // Deleting the left row takes its padded row away.
+        assert_eq!(
+            push(&mut j, 0, batch(&[(Some(2), 10)], Some(&[Delete]))),
+            ["-D 2 10 _ _"]
+        );
+        assert_eq!(j.rows_in_state(), (0, 0));
+    }
+
+    /// A row arriving twice is one state row with count 2 and joins twice; an anti join's
+    /// left row is hidden by its first partner and shown again when the last one goes.
+    #[test]
+    fn duplicates_count_and_anti_join_flips() {
+        use RowKind::*;
+        let clock = ProcessingClock::manual(0);
+        let mut j = join(JoinKind::Inner, &clock, None);
+        push(&mut j, 0, batch(&[(Some(1), 5), (Some(1), 5)], None));
+        assert_eq!(j.rows_in_state(), (1, 0));
+        assert_eq!(
+            push(&mut j, 1, batch(&[(Some(1), 9)], None)),
+            ["+I 1 5 1 9", "+I 1 5 1 9"]
+        );
+        let mut anti = join(JoinKind::LeftAnti, &clock, None);
+        assert_eq!(push(&mut anti, 0, batch(&[(Some(1), 5)], None)), ["+I 1 5"]);
+        assert_eq!(push(&mut anti, 1, batch(&[(Some(1), 8), (Some(1), 9)], None)), ["-D 1 5"]);
+        assert!(push(&mut anti, 1, batch(&[(Some(1), 8)], Some(&[Delete]))).is_empty());
+        assert_eq!(
+            push(&mut anti, 1, batch(&[(Some(1), 9)], Some(&[Delete]))),
+            ["+I 1 5"]
+        );
+    }
+
+    /// One million distinct rows, each arriving three times, are one million state rows
+    /// (a count per distinct row, not a copy per arrival).
+    #[test]
+    fn a_million_distinct_rows_arriving_three_times_are_a_million_state_rows() {
+        let clock = ProcessingClock::manual(0);
+        let mut j = join(JoinKind::Inner, &clock, None);
+        let n = 1_000_000i32;
+        for _ in 0..3 {
+            for start in (0..n).step_by(50_000) {
+                let rows: Vec<(Option<i32>, i32)> =
+                    (start..start + 50_000).map(|i| (Some(i % 1000), i)).collect();
+                assert!(push(&mut j, 0, batch(&rows, None)).is_empty());
+            }
+        }
+        assert_eq!(j.rows_in_state(), (1_000_000, 0));
+    }
+
+    /// Rows idle longer than the TTL are forgotten without output, on a timer even when no
+    /// row arrives; a later partner finds nothing.
+    #[test]
+    fn state_ttl_forgets_idle_rows() {
+        let clock = ProcessingClock::manual(1_000);
+        let mut j = join(JoinKind::Inner, &clock, Some(100));
+        push(&mut j, 0, batch(&[(Some(1), 5)], None));
+        clock.advance_ms(60);
+        push(&mut j, 0, batch(&[(Some(2), 6)], None));
+        clock.advance_ms(60);
+        let due = j.next_processing_timer().expect("a sweep is due");
+        assert!(due <= clock.now_ms());
+        let mut out = Collector::default();
+        j.on_processing_time(clock.now_ms(), &mut out).unwrap();
+        assert!(changes(&mut out).is_empty());
+        assert_eq!(j.rows_in_state(), (1, 0), "the row idle for 120 ms went");
+        assert!(push(&mut j, 1, batch(&[(Some(1), 9)], None)).is_empty());
+        assert_eq!(push(&mut j, 1, batch(&[(Some(2), 9)], None)), ["+I 2 6 2 9"]);
+    }
+
+    /// A snapshot restored into a new operator (split by key group) gives the same later
+    /// output, partner counts included.
+    #[test]
+    fn snapshot_and_restore_keep_counts_and_partners() {
+        use RowKind::*;
+        let clock = ProcessingClock::manual(0);
+        let mut j = join(JoinKind::Left, &clock, None);
+        push(&mut j, 0, batch(&[(Some(1), 5), (Some(1), 5), (Some(2), 6)], None));
+        push(&mut j, 1, batch(&[(Some(1), 9)], None));
+        let snap = j.snapshot_state(128).unwrap().expect("state");
+        assert_eq!(snap.num_rows(), 3, "two distinct left rows and one right row");
+        let mut restored = join(JoinKind::Left, &clock, None);
+        restored.restore_state(&[snap]).unwrap();
+        assert_eq!(restored.rows_in_state(), (2, 1));
+        // The right row goes: both copies of (1, 5) are padded again.
+        assert_eq!(
+            push(&mut restored, 1, batch(&[(Some(1), 9)], Some(&[Delete]))),
+            ["-D 1 5 1 9", "-D 1 5 1 9", "+I 1 5 _ _", "+I 1 5 _ _"]
+        );
+    }
+}
