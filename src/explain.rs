@@ -109,6 +109,21 @@ fn state(node: &PlanNode, keys: Option<&[Vec<String>]>, ctx: &ExplainContext) ->
         OperatorSpec::MatchRecognize(_) => {
             format!("buffered rows and partial matches, {key_text}")
         }
+        OperatorSpec::Join(j) if j.null_aware => {
+            fn keys<E: ToString>(k: &[E]) -> String {
+                k.iter().map(|e| clean(&e.to_string())).collect::<Vec<_>>().join(", ")
+            }
+            format!(
+                "left rows keyed by [{}], right rows keyed by [{}], in one subtask (NOT IN \
+                 compares a NULL key with every key), {}",
+                keys(&j.left_keys),
+                keys(&j.right_keys),
+                ctx.state_ttl
+                    .as_ref()
+                    .map(|t| format!("ttl {t}"))
+                    .unwrap_or_else(|| "kept until retracted (no 'table.exec.state.ttl')".into())
+            )
+        }
         OperatorSpec::Join(_) => {
             let ttl = ctx
                 .state_ttl
@@ -235,11 +250,7 @@ fn label(node: &PlanNode) -> String {
                 .iter()
                 .zip(&j.right_keys)
                 .map(|(l, r)| {
-                    let op = match (j.null_aware, j.null_equal) {
-                        (true, _) => "= (null-aware, NOT IN)",
-                        (_, true) => "IS NOT DISTINCT FROM",
-                        _ => "=",
-                    };
+                    let op = if j.null_equal { "IS NOT DISTINCT FROM" } else { "=" };
                     format!("{l} {op} {r}")
                 })
                 .collect();
@@ -248,7 +259,12 @@ fn label(node: &PlanNode) -> String {
                 .as_ref()
                 .map(|r| format!(", residual=[{r}]"))
                 .unwrap_or_default();
-            format!("Join: {}, on=[{}]{residual}", j.kind.sql(), on.join(", "))
+            let null_aware = if j.null_aware {
+                " (null-aware: NOT IN, a NULL key matches every key)"
+            } else {
+                ""
+            };
+            format!("Join: {}, on=[{}]{null_aware}{residual}", j.kind.sql(), on.join(", "))
         }
         OperatorSpec::WindowAggregate(a) => {
             let groups: Vec<String> = a

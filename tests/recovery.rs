@@ -782,6 +782,7 @@ fn restore_at_another_parallelism() {
         (TUMBLE_QUERY, TUMBLE_SINK),
         (SESSION_QUERY, SESSION_SINK),
         (MR_QUERY, MR_SINK),
+        (APPEND_JOIN_QUERY, APPEND_JOIN_SINK),
     ] {
         let dir = generated_case(query);
         let expected = failure_free(&dir, sink);
@@ -803,7 +804,12 @@ fn restore_at_another_parallelism() {
                 64,
             );
             assert_eq!(r2.error, None);
-            assert_eq!(r2.metrics.restored_checkpoint_id.load(Ordering::Relaxed), 2);
+            assert_eq!(
+                r2.metrics.restored_checkpoint_id.load(Ordering::Relaxed),
+                2,
+                "{query}: parallelism {first} then {second}; first run: {:?}",
+                r1.error
+            );
             assert_eq!(
                 data_rows(&r2.csv, false),
                 expected,
@@ -822,7 +828,7 @@ fn restore_at_another_parallelism() {
     }
 }
 
-/// Every stateful operator (window, session, updating aggregate, MATCH_RECOGNIZE) writes
+/// Every stateful operator (window, session, updating aggregate, MATCH_RECOGNIZE, join) writes
 /// its keyed state in the one layout of `state::snapshot`: `key_group` (UInt32, below
 /// the max parallelism), then the key columns `key_0`... (here the key `k`, 0..=4), then
 /// its own state columns; and each subtask holds only the key groups it owns.
@@ -835,6 +841,7 @@ fn every_stateful_operator_snapshots_in_the_common_layout() {
         (SESSION_QUERY, Some(SESSION_SINK), "session_start"),
         (MR_QUERY, Some(MR_SINK), "kind"),
         (GROUP_QUERY, None, "rows"),
+        (APPEND_JOIN_QUERY, Some(APPEND_JOIN_SINK), "input"),
     ] {
         let dir = generated_case(query);
         let chk = temp_dir("chk");

@@ -423,14 +423,16 @@ impl<'p> JobGraph<'p> {
 struct Builder<'p> {
     sources: Vec<SourceGroup<'p>>,
     operators: Vec<GraphOperator<'p>>,
-    /// Each group's identity (its node's debug text): equal scans are one group.
+    /// Each group's identity (the scan's spec, columns and time attribute, whatever the
+    /// alias): equal scans are one group.
     source_keys: Vec<String>,
 }
 
 impl<'p> Builder<'p> {
     fn visit(&mut self, node: &'p PlanNode) -> Result<Upstream> {
         if let OperatorSpec::Source(spec) = &node.spec {
-            let key = format!("{node:?}");
+            // Not the node's schema qualifiers: `FROM t a JOIN t b` reads `t` once.
+            let key = format!("{spec:?} {:?} {:?}", node.schema.as_arrow(), node.rowtime);
             if let Some(g) = self.source_keys.iter().position(|k| *k == key) {
                 return Ok(Upstream::Source(g));
             }

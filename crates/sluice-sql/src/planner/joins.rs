@@ -40,10 +40,12 @@ pub(super) fn rewrite_subqueries_and_joins(
         Arc::new(DecorrelatePredicateSubquery::new()),
         Arc::new(ScalarSubqueryToJoin::new()),
         Arc::new(EliminateCrossJoin::new()),
-        Arc::new(ExtractEquijoinPredicate::new()),
         // Conditions on one input are applied before the join, so its state holds only
         // rows that can be in the result.
         Arc::new(PushDownFilter::new()),
+        // Last: the rules above may move equalities back into a join's filter (and a pass
+        // that ends with the plan it started with is the optimizer's last).
+        Arc::new(ExtractEquijoinPredicate::new()),
     ];
     // Uncorrelated scalar subqueries become joins too (DataFusion can leave them to its
     // physical planner, which a stream does not have).
