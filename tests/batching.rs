@@ -1,5 +1,6 @@
 //! Batching invariance: the same input cut into random batch sizes gives identical
-//! results for every window kind and for updating aggregates (their final table).
+//! results for every window kind, for updating aggregates and for joins (their final
+//! table).
 //!
 //! Input: 3,000 generated rows (20 keys, timestamps with up to 4 s of disorder, so some
 //! rows are late under the 1 s watermark delay, and NULL keys/values). Each query runs
@@ -63,6 +64,12 @@ const QUERIES: &[&str] = &[
     // Window TVFs without aggregation (rows copied per window; late rows dropped).
     "SELECT k, v, window_start, window_end FROM TABLE(HOP(TABLE ev, DESCRIPTOR(ts), INTERVAL '2' SECOND, INTERVAL '4' SECOND))",
     "SELECT k, v, window_start FROM TABLE(CUMULATE(TABLE ev, DESCRIPTOR(ts), INTERVAL '2' SECOND, INTERVAL '6' SECOND)) WHERE v > 50",
+    // Regular joins: a self-join on two keys, a left join with an updating aggregate, and
+    // the subqueries that become semi and anti joins (NULL keys in both inputs).
+    "SELECT a.k, a.v, COUNT(*) FROM ev a JOIN ev b ON a.k = b.k AND a.v = b.v AND a.ts <> b.ts GROUP BY a.k, a.v",
+    "SELECT a.k, a.v, b.c FROM ev a LEFT JOIN (SELECT k, COUNT(*) AS c FROM ev WHERE v > 900 GROUP BY k) b ON a.k = b.k WHERE a.v < 30",
+    "SELECT k, COUNT(*) FROM ev WHERE k IN (SELECT k FROM ev WHERE v > 995) AND v NOT IN (SELECT v + 1 FROM ev WHERE k = 'k3' AND v IS NOT NULL) GROUP BY k",
+    "SELECT k, v FROM ev o WHERE v > 980 AND NOT EXISTS (SELECT 1 FROM ev i WHERE i.k = o.k AND i.v > o.v)",
 ];
 
 fn run(query: &str, batch_size: usize, seed: Option<u64>) -> String {
