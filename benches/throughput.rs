@@ -16,6 +16,14 @@
 //! (j) MATCH_RECOGNIZE `A B+ C` WITHIN 10 s partitioned by key over the same input (A: price
 //! > 900, B: < 500, C: >= 500), and the state size of its last checkpoint.
 //!
+//! Joins, each as one source per input at parallelism 1: (k) a stream of 5 M rows
+//! `(key INT, price DOUBLE)` (100,000 keys) joined with a table of 100,000 rows (one per
+//! key), rows/s = input rows/s, with the state a checkpoint near the end holds (bytes per
+//! state row: both inputs are kept, as a regular join must); (l) the same 5 M-row stream
+//! LEFT JOINed with an updating view of 100,000 keys (`MAX(price)` per key) that changes
+//! once per 50 stream rows (one file, the view's rows interleaved: every 51st row), so
+//! stream rows padded before their key's first view row are retracted and joined again.
+//!
 //! Run: `cargo bench --bench throughput` (release build); `SLUICE_BENCH_ONLY=h,i` runs
 //! only the jobs with those letters. Apache Flink 2.3 on the same
 //! machine and data: (a) 0.96 M, (b) 0.41 M, (c) 0.28 M rows/s.
@@ -353,6 +361,141 @@ fn main() {
     if wanted("j") {
         match_recognize(&ddl, rows);
     }
+    if wanted("k") {
+        join_with_table();
+    }
+    if wanted("l") {
+        left_join_with_updating_view();
+    }
+}
+
+const JOIN_STREAM_ROWS: u64 = 5_000_000;
+const JOIN_KEYS: u64 = 100_000;
+
+/// Writes `path` once with `rows` lines from `line(i, rng)`.
+fn generate_lines(
+    path: &Path,
+    rows: u64,
+    mut line: impl FnMut(u64, &mut Rng) -> String,
+) -> std::io::Result<()> {
+    if path.exists() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(path.parent().unwrap())?;
+    let tmp = path.with_extension("tmp");
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);
+    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    for i in 0..rows {
+        writeln!(out, "{}", line(i, &mut rng))?;
+    }
+    out.flush()?;
+    drop(out);
+    std::fs::rename(tmp, path)
+}
+
+/// The distinct state rows and bytes of the newest checkpoint under `dir` (its manifest).
+fn checkpoint_state(dir: &Path) -> (u64, u64) {
+    let mut newest: Option<(u64, PathBuf)> = None;
+    for job in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        for chk in std::fs::read_dir(job.path()).into_iter().flatten().flatten() {
+            let name = chk.file_name().to_string_lossy().to_string();
+            if let Some(id) = name.strip_prefix("chk-").and_then(|i| i.parse::<u64>().ok()) {
+                if newest.as_ref().is_none_or(|(n, _)| id > *n) {
+                    newest = Some((id, chk.path().join("_manifest.json")));
+                }
+            }
+        }
+    }
+    let Some((_, manifest)) = newest else {
+        return (0, 0);
+    };
+    let text = std::fs::read_to_string(manifest).unwrap_or_default();
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    let files = json["files"].as_array().cloned().unwrap_or_default();
+    let sum = |field: &str| files.iter().map(|f| f[field].as_u64().unwrap_or(0)).sum();
+    (sum("rows"), sum("bytes"))
+}
+
+/// (k): see the module docs. Flink 2.3 figure: see the README.
+fn join_with_table() {
+    let dir = root().join("target/bench-data");
+    let stream = dir.join(format!("join_stream_{JOIN_STREAM_ROWS}.csv"));
+    let table = dir.join(format!("join_table_{JOIN_KEYS}.csv"));
+    generate_lines(&stream, JOIN_STREAM_ROWS, |_, rng| {
+        let r = rng.next();
+        format!("{},{}", (r >> 16) % JOIN_KEYS, ((r >> 40) % 100_000) as f64 / 100.0)
+    })
+    .expect("stream data");
+    generate_lines(&table, JOIN_KEYS, |i, _| format!("{i},name-{i}")).expect("table data");
+    let ddl = format!(
+        "CREATE TABLE events (`key` INT, price DOUBLE) WITH ('connector' = 'filesystem', \
+           'path' = '{}', 'format' = 'csv');\n\
+         CREATE TABLE names (`key` INT, name STRING) WITH ('connector' = 'filesystem', \
+           'path' = '{}', 'format' = 'csv');\n\
+         CREATE TABLE sink_join (`key` INT, price DOUBLE, name STRING) WITH ('connector' = 'blackhole');\n",
+        stream.display(),
+        table.display()
+    );
+    let query = "INSERT INTO sink_join SELECT s.`key`, s.price, n.name \
+        FROM events s JOIN names n ON s.`key` = n.`key`;";
+    let rows = JOIN_STREAM_ROWS + JOIN_KEYS;
+    report(
+        "(k) stream JOIN table (100 k keys)",
+        rows,
+        run(&format!("{ddl}{query}")),
+        None,
+    );
+    let chk = dir.join("chk-join");
+    let _ = std::fs::remove_dir_all(&chk);
+    let settings = format!(
+        "SET 'execution.checkpointing.dir' = '{}';\n\
+         SET 'sluice.test.checkpoint-after-rows' = '{}';\n",
+        chk.display(),
+        JOIN_STREAM_ROWS - 1000
+    );
+    run(&format!("{ddl}{settings}{query}"));
+    let (state_rows, bytes) = checkpoint_state(&chk);
+    eprintln!(
+        "(k) checkpoint after {} stream rows: {state_rows} state rows, {:.1} MB, {:.1} bytes per state row",
+        JOIN_STREAM_ROWS - 1000,
+        bytes as f64 / 1e6,
+        bytes as f64 / state_rows.max(1) as f64
+    );
+    let _ = std::fs::remove_dir_all(&chk);
+}
+
+/// (l): see the module docs.
+fn left_join_with_updating_view() {
+    let dir = root().join("target/bench-data");
+    let mixed = dir.join(format!("join_mixed_{JOIN_STREAM_ROWS}.csv"));
+    let updates = JOIN_STREAM_ROWS / 50;
+    // Every 51st row is a view row (kind 1): the keys in a scattered order, each once.
+    generate_lines(&mixed, JOIN_STREAM_ROWS + updates, |i, rng| {
+        let r = rng.next();
+        let price = ((r >> 40) % 100_000) as f64 / 100.0;
+        if i % 51 == 50 {
+            let n = i / 51;
+            format!("1,{},{price}", (n * 7919) % JOIN_KEYS)
+        } else {
+            format!("0,{},{price}", (r >> 16) % JOIN_KEYS)
+        }
+    })
+    .expect("mixed data");
+    let ddl = format!(
+        "CREATE TABLE mixed (kind INT, `key` INT, price DOUBLE) WITH ('connector' = 'filesystem', \
+           'path' = '{}', 'format' = 'csv');\n\
+         CREATE VIEW latest AS SELECT `key`, MAX(price) AS top FROM mixed WHERE kind = 1 GROUP BY `key`;\n\
+         CREATE TABLE sink_left (`key` INT, price DOUBLE, top DOUBLE) WITH ('connector' = 'blackhole');\n",
+        mixed.display()
+    );
+    let query = "INSERT INTO sink_left SELECT s.`key`, s.price, l.top \
+        FROM mixed s LEFT JOIN latest l ON s.`key` = l.`key` WHERE s.kind = 0;";
+    report(
+        "(l) stream LEFT JOIN updating view",
+        JOIN_STREAM_ROWS + updates,
+        run(&format!("{ddl}{query}")),
+        None,
+    );
 }
 
 /// (j) MATCH_RECOGNIZE `A B+ C` WITHIN 10 s per key (10,000 keys; one row per key per

@@ -2,8 +2,8 @@
 //! `StreamingSemiAntiJoinOperator`): inner, left, right and full outer joins, and the semi
 //! and anti joins `IN` / `EXISTS` subqueries become, over append-only or updating inputs.
 //!
-//! Each input's rows are kept per key ([`KeyedRows`]: a count per distinct row and, where
-//! needed, its partner count). A row arriving on one input is stored and joined with the
+//! Each input's rows are kept per key ([`JoinRows`]: a count per distinct row and, where
+//! needed, its partner count; keys shared by both inputs). A row arriving on one input is stored and joined with the
 //! other input's rows of its key for which the residual condition holds; a retraction
 //! takes it away and retracts what it produced. The output is a changelog:
 //!
@@ -41,7 +41,7 @@ use crate::clock::ProcessingClock;
 use crate::expr::{evaluate, evaluate_all};
 use crate::message::{RowKind, StreamBatch};
 use crate::operator::{Collector, Operator};
-use crate::state::rows::KeyedRows;
+use crate::state::rows::JoinRows;
 use crate::state::{key_converter, SnapshotReader, SnapshotWriter};
 
 /// One input of the join and what is kept of it.
@@ -52,8 +52,6 @@ pub struct JoinInput {
     pub schema: SchemaRef,
     /// Converts whole rows to row-format bytes and back.
     converter: RowConverter,
-    /// The rows held.
-    rows: KeyedRows,
 }
 
 impl JoinInput {
@@ -73,15 +71,17 @@ impl JoinInput {
             keys,
             schema,
             converter,
-            rows: KeyedRows::new(),
         })
     }
+}
 
-    /// The columns of rows `ids` (held rows), decoded.
-    fn columns_of(&self, ids: &[u32]) -> Result<Vec<ArrayRef>> {
-        let parser = self.converter.parser();
-        let rows = ids.iter().map(|&id| parser.parse(self.rows.row(id)));
-        Ok(self.converter.convert_rows(rows)?)
+impl JoinOperator {
+    /// The columns of input `input`'s held rows `ids`, decoded.
+    fn columns_of(&self, input: usize, ids: &[u32]) -> Result<Vec<ArrayRef>> {
+        let converter = &self.inputs[input].converter;
+        let parser = converter.parser();
+        let rows = ids.iter().map(|&id| parser.parse(self.state.row(input, id)));
+        Ok(converter.convert_rows(rows)?)
     }
 }
 
@@ -96,7 +96,7 @@ struct OutputRows {
 }
 
 impl OutputRows {
-    fn push(&mut self, kind: RowKind, batch_row: Option<u32>, state_row: Option<u32>, times: u64) {
+    fn push(&mut self, kind: RowKind, batch_row: Option<u32>, state_row: Option<u32>, times: u32) {
         for _ in 0..times {
             self.from_batch.push(batch_row);
             self.from_state.push(state_row);
@@ -112,6 +112,8 @@ pub struct JoinOperator {
     null_aware: bool,
     /// Left (0) and right (1).
     inputs: [JoinInput; 2],
+    /// Both inputs' rows.
+    state: JoinRows,
     /// Key row format (the same key types on both inputs); `None` without keys.
     key_converter: Option<RowConverter>,
     key_types: Vec<DataType>,
@@ -171,6 +173,7 @@ impl JoinOperator {
             null_equal,
             null_aware,
             inputs: [left, right],
+            state: JoinRows::new(),
             key_converter,
             key_types,
             null_key,
@@ -193,12 +196,12 @@ impl JoinOperator {
 
     /// Distinct rows held per input (left, right).
     pub fn rows_in_state(&self) -> (usize, usize) {
-        (self.inputs[0].rows.len(), self.inputs[1].rows.len())
+        (self.state.len(0), self.state.len(1))
     }
 
     /// Bytes of state held (both inputs).
     pub fn state_bytes(&self) -> usize {
-        self.inputs[0].rows.bytes() + self.inputs[1].rows.bytes()
+        self.state.bytes()
     }
 
     fn expire(&mut self) {
@@ -211,9 +214,7 @@ impl JoinOperator {
             return;
         }
         self.last_sweep_ms = now;
-        for input in &mut self.inputs {
-            input.rows.expire(now, ttl_ms);
-        }
+        self.state.expire(now, ttl_ms);
     }
 
     /// Whether input `s`'s rows are padded with NULLs while they have no partner.
@@ -225,21 +226,21 @@ impl JoinOperator {
         }
     }
 
-    /// The other input's rows that may be partners of a row with key `key` (`has_null`:
-    /// a key part is NULL), before the residual condition.
-    fn candidates(&self, other: usize, key: &[u8], has_null: bool, out: &mut Vec<u32>) {
-        let rows = &self.inputs[other].rows;
+    /// The other input's rows that may be partners of a row whose key has id `key_id`
+    /// (`has_null`: a key part is NULL), before the residual condition.
+    fn candidates(&self, other: usize, key_id: Option<u32>, has_null: bool, out: &mut Vec<u32>) {
+        let state = &self.state;
+        let of_key = |k: Option<u32>| k.map(|k| state.rows_of(k, other)).unwrap_or(&[]);
         if self.null_aware {
             if has_null {
-                out.extend(rows.ids());
+                out.extend(state.ids(other));
             } else {
-                out.extend_from_slice(rows.rows_of(key));
-                if let Some(null_key) = &self.null_key {
-                    out.extend_from_slice(rows.rows_of(null_key));
-                }
+                out.extend_from_slice(of_key(key_id));
+                let null_key = self.null_key.as_ref().and_then(|k| state.key_id(k));
+                out.extend_from_slice(of_key(null_key));
             }
         } else if !has_null || self.null_equal {
-            out.extend_from_slice(rows.rows_of(key));
+            out.extend_from_slice(of_key(key_id));
         }
     }
 
@@ -264,7 +265,7 @@ impl JoinOperator {
             .iter()
             .map(|c| take(c.as_ref(), &idx, None))
             .collect::<std::result::Result<Vec<_>, _>>()?;
-        let theirs = self.inputs[1 - s].columns_of(candidates)?;
+        let theirs = self.columns_of(1 - s, candidates)?;
         let columns = if s == 0 {
             [mine, theirs].concat()
         } else {
@@ -302,8 +303,8 @@ impl JoinOperator {
                 next - 1
             })
         }));
-        let theirs = self.inputs[other]
-            .columns_of(&held)?
+        let theirs = self
+            .columns_of(other, &held)?
             .iter()
             .map(|c| take(c.as_ref(), &positions, None))
             .collect::<std::result::Result<Vec<_>, _>>()?;
@@ -335,17 +336,19 @@ impl JoinOperator {
         let rows = self.inputs[s].converter.convert_columns(data.columns())?;
         // Every row's candidate partners, before the residual condition. The other input's
         // rows do not change while this batch is joined.
+        // Key ids stay valid for the batch (empty keys are forgotten after it).
+        let key_of = |i: usize| key_rows.as_ref().map(|r| r.row(i));
+        let key_ids: Vec<Option<u32>> = (0..n)
+            .map(|i| match key_of(i) {
+                Some(k) => self.state.key_id(k.as_ref()),
+                None => self.state.key_id(&[]),
+            })
+            .collect();
         let mut offsets = Vec::with_capacity(n + 1);
         let mut candidates = Vec::new();
         offsets.push(0);
         for i in 0..n {
-            let key = key_rows.as_ref().map(|r| r.row(i));
-            self.candidates(
-                other,
-                key.as_ref().map(|k| k.as_ref()).unwrap_or(&[]),
-                has_null(i),
-                &mut candidates,
-            );
+            self.candidates(other, key_ids[i], has_null(i), &mut candidates);
             offsets.push(candidates.len());
         }
         let mask = if self.residual.is_some() {
@@ -367,25 +370,26 @@ impl JoinOperator {
                     .filter(|&j| mask.as_ref().is_none_or(|m| m.value(j)))
                     .map(|j| candidates[j]),
             );
-            let matched: u64 = partners
+            let matched: u32 = partners
                 .iter()
-                .map(|&r| self.inputs[other].rows.entry(r).count)
-                .sum();
+                .map(|&r| self.state.entry(other, r).count)
+                .fold(0u32, |a, c| a.saturating_add(c));
             let accumulate = !batch.row_kind(i).is_retraction();
-            let key = key_rows.as_ref().map(|r| r.row(i));
+            let key = key_of(i);
             let key = key.as_ref().map(|k| k.as_ref()).unwrap_or(&[]);
             // A row whose key cannot match is not kept (it can never gain partners).
             if store || !has_null(i) {
                 let row = rows.row(i);
                 if accumulate {
-                    let id = self.inputs[s].rows.insert(key, row.as_ref(), now);
-                    self.inputs[s].rows.entry_mut(id).partners = matched;
+                    let id = self.state.insert(s, key, key_ids[i], row.as_ref(), now);
+                    self.state.entry_mut(s, id).partners = matched;
                 } else {
-                    self.inputs[s].rows.retract(row.as_ref(), now);
+                    self.state.retract(s, row.as_ref(), now);
                 }
             }
             self.emit_row(s, i as u32, accumulate, &partners, matched, &mut output);
         }
+        self.state.forget_empty_keys();
         if !output.kinds.is_empty() {
             out.emit(self.build_output(s, data, output)?);
         }
@@ -400,7 +404,7 @@ impl JoinOperator {
         batch_row: u32,
         accumulate: bool,
         partners: &[u32],
-        matched: u64,
+        matched: u32,
         output: &mut OutputRows,
     ) {
         let other = 1 - s;
@@ -416,7 +420,7 @@ impl JoinOperator {
             }
             // A right row: left rows whose partner count crosses zero flip.
             for &r in partners {
-                let e = self.inputs[other].rows.entry_mut(r);
+                let e = self.state.entry_mut(other, r);
                 let (before, count) = (e.partners, e.count);
                 e.partners = if accumulate {
                     before + 1
@@ -441,7 +445,7 @@ impl JoinOperator {
         if accumulate {
             if other_outer {
                 for &r in partners {
-                    let e = self.inputs[other].rows.entry_mut(r);
+                    let e = self.state.entry_mut(other, r);
                     if e.partners == 0 {
                         output.push(remove, None, Some(r), e.count);
                     }
@@ -449,17 +453,17 @@ impl JoinOperator {
                 }
             }
             for &r in partners {
-                let count = self.inputs[other].rows.entry(r).count;
+                let count = self.state.entry(other, r).count;
                 output.push(add, Some(batch_row), Some(r), count);
             }
         } else {
             for &r in partners {
-                let count = self.inputs[other].rows.entry(r).count;
+                let count = self.state.entry(other, r).count;
                 output.push(remove, Some(batch_row), Some(r), count);
             }
             if other_outer {
                 for &r in partners {
-                    let e = self.inputs[other].rows.entry_mut(r);
+                    let e = self.state.entry_mut(other, r);
                     let before = e.partners;
                     e.partners = before.saturating_sub(1);
                     if before == 1 {
@@ -496,7 +500,7 @@ impl Operator for JoinOperator {
 
     fn next_processing_timer(&self) -> Option<i64> {
         let ttl = self.ttl?.as_millis() as i64;
-        if self.inputs.iter().all(|i| i.rows.is_empty()) {
+        if self.state.is_empty() {
             return None;
         }
         Some(self.last_sweep_ms.saturating_add((ttl / 2).max(1)))
@@ -520,18 +524,18 @@ impl Operator for JoinOperator {
         let (mut counts, mut partners, mut idle) = (Vec::new(), Vec::new(), Vec::new());
         // Per output input t, per stored input s: t's columns for s's rows.
         let mut sides: [Vec<Vec<ArrayRef>>; 2] = [Vec::new(), Vec::new()];
-        let lens: Vec<usize> = self.inputs.iter().map(|i| i.rows.len()).collect();
-        for (s, input) in self.inputs.iter().enumerate() {
-            let ids: Vec<u32> = input.rows.ids().collect();
+        for s in 0..2 {
+            let ids: Vec<u32> = self.state.ids(s).collect();
             if let Some(c) = &self.key_converter {
                 let parser = c.parser();
-                let keys = c.convert_rows(ids.iter().map(|&id| parser.parse(input.rows.key_of(id))))?;
+                let keys =
+                    c.convert_rows(ids.iter().map(|&id| parser.parse(self.state.key_of(s, id))))?;
                 for (k, col) in keys.into_iter().enumerate() {
                     key_parts[k].push(col);
                 }
             }
             for &id in &ids {
-                let e = input.rows.entry(id);
+                let e = self.state.entry(s, id);
                 input_of.push(s as u8);
                 counts.push(e.count as i64);
                 partners.push(e.partners as i64);
@@ -539,7 +543,7 @@ impl Operator for JoinOperator {
             }
             for (t, target) in self.inputs.iter().enumerate() {
                 let columns = if t == s {
-                    input.columns_of(&ids)?
+                    self.columns_of(s, &ids)?
                 } else {
                     target
                         .schema
@@ -551,7 +555,7 @@ impl Operator for JoinOperator {
                 sides[t].push(columns);
             }
         }
-        let total: usize = lens.iter().sum();
+        let total = input_of.len();
         if total == 0 {
             return Ok(None);
         }
@@ -567,10 +571,8 @@ impl Operator for JoinOperator {
         for (t, prefix) in ["left", "right"].iter().enumerate() {
             let width = self.inputs[t].schema.fields().len();
             for c in 0..width {
-                let parts: Vec<&dyn Array> = sides[t]
-                    .iter()
-                    .map(|columns| columns[c].as_ref())
-                    .collect();
+                let parts: Vec<&dyn Array> =
+                    sides[t].iter().map(|columns| columns[c].as_ref()).collect();
                 w.column(format!("{prefix}_{c}"), concat(&parts)?);
             }
         }
@@ -601,7 +603,7 @@ impl Operator for JoinOperator {
                     .iter()
                     .map(|c| filter(c.as_ref(), &mask))
                     .collect::<std::result::Result<Vec<_>, _>>()?;
-                let input = &mut self.inputs[s];
+                let input = &self.inputs[s];
                 if columns.len() != input.schema.fields().len() {
                     return Err(SluiceError::Execution(format!(
                         "a join state snapshot has {} columns for input {s}, the join {}",
@@ -616,11 +618,12 @@ impl Operator for JoinOperator {
                 })?;
                 for (j, &r) in picked.iter().enumerate() {
                     let key = key_rows.as_ref().map(|k| k.row(r));
-                    input.rows.restore(
+                    self.state.restore(
+                        s,
                         key.as_ref().map(|k| k.as_ref()).unwrap_or(&[]),
                         rows.row(j).as_ref(),
-                        counts.value(r).max(1) as u64,
-                        partners.value(r).max(0) as u64,
+                        counts.value(r).clamp(1, u32::MAX as i64) as u32,
+                        partners.value(r).clamp(0, u32::MAX as i64) as u32,
                         now - idle.value(r),
                     );
                 }

@@ -1,14 +1,17 @@
-//! A multiset of rows per key: what a regular join keeps of each input (Flink's
-//! `JoinRecordStateView` without a unique key: a map from row to its count, per key).
+//! The rows of a two-input operator, per key: what a regular join keeps of its inputs
+//! (Flink's `JoinRecordStateView` without a unique key: a map from row to its count, per
+//! key and input).
 //!
-//! Each distinct row (Arrow row-format bytes of all the input's columns) is held once,
+//! Each distinct row of an input (Arrow row-format bytes of all its columns) is held once,
 //! with how many copies are in (`count`) and, for joins that need it, how many partners it
-//! has on the other side (`partners`: an outer row is padded with NULLs while it has none;
+//! has on the other input (`partners`: an outer row is padded with NULLs while it has none;
 //! a semi or anti join's row is shown or hidden by it). So a row inserted three times is
-//! one entry with count 3, and a retraction finds its entry by hash in O(1). A key's rows
-//! are listed so the other input's rows find their partners in O(partners). A key with
-//! no rows left and a row with no copies left are forgotten (their ids are reused), so
-//! state holds exactly the rows that are in.
+//! one entry with count 3, and a retraction finds its entry by hash in O(1). Keys are
+//! shared by both inputs: one lookup of a row's key finds the other input's rows (its
+//! partners) and the list the row joins. A row with no copies left is forgotten; a key
+//! with no rows on either input is forgotten at the end of the batch
+//! ([`JoinRows::forget_empty_keys`]), so key ids looked up for a batch stay valid while it
+//! is processed, and state holds exactly the rows that are in.
 
 use super::keyed::{KeyRegistry, KeyedValues};
 
@@ -17,46 +20,75 @@ use super::keyed::{KeyRegistry, KeyedValues};
 pub struct RowEntry {
     /// The id of the row's key.
     pub key: u32,
-    /// Where the row is in its key's list.
+    /// Where the row is in its key's list for its input.
     pos: u32,
     /// Copies of the row held (at least 1).
-    pub count: u64,
+    pub count: u32,
     /// Partners on the other input, with multiplicity (see the module docs).
-    pub partners: u64,
+    pub partners: u32,
     /// Processing time (ms since the epoch) of the row's last insert or retraction, for
     /// `'table.exec.state.ttl'`.
     pub last_ms: i64,
 }
 
-/// Rows per key (see the module docs).
+/// One input's distinct rows.
 #[derive(Default)]
-pub struct KeyedRows {
-    /// Key → the ids of its rows.
-    keys: KeyedValues<Vec<u32>>,
+struct InputRows {
     /// Distinct rows ↔ row ids.
-    rows: KeyRegistry,
+    registry: KeyRegistry,
     /// Per row id (a free id's entry is stale).
     entries: Vec<RowEntry>,
 }
 
-impl KeyedRows {
+/// Both inputs' rows per key (see the module docs). Inputs are 0 (left) and 1 (right).
+#[derive(Default)]
+pub struct JoinRows {
+    /// Key → each input's row ids.
+    keys: KeyedValues<[Vec<u32>; 2]>,
+    inputs: [InputRows; 2],
+    /// Keys whose last row went during the current batch.
+    emptied: Vec<u32>,
+}
+
+impl JoinRows {
     /// No rows.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Adds one copy of `row` (row-format bytes) under `key` (the key's row-format bytes;
-    /// a row always has the same key). Returns the row's id.
-    pub fn insert(&mut self, key: &[u8], row: &[u8], now_ms: i64) -> u32 {
-        let (id, new) = self.rows.id(row);
+    /// The id of `key` (row-format bytes) if some row has it.
+    pub fn key_id(&self, key: &[u8]) -> Option<u32> {
+        self.keys.registry().find(key)
+    }
+
+    /// Input `input`'s rows under key `key_id`.
+    pub fn rows_of(&self, key_id: u32, input: usize) -> &[u32] {
+        &self.keys[key_id as usize][input]
+    }
+
+    /// Adds one copy of `row` (row-format bytes) of `input` under `key` (a row always has
+    /// the same key; `key_id`: its id when known). Returns the row's id.
+    pub fn insert(
+        &mut self,
+        input: usize,
+        key: &[u8],
+        key_id: Option<u32>,
+        row: &[u8],
+        now_ms: i64,
+    ) -> u32 {
+        let rows = &mut self.inputs[input];
+        let (id, new) = rows.registry.id(row);
         if !new {
-            let e = &mut self.entries[id as usize];
+            let e = &mut rows.entries[id as usize];
             e.count += 1;
             e.last_ms = now_ms;
             return id;
         }
-        let (key_id, _) = self.keys.id_or_insert_with(key, Vec::new);
-        let list = &mut self.keys[key_id as usize];
+        let key_id = match key_id {
+            Some(k) => k,
+            None => self.keys.id_or_insert_with(key, Default::default).0,
+        };
+        let list = &mut self.keys[key_id as usize][input];
         let entry = RowEntry {
             key: key_id,
             pos: list.len() as u32,
@@ -65,115 +97,142 @@ impl KeyedRows {
             last_ms: now_ms,
         };
         list.push(id);
-        match self.entries.get_mut(id as usize) {
+        match rows.entries.get_mut(id as usize) {
             Some(slot) => *slot = entry,
-            None => self.entries.push(entry),
+            None => rows.entries.push(entry),
         }
         id
     }
 
     /// Puts a row back as a snapshot held it.
-    pub fn restore(&mut self, key: &[u8], row: &[u8], count: u64, partners: u64, last_ms: i64) {
-        let id = self.insert(key, row, last_ms);
-        let e = &mut self.entries[id as usize];
+    pub fn restore(
+        &mut self,
+        input: usize,
+        key: &[u8],
+        row: &[u8],
+        count: u32,
+        partners: u32,
+        last_ms: i64,
+    ) {
+        let id = self.insert(input, key, None, row, last_ms);
+        let e = &mut self.inputs[input].entries[id as usize];
         e.count += count.max(1) - 1;
         e.partners = partners;
     }
 
-    /// Takes one copy of `row` away; `false` when it is not held (retracted before, or
-    /// expired by the TTL).
-    pub fn retract(&mut self, row: &[u8], now_ms: i64) -> bool {
-        let Some(id) = self.rows.find(row) else {
+    /// Takes one copy of `input`'s `row` away; `false` when it is not held (retracted
+    /// before, or expired by the TTL).
+    pub fn retract(&mut self, input: usize, row: &[u8], now_ms: i64) -> bool {
+        let rows = &mut self.inputs[input];
+        let Some(id) = rows.registry.find(row) else {
             return false;
         };
-        let e = &mut self.entries[id as usize];
+        let e = &mut rows.entries[id as usize];
         e.count -= 1;
         e.last_ms = now_ms;
         if e.count == 0 {
-            self.remove(id);
+            self.remove(input, id);
         }
         true
     }
 
-    /// Forgets row `id` and, when it was its key's last, the key.
-    fn remove(&mut self, id: u32) {
-        let RowEntry { key, pos, .. } = self.entries[id as usize];
-        let list = &mut self.keys[key as usize];
+    /// Forgets row `id` of `input`; its key is forgotten by
+    /// [`Self::forget_empty_keys`] when no row is left under it.
+    fn remove(&mut self, input: usize, id: u32) {
+        let rows = &mut self.inputs[input];
+        let RowEntry { key, pos, .. } = rows.entries[id as usize];
+        let lists = &mut self.keys[key as usize];
+        let list = &mut lists[input];
         list.swap_remove(pos as usize);
         if let Some(&moved) = list.get(pos as usize) {
-            self.entries[moved as usize].pos = pos;
+            rows.entries[moved as usize].pos = pos;
         }
-        if list.is_empty() {
-            self.keys.forget(key, Vec::new());
+        if lists.iter().all(|l| l.is_empty()) {
+            self.emptied.push(key);
         }
-        self.rows.forget(id);
+        rows.registry.forget(id);
     }
 
-    /// The ids of the rows under `key` (none when the key has no rows).
-    pub fn rows_of(&self, key: &[u8]) -> &[u32] {
-        match self.keys.registry().find(key) {
-            Some(k) => &self.keys[k as usize],
-            None => &[],
+    /// Forgets the keys whose rows all went since the last call (their ids are reused by
+    /// new keys). Call between batches, never while key ids looked up are in use.
+    pub fn forget_empty_keys(&mut self) {
+        for key in std::mem::take(&mut self.emptied) {
+            if self.keys.registry().key(key).is_some()
+                && self.keys[key as usize].iter().all(|l| l.is_empty())
+            {
+                self.keys.forget(key, Default::default());
+            }
         }
     }
 
-    /// The ids of every row held, ascending.
-    pub fn ids(&self) -> impl Iterator<Item = u32> + '_ {
-        self.rows.live_ids()
+    /// The ids of every row of `input` held, ascending.
+    pub fn ids(&self, input: usize) -> impl Iterator<Item = u32> + '_ {
+        self.inputs[input].registry.live_ids()
     }
 
-    /// The row-format bytes of row `id` (which must be held).
-    pub fn row(&self, id: u32) -> &[u8] {
-        self.rows.key(id).expect("a held row")
+    /// The row-format bytes of `input`'s row `id` (which must be held).
+    pub fn row(&self, input: usize, id: u32) -> &[u8] {
+        self.inputs[input].registry.key(id).expect("a held row")
     }
 
-    /// The key bytes of row `id`.
-    pub fn key_of(&self, id: u32) -> &[u8] {
-        let key = self.entries[id as usize].key;
+    /// The key bytes of `input`'s row `id`.
+    pub fn key_of(&self, input: usize, id: u32) -> &[u8] {
+        let key = self.inputs[input].entries[id as usize].key;
         self.keys.registry().key(key).expect("a held row's key")
     }
 
-    /// Row `id`'s entry.
-    pub fn entry(&self, id: u32) -> &RowEntry {
-        &self.entries[id as usize]
+    /// `input`'s row `id`'s entry.
+    pub fn entry(&self, input: usize, id: u32) -> &RowEntry {
+        &self.inputs[input].entries[id as usize]
     }
 
-    /// Row `id`'s entry, to change its partner count.
-    pub fn entry_mut(&mut self, id: u32) -> &mut RowEntry {
-        &mut self.entries[id as usize]
+    /// `input`'s row `id`'s entry, to change its partner count.
+    pub fn entry_mut(&mut self, input: usize, id: u32) -> &mut RowEntry {
+        &mut self.inputs[input].entries[id as usize]
     }
 
-    /// Distinct rows held.
-    pub fn len(&self) -> usize {
-        self.rows.len()
+    /// Distinct rows of `input` held.
+    pub fn len(&self, input: usize) -> usize {
+        self.inputs[input].registry.len()
     }
 
-    /// Whether no row is held.
+    /// Whether no row of either input is held.
     pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
+        self.inputs.iter().all(|i| i.registry.is_empty())
     }
 
     /// Bytes held for rows and keys (row-format bytes, forgotten ones not yet reclaimed
-    /// included, plus the per-row entries).
+    /// included, the per-row entries and the key lists).
     pub fn bytes(&self) -> usize {
-        self.rows.key_bytes()
-            + self.keys.registry().key_bytes()
-            + self.entries.len() * std::mem::size_of::<RowEntry>()
-            + self.rows.capacity() * 4
+        let rows: usize = self
+            .inputs
+            .iter()
+            .map(|i| {
+                i.registry.key_bytes()
+                    + i.entries.len() * std::mem::size_of::<RowEntry>()
+                    + i.registry.capacity() * 12
+            })
+            .sum();
+        rows + self.keys.registry().key_bytes() + self.keys.capacity() * 56
     }
 
     /// Forgets the rows unchanged for more than `ttl_ms` of processing time (without
     /// emitting anything: Flink's state TTL). Returns how many distinct rows went.
     pub fn expire(&mut self, now_ms: i64, ttl_ms: i64) -> usize {
-        let old: Vec<u32> = self
-            .rows
-            .live_ids()
-            .filter(|&id| now_ms - self.entries[id as usize].last_ms > ttl_ms)
-            .collect();
-        for &id in &old {
-            self.remove(id);
+        let mut gone = 0;
+        for input in 0..2 {
+            let old: Vec<u32> = self.inputs[input]
+                .registry
+                .live_ids()
+                .filter(|&id| now_ms - self.inputs[input].entries[id as usize].last_ms > ttl_ms)
+                .collect();
+            for &id in &old {
+                self.remove(input, id);
+            }
+            gone += old.len();
         }
-        old.len()
+        self.forget_empty_keys();
+        gone
     }
 }
 
@@ -183,35 +242,46 @@ mod tests {
 
     #[test]
     fn copies_share_one_entry_and_the_last_retraction_forgets_row_and_key() {
-        let mut s = KeyedRows::new();
-        let a = s.insert(b"k1", b"row-a", 0);
-        assert_eq!(s.insert(b"k1", b"row-a", 1), a);
-        let b = s.insert(b"k1", b"row-b", 2);
-        let c = s.insert(b"k2", b"row-c", 3);
-        assert_eq!(s.len(), 3);
-        assert_eq!(s.entry(a).count, 2);
-        assert_eq!(s.rows_of(b"k1"), &[a, b]);
-        assert!(s.retract(b"row-a", 4));
-        assert_eq!(s.entry(a).count, 1);
-        assert!(s.retract(b"row-a", 5));
+        let mut s = JoinRows::new();
+        let a = s.insert(0, b"k1", None, b"row-a", 0);
+        assert_eq!(s.insert(0, b"k1", None, b"row-a", 1), a);
+        let b = s.insert(0, b"k1", None, b"row-b", 2);
+        let c = s.insert(0, b"k2", None, b"row-c", 3);
+        let k1 = s.key_id(b"k1").unwrap();
+        // The other input's row of k1 shares the key.
+        let r = s.insert(1, b"k1", Some(k1), b"row-r", 3);
+        assert_eq!(s.rows_of(k1, 1), &[r]);
+        assert_eq!(s.len(0), 3);
+        assert_eq!(s.entry(0, a).count, 2);
+        assert_eq!(s.rows_of(k1, 0), &[a, b]);
+        assert!(s.retract(0, b"row-a", 4));
+        assert_eq!(s.entry(0, a).count, 1);
+        assert!(s.retract(0, b"row-a", 5));
         // `b` moved into `a`'s place in k1's list.
-        assert_eq!(s.rows_of(b"k1"), &[b]);
-        assert_eq!(s.entry(b).pos, 0);
-        assert!(!s.retract(b"row-a", 6), "nothing left to retract");
-        assert!(s.retract(b"row-b", 7));
-        assert!(s.rows_of(b"k1").is_empty());
-        assert_eq!(s.rows_of(b"k2"), &[c]);
-        assert_eq!(s.len(), 1);
-        assert_eq!(s.key_of(c), b"k2");
+        assert_eq!(s.rows_of(k1, 0), &[b]);
+        assert_eq!(s.entry(0, b).pos, 0);
+        assert!(!s.retract(0, b"row-a", 6), "nothing left to retract");
+        assert!(s.retract(0, b"row-b", 7));
+        s.forget_empty_keys();
+        assert_eq!(s.key_id(b"k1"), Some(k1), "k1 still has a right row");
+        assert!(s.retract(1, b"row-r", 8));
+        assert_eq!(s.key_id(b"k1"), Some(k1), "forgotten only between batches");
+        s.forget_empty_keys();
+        assert_eq!(s.key_id(b"k1"), None);
+        let k2 = s.key_id(b"k2").unwrap();
+        assert_eq!(s.rows_of(k2, 0), &[c]);
+        assert_eq!(s.len(0), 1);
+        assert_eq!(s.key_of(0, c), b"k2");
     }
 
     #[test]
     fn rows_idle_past_the_ttl_expire() {
-        let mut s = KeyedRows::new();
-        s.insert(b"k", b"old", 0);
-        s.insert(b"k", b"new", 900);
+        let mut s = JoinRows::new();
+        s.insert(0, b"k", None, b"old", 0);
+        s.insert(0, b"k", None, b"new", 900);
         assert_eq!(s.expire(1_500, 1_000), 1);
-        assert_eq!(s.len(), 1);
-        assert_eq!(s.row(s.rows_of(b"k")[0]), b"new");
+        assert_eq!(s.len(0), 1);
+        let k = s.key_id(b"k").unwrap();
+        assert_eq!(s.row(0, s.rows_of(k, 0)[0]), b"new");
     }
 }
