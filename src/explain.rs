@@ -109,6 +109,19 @@ fn state(node: &PlanNode, keys: Option<&[Vec<String>]>, ctx: &ExplainContext) ->
         OperatorSpec::MatchRecognize(_) => {
             format!("buffered rows and partial matches, {key_text}")
         }
+        OperatorSpec::Join(j) if j.interval.is_some() => {
+            let b = j.interval.expect("an interval join");
+            format!(
+                "left rows {}, right rows {}, each dropped when the watermark passes its last \
+                 partner time (left: time + {} ms, right: time - {} ms; outer rows without a \
+                 partner are emitted padded then); output watermark held back {} ms",
+                keyed(keys.and_then(|k| k.first())),
+                keyed(keys.and_then(|k| k.get(1))),
+                b.upper_ms,
+                b.lower_ms,
+                b.upper_ms.max(-b.lower_ms).max(0) + 1
+            )
+        }
         OperatorSpec::Join(j) if j.null_aware => {
             fn keys<E: ToString>(k: &[E]) -> String {
                 k.iter().map(|e| clean(&e.to_string())).collect::<Vec<_>>().join(", ")
@@ -264,7 +277,32 @@ fn label(node: &PlanNode) -> String {
             } else {
                 ""
             };
-            format!("Join: {}, on=[{}]{null_aware}{residual}", j.kind.sql(), on.join(", "))
+            match &j.interval {
+                Some(b) => {
+                    let name = |i: usize| {
+                        let (q, f) = j.pair_schema.qualified_field(i);
+                        match q {
+                            Some(q) => format!("{q}.{}", f.name()),
+                            None => f.name().clone(),
+                        }
+                    };
+                    let left = name(b.left_time);
+                    let right = name(
+                        j.pair_schema.fields().len() - node.inputs[1].schema.fields().len()
+                            + b.right_time,
+                    );
+                    format!(
+                        "IntervalJoin: {}, on=[{}], {left} + {} ms <= {right} <= {left} + {} ms{residual}",
+                        j.kind.sql(),
+                        on.join(", "),
+                        b.lower_ms,
+                        b.upper_ms
+                    )
+                }
+                None => {
+                    format!("Join: {}, on=[{}]{null_aware}{residual}", j.kind.sql(), on.join(", "))
+                }
+            }
         }
         OperatorSpec::WindowAggregate(a) => {
             let groups: Vec<String> = a

@@ -35,6 +35,10 @@ impl PlanNode {
     pub fn is_updating(&self) -> bool {
         match &self.spec {
             OperatorSpec::GroupAggregate { .. } => true,
+            // An interval join emits a padded row once, when its partners can no longer come.
+            OperatorSpec::Join(spec) if spec.interval.is_some() => {
+                self.inputs.iter().any(|i| i.is_updating())
+            }
             OperatorSpec::Join(spec) => match spec.kind {
                 // A padded row is retracted when its first partner arrives; an anti join's
                 // row when its first match arrives.
@@ -181,6 +185,24 @@ pub struct JoinSpec {
     pub residual: Option<Expr>,
     /// The left input's columns then the right input's: what `residual` reads.
     pub pair_schema: DFSchemaRef,
+    /// An interval join (Flink SQL "Joins > Interval Joins"): the condition bounds the
+    /// right input's event time by the left's. `None`: a regular join.
+    pub interval: Option<IntervalBounds>,
+}
+
+/// The time bounds of an interval join: a left row at `tl` and a right row at `tr` (their
+/// event-time attributes, ms) are partners only when `lower_ms <= tr - tl <= upper_ms`
+/// (strict bounds of the SQL already turned into inclusive ones: `<` is `<=` minus 1 ms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IntervalBounds {
+    /// The left input's event-time column (index in its schema).
+    pub left_time: usize,
+    /// The right input's event-time column (index in its schema).
+    pub right_time: usize,
+    /// Smallest `tr - tl` (ms), inclusive.
+    pub lower_ms: i64,
+    /// Largest `tr - tl` (ms), inclusive.
+    pub upper_ms: i64,
 }
 
 /// Which row of a (partial) match a navigation picks (`MATCH_RECOGNIZE` DEFINE and

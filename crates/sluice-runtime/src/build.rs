@@ -16,6 +16,7 @@ use crate::expr::{physical, physical_all};
 use crate::metrics::JobMetrics;
 use crate::operator::Operator;
 use crate::operators::group_aggregate::GroupAggregateOperator;
+use crate::operators::interval_join::IntervalJoinOperator;
 use crate::operators::join::{JoinInput, JoinOperator};
 use crate::operators::session_aggregate::SessionAggregateOperator;
 use crate::operators::stateless::{FilterOperator, ProjectOperator, UnionOperator};
@@ -152,19 +153,24 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
                 .as_ref()
                 .map(|r| physical(r, &spec.pair_schema))
                 .transpose()?;
-            Box::new(
-                JoinOperator::new(
-                    spec.kind,
-                    input(0, &spec.left_keys)?,
-                    input(1, &spec.right_keys)?,
-                    spec.null_equal,
-                    spec.null_aware,
-                    residual,
-                    Arc::new(spec.pair_schema.as_arrow().clone()),
-                    out_schema,
-                )?
-                .with_state_ttl(env.state_ttl, env.clock.clone()),
-            )
+            let join = JoinOperator::new(
+                spec.kind,
+                input(0, &spec.left_keys)?,
+                input(1, &spec.right_keys)?,
+                spec.null_equal,
+                spec.null_aware,
+                residual,
+                Arc::new(spec.pair_schema.as_arrow().clone()),
+                out_schema,
+            )?;
+            match spec.interval {
+                // State bounded by the watermark, not by a TTL.
+                Some(bounds) => Box::new(IntervalJoinOperator::new(
+                    join.with_state_ttl(None, env.clock.clone()),
+                    bounds,
+                )?),
+                None => Box::new(join.with_state_ttl(env.state_ttl, env.clock.clone())),
+            }
         }
         OperatorSpec::MatchRecognize(spec) => Box::new(
             crate::operators::match_recognize::operator::MatchRecognizeOperator::new(

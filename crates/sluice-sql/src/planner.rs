@@ -25,7 +25,7 @@ use datafusion_optimizer::analyzer::Analyzer;
 use datafusion_sql::planner::{ParserOptions, PlannerContext, SqlToRel};
 use datafusion_sql::sqlparser::ast;
 use sluice_common::plan::{
-    GroupOutput, OperatorSpec, PlanNode, SinkSpec, SourceSpec, WatermarkSpec, WindowAggregateSpec,
+    GroupOutput, JoinKind, OperatorSpec, PlanNode, SinkSpec, SourceSpec, WatermarkSpec, WindowAggregateSpec,
     WindowInput, WindowKind, WindowSpec,
 };
 pub use sluice_common::types::flink_type_name;
@@ -309,6 +309,7 @@ impl Planner {
         let plan = Analyzer::new()
             .execute_and_check(plan, &ctx.options, |_, _| {})
             .map_err(|e| df_error(e, &self.catalog))?;
+        let plan = rewrite_needed_simplifications(plan).map_err(|e| df_error(e, &self.catalog))?;
         joins::rewrite_subqueries_and_joins(plan).map_err(|e| df_error(e, &self.catalog))
     }
 
@@ -481,12 +482,25 @@ impl Planner {
     fn lower_join(&self, j: &datafusion_expr::logical_plan::Join) -> Result<Planned> {
         let left = reschema(self.lower(&j.left)?, Arc::clone(j.left.schema()));
         let right = reschema(self.lower(&j.right)?, Arc::clone(j.right.schema()));
-        let spec = joins::join_spec(j)?;
+        let time_attributes = match (left.node.rowtime, right.node.rowtime) {
+            (Some(l), Some(r)) if !left.node.is_updating() && !right.node.is_updating() => {
+                Some((l, r))
+            }
+            _ => None,
+        };
+        let spec = joins::join_spec(j, time_attributes)?;
+        // An interval join keeps an event-time attribute: the left one (the right one for
+        // a right join; none for a full join, whose rows may lack either).
+        let rowtime = match (&spec.interval, spec.kind) {
+            (Some(b), JoinKind::Inner | JoinKind::Left) => Some(b.left_time),
+            (Some(b), JoinKind::Right) => Some(j.left.schema().fields().len() + b.right_time),
+            _ => None,
+        };
         Ok(Planned {
             node: PlanNode {
                 spec: OperatorSpec::Join(Box::new(spec)),
                 schema: Arc::clone(&j.schema),
-                rowtime: None,
+                rowtime,
                 inputs: vec![left.node, right.node],
             },
             window: None,
@@ -1001,6 +1015,33 @@ fn unalias(e: &Expr) -> &Expr {
 
 /// Gives a planned node a new (positionally identical) output schema: how a scan of a
 /// view or an alias renames the columns of what it reads.
+/// Rewrites the calls DataFusion only evaluates after its expression simplifier
+/// (`COALESCE(a, b, ...)` becomes `CASE WHEN a IS NOT NULL THEN a ... ELSE last END`).
+/// Sluice does not run the whole simplifier: it would also fold `NOW()` into one
+/// plan-time constant, wrong for a continuous query.
+fn rewrite_needed_simplifications(plan: LogicalPlan) -> datafusion_common::Result<LogicalPlan> {
+    use datafusion_common::tree_node::Transformed;
+    use datafusion_expr::simplify::{ExprSimplifyResult, SimplifyContext};
+    const NEEDS_SIMPLIFY: &[&str] = &["coalesce"];
+    let context = SimplifyContext::default();
+    plan.transform_up_with_subqueries(|p| {
+        p.map_expressions(|e| {
+            e.transform_up(|e| match e {
+                Expr::ScalarFunction(f) if NEEDS_SIMPLIFY.contains(&f.func.name()) => {
+                    match f.func.simplify(f.args.clone(), &context)? {
+                        ExprSimplifyResult::Simplified(new) => Ok(Transformed::yes(new)),
+                        ExprSimplifyResult::Original(_) => {
+                            Ok(Transformed::no(Expr::ScalarFunction(f)))
+                        }
+                    }
+                }
+                other => Ok(Transformed::no(other)),
+            })
+        })
+    })
+    .map(|t| t.data)
+}
+
 /// Whether a regular join feeds `node`.
 fn contains_join(node: &PlanNode) -> bool {
     matches!(node.spec, OperatorSpec::Join(_)) || node.inputs.iter().any(contains_join)

@@ -75,9 +75,42 @@ impl JoinInput {
     }
 }
 
+impl JoinInput {
+    /// The rows of a batch of this input in the row format the state holds.
+    pub(crate) fn row_format(&self, data: &RecordBatch) -> Result<Rows> {
+        Ok(self.converter.convert_columns(data.columns())?)
+    }
+}
+
 impl JoinOperator {
+    /// The processing time (ms).
+    pub(crate) fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    /// Input `s`'s held rows `ids` (repeated as often as they are to be emitted) padded
+    /// with NULLs for the other input's columns, as inserts.
+    pub(crate) fn padded_rows(&self, s: usize, ids: &[u32]) -> Result<StreamBatch> {
+        let mine = self.columns_of(s, ids)?;
+        let theirs: Vec<ArrayRef> = self.inputs[1 - s]
+            .schema
+            .fields()
+            .iter()
+            .map(|f| new_null_array(f.data_type(), ids.len()))
+            .collect();
+        let columns = if s == 0 {
+            [mine, theirs].concat()
+        } else {
+            [theirs, mine].concat()
+        };
+        Ok(StreamBatch::new(RecordBatch::try_new(
+            Arc::clone(&self.out_schema),
+            columns,
+        )?))
+    }
+
     /// The columns of input `input`'s held rows `ids`, decoded.
-    fn columns_of(&self, input: usize, ids: &[u32]) -> Result<Vec<ArrayRef>> {
+    pub(crate) fn columns_of(&self, input: usize, ids: &[u32]) -> Result<Vec<ArrayRef>> {
         let converter = &self.inputs[input].converter;
         let parser = converter.parser();
         let rows = ids.iter().map(|&id| parser.parse(self.state.row(input, id)));
@@ -87,7 +120,7 @@ impl JoinOperator {
 
 /// Where an output row's columns of one side come from.
 #[derive(Default)]
-struct OutputRows {
+pub(crate) struct OutputRows {
     /// Index into the input batch, or NULL padding.
     from_batch: Vec<Option<u32>>,
     /// Row id on the other side, or NULL padding.
@@ -96,7 +129,12 @@ struct OutputRows {
 }
 
 impl OutputRows {
-    fn push(&mut self, kind: RowKind, batch_row: Option<u32>, state_row: Option<u32>, times: u32) {
+    /// Whether no row was added.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.kinds.is_empty()
+    }
+
+    pub(crate) fn push(&mut self, kind: RowKind, batch_row: Option<u32>, state_row: Option<u32>, times: u32) {
         for _ in 0..times {
             self.from_batch.push(batch_row);
             self.from_state.push(state_row);
@@ -107,20 +145,20 @@ impl OutputRows {
 
 /// The regular join operator (see the module docs).
 pub struct JoinOperator {
-    kind: JoinKind,
-    null_equal: bool,
+    pub(crate) kind: JoinKind,
+    pub(crate) null_equal: bool,
     null_aware: bool,
     /// Left (0) and right (1).
-    inputs: [JoinInput; 2],
+    pub(crate) inputs: [JoinInput; 2],
     /// Both inputs' rows.
-    state: JoinRows,
+    pub(crate) state: JoinRows,
     /// Key row format (the same key types on both inputs); `None` without keys.
-    key_converter: Option<RowConverter>,
+    pub(crate) key_converter: Option<RowConverter>,
     key_types: Vec<DataType>,
     /// The NULL key's bytes (null-aware joins).
     null_key: Option<Vec<u8>>,
     /// Over the left columns then the right ones.
-    residual: Option<Arc<dyn PhysicalExpr>>,
+    pub(crate) residual: Option<Arc<dyn PhysicalExpr>>,
     pair_schema: SchemaRef,
     out_schema: SchemaRef,
     ttl: Option<std::time::Duration>,
@@ -246,7 +284,7 @@ impl JoinOperator {
 
     /// Which candidate pairs (batch row `pair_rows[j]` of input `s`, other row
     /// `candidates[j]`) satisfy the residual condition (all when there is none).
-    fn residual_mask(
+    pub(crate) fn residual_mask(
         &self,
         s: usize,
         data: &RecordBatch,
@@ -287,7 +325,12 @@ impl JoinOperator {
     }
 
     /// The output batch of `rows`, input `s`'s columns from `data`.
-    fn build_output(&self, s: usize, data: &RecordBatch, rows: OutputRows) -> Result<StreamBatch> {
+    pub(crate) fn build_output(
+        &self,
+        s: usize,
+        data: &RecordBatch,
+        rows: OutputRows,
+    ) -> Result<StreamBatch> {
         let idx = UInt32Array::from(rows.from_batch);
         let mine = data
             .columns()
@@ -333,7 +376,7 @@ impl JoinOperator {
             None => None,
         };
         let has_null = |i: usize| key_columns.iter().any(|k| k.is_null(i));
-        let rows = self.inputs[s].converter.convert_columns(data.columns())?;
+        let rows = self.inputs[s].row_format(data)?;
         // Every row's candidate partners, before the residual condition. The other input's
         // rows do not change while this batch is joined.
         // Key ids stay valid for the batch (empty keys are forgotten after it).

@@ -1,6 +1,7 @@
 //! The operators: one module per kind.
 
 pub mod group_aggregate;
+pub mod interval_join;
 pub mod join;
 pub mod match_recognize;
 pub mod session_aggregate;

@@ -136,6 +136,18 @@ impl JoinRows {
         true
     }
 
+    /// Takes every copy of `input`'s row `id` away (it must be held); returns its entry.
+    pub fn remove_row(&mut self, input: usize, id: u32) -> RowEntry {
+        let entry = self.inputs[input].entries[id as usize];
+        self.remove(input, id);
+        entry
+    }
+
+    /// Whether `input`'s row `id` is held.
+    pub fn is_held(&self, input: usize, id: u32) -> bool {
+        self.inputs[input].registry.key(id).is_some()
+    }
+
     /// Forgets row `id` of `input`; its key is forgotten by
     /// [`Self::forget_empty_keys`] when no row is left under it.
     fn remove(&mut self, input: usize, id: u32) {

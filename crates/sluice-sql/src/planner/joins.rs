@@ -21,7 +21,7 @@ use datafusion_optimizer::extract_equijoin_predicate::ExtractEquijoinPredicate;
 use datafusion_optimizer::optimizer::{Optimizer, OptimizerContext, OptimizerRule};
 use datafusion_optimizer::push_down_filter::PushDownFilter;
 use datafusion_optimizer::scalar_subquery_to_join::ScalarSubqueryToJoin;
-use sluice_common::plan::{JoinKind, JoinSpec};
+use sluice_common::plan::{IntervalBounds, JoinKind, JoinSpec};
 use sluice_common::types::flink_type_name;
 use sluice_common::{not_supported, plan_err, Result};
 
@@ -81,8 +81,10 @@ fn has_join_or_subquery(plan: &LogicalPlan) -> bool {
 /// # Errors
 /// Join kinds Sluice does not run (an `EXISTS` / `IN` subquery inside `OR`, which
 /// DataFusion plans as a mark join), keys without a common type, a `NOT IN` without a
-/// comparison key.
-pub(super) fn join_spec(j: &Join) -> Result<JoinSpec> {
+/// comparison key. `time_attributes`: the event-time attributes of the left and right
+/// inputs (both append-only), when both have one: a condition bounding one by the other
+/// makes an interval join.
+pub(super) fn join_spec(j: &Join, time_attributes: Option<(usize, usize)>) -> Result<JoinSpec> {
     let kind = match j.join_type {
         JoinType::Inner => JoinKind::Inner,
         JoinType::Left => JoinKind::Left,
@@ -141,6 +143,24 @@ pub(super) fn join_spec(j: &Join) -> Result<JoinSpec> {
         right_keys.push(r.cast_to(&common, right_schema)?);
     }
     let pair_schema = Arc::new(left_schema.join(right_schema)?);
+    let interval = match time_attributes {
+        Some((left_time, right_time)) => {
+            let left_width = left_schema.fields().len();
+            let (bounds, rest) =
+                interval_bounds(residual, &pair_schema, left_time, left_width + right_time)?;
+            residual = rest;
+            bounds.map(|(lower_ms, upper_ms)| IntervalBounds {
+                left_time,
+                right_time,
+                lower_ms,
+                upper_ms,
+            })
+        }
+        None => None,
+    };
+    if interval.is_some() && !matches!(kind, JoinKind::Inner | JoinKind::Left | JoinKind::Right | JoinKind::Full) {
+        return not_supported!("an interval join as a {} join", kind.sql());
+    }
     Ok(JoinSpec {
         kind,
         left_keys,
@@ -149,5 +169,129 @@ pub(super) fn join_spec(j: &Join) -> Result<JoinSpec> {
         null_aware: j.null_aware,
         residual: conjunction(residual),
         pair_schema,
+        interval,
     })
+}
+
+/// Splits off the conjuncts of `residual` that bound `tr - tl` (the pair schema's columns
+/// `left_time` and `right_time`, each plus or minus a constant day-time interval):
+/// `r.ts BETWEEN l.ts - INTERVAL '1' HOUR AND l.ts + INTERVAL '4' HOUR`, or comparisons
+/// with `>=`, `>`, `<=`, `<`, `=` either way round. Returns the inclusive bounds (ms) when
+/// both a lower and an upper one were found (Flink's rule for an interval join), and the
+/// conjuncts left; otherwise no bounds and `residual` unchanged.
+///
+/// # Errors
+/// None today (bounds that are not constant intervals leave the condition a residual).
+fn interval_bounds(
+    residual: Vec<Expr>,
+    pair_schema: &datafusion_common::DFSchema,
+    left_time: usize,
+    right_time: usize,
+) -> Result<(Option<(i64, i64)>, Vec<Expr>)> {
+    use datafusion_expr::{Between, BinaryExpr, Operator};
+    // A time term: which input's time (false: left, true: right) plus a constant (ms).
+    let term = |e: &Expr| -> Option<(bool, i64)> {
+        let column_side = |e: &Expr| match e {
+            Expr::Column(c) => match pair_schema.index_of_column(c).ok()? {
+                i if i == left_time => Some(false),
+                i if i == right_time => Some(true),
+                _ => None,
+            },
+            _ => None,
+        };
+        match e {
+            Expr::Alias(a) => None.or_else(|| column_side(&a.expr).map(|s| (s, 0))),
+            Expr::Column(_) => column_side(e).map(|s| (s, 0)),
+            Expr::BinaryExpr(BinaryExpr { left, op, right })
+                if matches!(op, Operator::Plus | Operator::Minus) =>
+            {
+                let side = column_side(left)?;
+                let ms = fixed_interval_ms(right)?;
+                Some((side, if *op == Operator::Plus { ms } else { -ms }))
+            }
+            _ => None,
+        }
+    };
+    // `a op b` as bounds on d = tr - tl: (lower, upper).
+    let compare = |a: &Expr, op: Operator, b: &Expr| -> Option<(Option<i64>, Option<i64>)> {
+        let ((sa, ca), (sb, cb)) = (term(a)?, term(b)?);
+        if sa == sb {
+            return None;
+        }
+        // tA + ca op tB + cb; with A the right input: d op cb - ca; else d (flipped op) ca - cb.
+        let (op, c) = if sa {
+            (op, cb - ca)
+        } else {
+            let flipped = match op {
+                Operator::Lt => Operator::Gt,
+                Operator::LtEq => Operator::GtEq,
+                Operator::Gt => Operator::Lt,
+                Operator::GtEq => Operator::LtEq,
+                other => other,
+            };
+            (flipped, ca - cb)
+        };
+        Some(match op {
+            Operator::GtEq => (Some(c), None),
+            Operator::Gt => (Some(c + 1), None),
+            Operator::LtEq => (None, Some(c)),
+            Operator::Lt => (None, Some(c - 1)),
+            Operator::Eq => (Some(c), Some(c)),
+            _ => return None,
+        })
+    };
+    let mut lower: Option<i64> = None;
+    let mut upper: Option<i64> = None;
+    let mut rest = Vec::new();
+    let mut used = Vec::new();
+    for e in residual {
+        let found = match &e {
+            Expr::BinaryExpr(BinaryExpr { left, op, right }) => compare(left, *op, right),
+            Expr::Between(Between {
+                expr,
+                negated: false,
+                low,
+                high,
+            }) => match (compare(expr, Operator::GtEq, low), compare(expr, Operator::LtEq, high)) {
+                (Some((l, _)), Some((_, u))) => Some((l, u)),
+                _ => None,
+            },
+            _ => None,
+        };
+        match found {
+            Some((l, u)) => {
+                if let Some(l) = l {
+                    lower = Some(lower.map_or(l, |x| x.max(l)));
+                }
+                if let Some(u) = u {
+                    upper = Some(upper.map_or(u, |x| x.min(u)));
+                }
+                used.push(e);
+            }
+            None => rest.push(e),
+        }
+    }
+    match (lower, upper) {
+        (Some(l), Some(u)) => Ok((Some((l, u)), rest)),
+        _ => {
+            rest.extend(used);
+            Ok((None, rest))
+        }
+    }
+}
+
+/// A constant day-time interval literal in ms (`None` for months, or anything else).
+fn fixed_interval_ms(e: &Expr) -> Option<i64> {
+    use datafusion_common::ScalarValue;
+    match e {
+        Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _) if v.months == 0 => {
+            (v.nanoseconds % 1_000_000 == 0)
+                .then(|| v.days as i64 * 86_400_000 + v.nanoseconds / 1_000_000)
+        }
+        Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _) => {
+            Some(v.days as i64 * 86_400_000 + v.milliseconds as i64)
+        }
+        Expr::Cast(c) => fixed_interval_ms(&c.expr),
+        _ => None,
+    }
 }

@@ -1,0 +1,336 @@
+//! Interval joins (Flink SQL "Joins > Interval Joins"; Flink's row-time
+//! `TimeIntervalJoin`): an equi-join whose condition bounds the right input's event time by
+//! the left's, `lower <= tr - tl <= upper` ([`IntervalBounds`]), over append-only inputs.
+//! The output is append-only and keeps an event-time attribute.
+//!
+//! Rules (Flink's, with its source in `TimeIntervalJoin.processElement1/2` and `onTimer`;
+//! `W` is the operator's watermark, the minimum over both inputs):
+//! - A row joins the other input's held rows of its key within the bounds (and the residual
+//!   condition), whatever `W` is: a row arriving late joins what state still holds.
+//! - A left row at `tl` is kept while a right row that is not late (`tr >= W`) could still
+//!   be its partner: while `tl + upper >= W`; a right row while `tr - lower >= W`. A row
+//!   that cannot be kept when it arrives is not stored; an outer row without partners is
+//!   then padded with NULLs at once.
+//! - When `W` passes a held row's last partner time it is dropped; an outer row that never
+//!   had a partner is emitted padded then (once: the output never retracts).
+//! - The watermark sent downstream is held back by the widest bound, `W - max(upper,
+//!   -lower, 0) - 1`, so no row the join emits later is behind it (a left row emitted
+//!   padded at `W` has `tl > W_before - upper`; Flink's FLINK-8158 fix holds the watermark
+//!   the same way).
+//!
+//! State: the rows of both inputs per key ([`crate::state::rows::JoinRows`], through the
+//! regular join operator this one wraps, so snapshots have the regular join's layout) and,
+//! per input, a min-heap of (expiry time, row id) for the cleanup.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use datafusion_common::arrow::array::{Array, AsArray};
+use datafusion_common::arrow::compute::cast;
+use datafusion_common::arrow::datatypes::{DataType, Int64Type, TimeUnit};
+use datafusion_common::arrow::record_batch::RecordBatch;
+use datafusion_common::arrow::row::Rows;
+use sluice_common::plan::IntervalBounds;
+use sluice_common::{Result, SluiceError};
+
+use super::join::{JoinOperator, OutputRows};
+use crate::expr::evaluate_all;
+use crate::message::{RowKind, StreamBatch};
+use crate::operator::{Collector, Operator};
+
+/// The interval join operator (see the module docs).
+pub struct IntervalJoinOperator {
+    /// Rows, keys, residual and output assembly.
+    join: JoinOperator,
+    bounds: IntervalBounds,
+    /// Per input, each held row's event time (ms), by row id.
+    times: [Vec<i64>; 2],
+    /// Per input, (the watermark past which the row goes, row id); stale entries (of rows
+    /// gone or ids reused) are skipped.
+    expiry: [BinaryHeap<Reverse<(i64, u32)>>; 2],
+    /// The combined input watermark.
+    watermark_ms: i64,
+    /// The last watermark sent downstream.
+    sent_ms: i64,
+}
+
+impl IntervalJoinOperator {
+    /// An interval join over `join`'s inputs, keys and residual, with `bounds`.
+    ///
+    /// # Errors
+    /// A join kind other than inner or outer.
+    pub fn new(join: JoinOperator, bounds: IntervalBounds) -> Result<Self> {
+        if join.kind.left_only() {
+            return Err(SluiceError::Internal(
+                "an interval join is inner or outer".into(),
+            ));
+        }
+        Ok(IntervalJoinOperator {
+            join,
+            bounds,
+            times: [Vec::new(), Vec::new()],
+            expiry: [BinaryHeap::new(), BinaryHeap::new()],
+            watermark_ms: i64::MIN,
+            sent_ms: i64::MIN,
+        })
+    }
+
+    /// How far behind the input watermark the output one is held (ms).
+    fn hold_ms(&self) -> i64 {
+        self.bounds.upper_ms.max(-self.bounds.lower_ms).max(0) + 1
+    }
+
+    /// The watermark past which a row of input `s` at `t` can have no new partner.
+    fn last_partner_time(&self, s: usize, t: i64) -> i64 {
+        if s == 0 {
+            t.saturating_add(self.bounds.upper_ms)
+        } else {
+            t.saturating_sub(self.bounds.lower_ms)
+        }
+    }
+
+    /// The other input's partner times of a row of input `s` at `t` (inclusive).
+    fn partner_range(&self, s: usize, t: i64) -> (i64, i64) {
+        let (lo, hi) = (self.bounds.lower_ms, self.bounds.upper_ms);
+        if s == 0 {
+            (t.saturating_add(lo), t.saturating_add(hi))
+        } else {
+            (t.saturating_sub(hi), t.saturating_sub(lo))
+        }
+    }
+
+    fn outer(&self, s: usize) -> bool {
+        if s == 0 {
+            self.join.kind.left_outer()
+        } else {
+            self.join.kind.right_outer()
+        }
+    }
+
+    /// The event times (ms) of input `s`'s rows in `data`.
+    fn row_times(&self, s: usize, data: &RecordBatch) -> Result<Vec<Option<i64>>> {
+        let column = if s == 0 {
+            self.bounds.left_time
+        } else {
+            self.bounds.right_time
+        };
+        let ms = cast(
+            data.column(column),
+            &DataType::Timestamp(TimeUnit::Millisecond, None),
+        )?;
+        let ms = cast(&ms, &DataType::Int64)?;
+        Ok(ms.as_primitive::<Int64Type>().iter().collect())
+    }
+
+    fn join_batch(&mut self, s: usize, batch: StreamBatch, out: &mut Collector) -> Result<()> {
+        if batch.ops.is_some() {
+            return Err(SluiceError::Execution(
+                "an interval join's input must be append-only".into(),
+            ));
+        }
+        let n = batch.num_rows();
+        let data = &batch.data;
+        let other = 1 - s;
+        let times = self.row_times(s, data)?;
+        let key_columns = evaluate_all(&self.join.inputs[s].keys, data)?;
+        let key_rows: Option<Rows> = match &self.join.key_converter {
+            Some(c) => Some(c.convert_columns(&key_columns)?),
+            None => None,
+        };
+        let has_null = |i: usize| key_columns.iter().any(|k| k.is_null(i));
+        let rows = self.join.inputs[s].row_format(data)?;
+        let key_of = |i: usize| key_rows.as_ref().map(|r| r.row(i));
+        let key_ids: Vec<Option<u32>> = (0..n)
+            .map(|i| match key_of(i) {
+                Some(k) => self.join.state.key_id(k.as_ref()),
+                None => self.join.state.key_id(&[]),
+            })
+            .collect();
+        // Candidates: the other input's rows of the key within the time bounds.
+        let mut offsets = Vec::with_capacity(n + 1);
+        let mut candidates = Vec::new();
+        offsets.push(0);
+        for i in 0..n {
+            if let (Some(t), Some(k)) = (times[i], key_ids[i]) {
+                if !has_null(i) || self.join.null_equal {
+                    let (from, to) = self.partner_range(s, t);
+                    let other_times = &self.times[other];
+                    candidates.extend(
+                        self.join
+                            .state
+                            .rows_of(k, other)
+                            .iter()
+                            .filter(|&&r| (from..=to).contains(&other_times[r as usize])),
+                    );
+                }
+            }
+            offsets.push(candidates.len());
+        }
+        let mask = if self.join.residual.is_some() {
+            let pair_rows: Vec<u32> = (0..n)
+                .flat_map(|i| std::iter::repeat_n(i as u32, offsets[i + 1] - offsets[i]))
+                .collect();
+            self.join.residual_mask(s, data, &pair_rows, &candidates)?
+        } else {
+            None
+        };
+        let now = self.join.now_ms();
+        let mut output = OutputRows::default();
+        for i in 0..n {
+            let mut matched = 0u32;
+            for j in offsets[i]..offsets[i + 1] {
+                if mask.as_ref().is_some_and(|m| !m.value(j)) {
+                    continue;
+                }
+                let r = candidates[j];
+                let e = self.join.state.entry_mut(other, r);
+                e.partners = e.partners.saturating_add(1);
+                matched = matched.saturating_add(e.count);
+                output.push(RowKind::Insert, Some(i as u32), Some(r), e.count);
+            }
+            let kept = times[i].is_some_and(|t| {
+                self.last_partner_time(s, t) >= self.watermark_ms
+                    && (!has_null(i) || self.join.null_equal)
+            });
+            if kept {
+                let t = times[i].expect("kept rows have a time");
+                let key = key_of(i);
+                let key = key.as_ref().map(|k| k.as_ref()).unwrap_or(&[]);
+                let id = self
+                    .join
+                    .state
+                    .insert(s, key, key_ids[i], rows.row(i).as_ref(), now);
+                let e = self.join.state.entry_mut(s, id);
+                e.partners = e.partners.saturating_add(matched);
+                if e.count == 1 {
+                    let slot = id as usize;
+                    if self.times[s].len() <= slot {
+                        self.times[s].resize(slot + 1, 0);
+                    }
+                    self.times[s][slot] = t;
+                    let expiry = self.last_partner_time(s, t);
+                    self.expiry[s].push(Reverse((expiry, id)));
+                }
+            } else if matched == 0 && self.outer(s) {
+                output.push(RowKind::Insert, Some(i as u32), None, 1);
+            }
+        }
+        self.join.state.forget_empty_keys();
+        if !output.is_empty() {
+            out.emit(self.join.build_output(s, data, output)?);
+        }
+        Ok(())
+    }
+
+    /// Drops the rows whose last partner time is below `watermark_ms`, emitting outer rows
+    /// that never had a partner padded with NULLs.
+    fn expire(&mut self, watermark_ms: i64, out: &mut Collector) -> Result<()> {
+        for s in 0..2 {
+            let mut gone = Vec::new();
+            while let Some(&Reverse((expiry, id))) = self.expiry[s].peek() {
+                if expiry >= watermark_ms {
+                    break;
+                }
+                self.expiry[s].pop();
+                let live = self.join.state.is_held(s, id)
+                    && self.last_partner_time(s, self.times[s][id as usize]) == expiry
+                    && !gone.contains(&id);
+                if live {
+                    gone.push(id);
+                }
+            }
+            if gone.is_empty() {
+                continue;
+            }
+            if self.outer(s) {
+                let mut padded = Vec::new();
+                for &id in &gone {
+                    let e = self.join.state.entry(s, id);
+                    if e.partners == 0 {
+                        padded.extend(std::iter::repeat_n(id, e.count as usize));
+                    }
+                }
+                if !padded.is_empty() {
+                    out.emit(self.join.padded_rows(s, &padded)?);
+                }
+            }
+            for id in gone {
+                self.join.state.remove_row(s, id);
+            }
+            self.join.state.forget_empty_keys();
+        }
+        Ok(())
+    }
+}
+
+impl Operator for IntervalJoinOperator {
+    fn name(&self) -> &'static str {
+        "IntervalJoin"
+    }
+
+    fn process_batch(&mut self, batch: StreamBatch, out: &mut Collector) -> Result<()> {
+        self.process_input(0, batch, out)
+    }
+
+    fn process_input(&mut self, input: usize, batch: StreamBatch, out: &mut Collector) -> Result<()> {
+        if input > 1 {
+            return Err(SluiceError::Internal(format!("a join has no input {input}")));
+        }
+        self.join_batch(input, batch, out)
+    }
+
+    fn on_watermark(&mut self, watermark_ms: i64, out: &mut Collector) -> Result<()> {
+        if watermark_ms <= self.watermark_ms {
+            return Ok(());
+        }
+        self.watermark_ms = watermark_ms;
+        self.expire(watermark_ms, out)?;
+        let held = watermark_ms.saturating_sub(self.hold_ms());
+        if held > self.sent_ms {
+            self.sent_ms = held;
+            out.watermark(held);
+        }
+        Ok(())
+    }
+
+    fn on_end(&mut self, out: &mut Collector) -> Result<()> {
+        self.watermark_ms = i64::MAX;
+        self.expire(i64::MAX, out)
+    }
+
+    /// The regular join's layout (see [`JoinOperator`]); the expiry heaps are rebuilt
+    /// from the rows' event times on restore.
+    fn snapshot_state(&mut self, max_parallelism: u32) -> Result<Option<RecordBatch>> {
+        self.join.snapshot_state(max_parallelism)
+    }
+
+    fn restore_state(&mut self, snapshots: &[RecordBatch]) -> Result<()> {
+        self.join.restore_state(snapshots)?;
+        for s in 0..2 {
+            let ids: Vec<u32> = self.join.state.ids(s).collect();
+            let columns = self.join.columns_of(s, &ids)?;
+            let time_column = if s == 0 {
+                self.bounds.left_time
+            } else {
+                self.bounds.right_time
+            };
+            let ms = cast(
+                &columns[time_column],
+                &DataType::Timestamp(TimeUnit::Millisecond, None),
+            )?;
+            let ms = cast(&ms, &DataType::Int64)?;
+            let ms = ms.as_primitive::<Int64Type>();
+            for (k, &id) in ids.iter().enumerate() {
+                let t = ms.value(k);
+                let slot = id as usize;
+                if self.times[s].len() <= slot {
+                    self.times[s].resize(slot + 1, 0);
+                }
+                self.times[s][slot] = t;
+                self.expiry[s].push(Reverse((self.last_partner_time(s, t), id)));
+            }
+        }
+        Ok(())
+    }
+}
+
