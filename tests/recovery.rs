@@ -495,6 +495,16 @@ const JOIN_AGG_QUERY: &str =
 const APPEND_JOIN_QUERY: &str = "SELECT a.k, a.v, b.v AS bv, a.ts FROM events a JOIN events b \
     ON a.k = b.k AND a.v = b.v + 1";
 const APPEND_JOIN_SINK: &str = "k INT, v INT, bv INT, ts TIMESTAMP(3)";
+/// A LEFT interval join of the events with themselves (the same key, the other row 2 s
+/// before to 1 s after, a smaller value): rows kept until the watermark passes their
+/// bounds, unmatched ones padded then. Over a copy of the table with a 5 s watermark delay
+/// (more than the input's disorder: no late row, so the result does not depend on how the
+/// join's two inputs interleave).
+const INTERVAL_JOIN_QUERY: &str = "CREATE TABLE ev5 (k INT, v INT, ts TIMESTAMP(3), \
+    WATERMARK FOR ts AS ts - INTERVAL '5' SECOND) WITH ('connector' = 'filesystem', \
+    'path' = 'input.csv', 'format' = 'csv', 'csv.header' = 'true');\n\
+    SELECT a.k, a.v, b.v AS bv, a.ts FROM ev5 a LEFT JOIN ev5 b ON a.k = b.k \
+    AND b.ts BETWEEN a.ts - INTERVAL '2' SECOND AND a.ts + INTERVAL '1' SECOND AND a.v > b.v + 30";
 
 /// Random failures: 1-3 failpoints of every kind, checkpoints every 5-40 rows.
 fn random_failures(rng: &mut Rng) -> (String, String) {
@@ -578,6 +588,7 @@ fn randomized_failures_exactly_once() {
         (MR_HISTORY_QUERY, None),
         (JOIN_AGG_QUERY, None),
         (APPEND_JOIN_QUERY, Some(APPEND_JOIN_SINK)),
+        (INTERVAL_JOIN_QUERY, Some(APPEND_JOIN_SINK)),
     ];
     let mut failures = Vec::new();
     let mut restarts = 0;
@@ -626,6 +637,7 @@ fn randomized_failures_at_least_once() {
     for (query, sink) in [
         (TUMBLE_QUERY, TUMBLE_SINK),
         (APPEND_JOIN_QUERY, APPEND_JOIN_SINK),
+        (INTERVAL_JOIN_QUERY, APPEND_JOIN_SINK),
     ] {
         let dir = generated_case(query);
         let expected = failure_free(&dir, sink);
@@ -783,6 +795,7 @@ fn restore_at_another_parallelism() {
         (SESSION_QUERY, SESSION_SINK),
         (MR_QUERY, MR_SINK),
         (APPEND_JOIN_QUERY, APPEND_JOIN_SINK),
+        (INTERVAL_JOIN_QUERY, APPEND_JOIN_SINK),
     ] {
         let dir = generated_case(query);
         let expected = failure_free(&dir, sink);
