@@ -109,6 +109,11 @@ fn state(node: &PlanNode, keys: Option<&[Vec<String>]>, ctx: &ExplainContext) ->
         OperatorSpec::MatchRecognize(_) => {
             format!("buffered rows and partial matches, {key_text}")
         }
+        OperatorSpec::Join(j) if j.window.is_some() => format!(
+            "rows of each window, left {}, right {}, joined and dropped when the window fires",
+            keyed(keys.and_then(|k| k.first())),
+            keyed(keys.and_then(|k| k.get(1)))
+        ),
         OperatorSpec::Join(j) if j.interval.is_some() => {
             let b = j.interval.expect("an interval join");
             format!(
@@ -278,6 +283,15 @@ fn label(node: &PlanNode) -> String {
                 ""
             };
             match &j.interval {
+                _ if j.window.is_some() => {
+                    let w = j.window.expect("a window join");
+                    format!(
+                        "WindowJoin: {}, {}, on=[{}]{null_aware}{residual}",
+                        j.kind.sql(),
+                        w.window,
+                        on.join(", ")
+                    )
+                }
                 Some(b) => {
                     let name = |i: usize| {
                         let (q, f) = j.pair_schema.qualified_field(i);

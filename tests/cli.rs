@@ -370,6 +370,11 @@ fn explain_goldens() {
     let join = golden("join.sql", 2, "join_p2.txt");
     assert!(join.contains("input=hash[c.id], hash[o.cust]"), "{join}");
     golden("subqueries.sql", 2, "subqueries_p2.txt");
+    // Time-bounded joins: their kind, bounds and state-retention rule.
+    let interval = golden("interval_join.sql", 2, "interval_join_p2.txt");
+    assert!(interval.contains("IntervalJoin: LEFT OUTER"), "{interval}");
+    let window = golden("window_join.sql", 2, "window_join_p2.txt");
+    assert!(window.contains("WindowJoin: LEFT OUTER, TUMBLE"), "{window}");
     let bad = sluice(&["run", "-e", "EXPLAIN FORMAT JSON SELECT 1"]);
     assert_eq!(bad.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("must be TEXT or DOT"));

@@ -495,6 +495,17 @@ const JOIN_AGG_QUERY: &str =
 const APPEND_JOIN_QUERY: &str = "SELECT a.k, a.v, b.v AS bv, a.ts FROM events a JOIN events b \
     ON a.k = b.k AND a.v = b.v + 1";
 const APPEND_JOIN_SINK: &str = "k INT, v INT, bv INT, ts TIMESTAMP(3)";
+/// A FULL window join of the events' 5-second windows with themselves (large values with
+/// small ones of the same key and window): rows buffered per window, joined and dropped
+/// when the window fires; late rows dropped by the window table function first.
+const WINDOW_JOIN_QUERY: &str = "CREATE VIEW wa AS SELECT * FROM TABLE(TUMBLE(TABLE events, \
+    DESCRIPTOR(ts), INTERVAL '5' SECOND)) WHERE v > 50;\n\
+    CREATE VIEW wb AS SELECT * FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), \
+    INTERVAL '5' SECOND)) WHERE v < 20;\n\
+    SELECT COALESCE(a.k, b.k) AS k, COALESCE(a.window_start, b.window_start) AS ws, a.v, b.v AS bv \
+    FROM wa a FULL JOIN wb b ON a.k = b.k AND a.window_start = b.window_start \
+    AND a.window_end = b.window_end";
+const WINDOW_JOIN_SINK: &str = "k INT, ws TIMESTAMP(3), v INT, bv INT";
 /// A LEFT interval join of the events with themselves (the same key, the other row 2 s
 /// before to 1 s after, a smaller value): rows kept until the watermark passes their
 /// bounds, unmatched ones padded then. Over a copy of the table with a 5 s watermark delay
@@ -589,6 +600,7 @@ fn randomized_failures_exactly_once() {
         (JOIN_AGG_QUERY, None),
         (APPEND_JOIN_QUERY, Some(APPEND_JOIN_SINK)),
         (INTERVAL_JOIN_QUERY, Some(APPEND_JOIN_SINK)),
+        (WINDOW_JOIN_QUERY, Some(WINDOW_JOIN_SINK)),
     ];
     let mut failures = Vec::new();
     let mut restarts = 0;
@@ -638,6 +650,7 @@ fn randomized_failures_at_least_once() {
         (TUMBLE_QUERY, TUMBLE_SINK),
         (APPEND_JOIN_QUERY, APPEND_JOIN_SINK),
         (INTERVAL_JOIN_QUERY, APPEND_JOIN_SINK),
+        (WINDOW_JOIN_QUERY, WINDOW_JOIN_SINK),
     ] {
         let dir = generated_case(query);
         let expected = failure_free(&dir, sink);
@@ -796,6 +809,7 @@ fn restore_at_another_parallelism() {
         (MR_QUERY, MR_SINK),
         (APPEND_JOIN_QUERY, APPEND_JOIN_SINK),
         (INTERVAL_JOIN_QUERY, APPEND_JOIN_SINK),
+        (WINDOW_JOIN_QUERY, WINDOW_JOIN_SINK),
     ] {
         let dir = generated_case(query);
         let expected = failure_free(&dir, sink);

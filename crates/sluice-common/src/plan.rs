@@ -35,8 +35,9 @@ impl PlanNode {
     pub fn is_updating(&self) -> bool {
         match &self.spec {
             OperatorSpec::GroupAggregate { .. } => true,
-            // An interval join emits a padded row once, when its partners can no longer come.
-            OperatorSpec::Join(spec) if spec.interval.is_some() => {
+            // An interval or window join emits a padded row once, when its partners can no
+            // longer come (its bounds or its window passed).
+            OperatorSpec::Join(spec) if spec.interval.is_some() || spec.window.is_some() => {
                 self.inputs.iter().any(|i| i.is_updating())
             }
             OperatorSpec::Join(spec) => match spec.kind {
@@ -188,6 +189,26 @@ pub struct JoinSpec {
     /// An interval join (Flink SQL "Joins > Interval Joins"): the condition bounds the
     /// right input's event time by the left's. `None`: a regular join.
     pub interval: Option<IntervalBounds>,
+    /// A window join (Flink SQL "Window Join"): both inputs carry the windows of the same
+    /// window table function and the condition equates their bounds. `None`: not one.
+    pub window: Option<WindowJoinColumns>,
+}
+
+/// The window bound columns of a window join's inputs (indexes in each input's schema,
+/// `TIMESTAMP(3)` values) and their windows. The bound equalities are among the join's
+/// keys too.
+#[derive(Debug, Clone, Copy)]
+pub struct WindowJoinColumns {
+    /// The window table function both inputs come from (firing rule, time zone).
+    pub window: WindowSpec,
+    /// `window_start` of the left input.
+    pub left_start: usize,
+    /// `window_end` of the left input.
+    pub left_end: usize,
+    /// `window_start` of the right input.
+    pub right_start: usize,
+    /// `window_end` of the right input.
+    pub right_end: usize,
 }
 
 /// The time bounds of an interval join: a left row at `tl` and a right row at `tr` (their

@@ -18,6 +18,7 @@ use crate::operator::Operator;
 use crate::operators::group_aggregate::GroupAggregateOperator;
 use crate::operators::interval_join::IntervalJoinOperator;
 use crate::operators::join::{JoinInput, JoinOperator};
+use crate::operators::window_join::{WindowJoinInput, WindowJoinOperator};
 use crate::operators::session_aggregate::SessionAggregateOperator;
 use crate::operators::stateless::{FilterOperator, ProjectOperator, UnionOperator};
 use crate::operators::window_aggregate::{AggregateCall, WindowAggregateOperator, WindowSource};
@@ -153,6 +154,28 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
                 .as_ref()
                 .map(|r| physical(r, &spec.pair_schema))
                 .transpose()?;
+            if let Some(columns) = spec.window {
+                let window_input = |i: usize, keys: &[datafusion_expr::Expr], bounds| {
+                    let schema: &DFSchema = &node.inputs[i].schema;
+                    Ok::<_, SluiceError>(WindowJoinInput {
+                        keys: physical_all(keys, schema)?,
+                        schema: Arc::new(schema.as_arrow().clone()),
+                        bounds,
+                    })
+                };
+                return Ok(Box::new(WindowJoinOperator::new(
+                    spec.kind,
+                    window_input(0, &spec.left_keys, (columns.left_start, columns.left_end))?,
+                    window_input(1, &spec.right_keys, (columns.right_start, columns.right_end))?,
+                    columns,
+                    spec.null_equal,
+                    spec.null_aware,
+                    residual,
+                    Arc::new(spec.pair_schema.as_arrow().clone()),
+                    out_schema,
+                    Arc::clone(metrics),
+                )?));
+            }
             let join = JoinOperator::new(
                 spec.kind,
                 input(0, &spec.left_keys)?,

@@ -488,7 +488,15 @@ impl Planner {
             }
             _ => None,
         };
-        let spec = joins::join_spec(j, time_attributes)?;
+        let mut spec = joins::join_spec(j, time_attributes)?;
+        let windows = |p: &Planned| p.window.as_ref().map(|w| (w.spec, w.start, w.end));
+        spec.window = joins::window_join(j, windows(&left), windows(&right));
+        if spec.window.is_some() {
+            spec.interval = None;
+            if left.node.is_updating() || right.node.is_updating() {
+                return not_supported!("a window join of an updating input");
+            }
+        }
         // An interval join keeps an event-time attribute: the left one (the right one for
         // a right join; none for a full join, whose rows may lack either).
         let rowtime = match (&spec.interval, spec.kind) {
@@ -950,6 +958,20 @@ impl Planner {
                  over the table instead"
             );
         }
+        // The output's window bounds are window columns again (Flink's window properties):
+        // a window join or a window aggregate can follow. Not for sessions, whose bounds
+        // are per key.
+        let out_window = if is_session {
+            None
+        } else {
+            let at = |g: &GroupOutput| group_outputs.iter().position(|o| o == g);
+            Some(WindowColumns {
+                start: at(&GroupOutput::WindowStart).expect("window_start is grouped"),
+                end: at(&GroupOutput::WindowEnd).expect("window_end is grouped"),
+                spec: window.spec,
+                partition_by: Vec::new(),
+            })
+        };
         Ok(Planned {
             node: PlanNode {
                 spec: OperatorSpec::WindowAggregate(WindowAggregateSpec {
@@ -964,7 +986,7 @@ impl Planner {
                 rowtime,
                 inputs: vec![node_input],
             },
-            window: None,
+            window: out_window,
         })
     }
 }

@@ -8,6 +8,7 @@ pub mod session_aggregate;
 pub mod stateless;
 pub mod window_aggregate;
 pub mod window_assign;
+pub mod window_join;
 
 /// Builders shared by the operators' unit tests.
 #[cfg(test)]

@@ -21,7 +21,7 @@ use datafusion_optimizer::extract_equijoin_predicate::ExtractEquijoinPredicate;
 use datafusion_optimizer::optimizer::{Optimizer, OptimizerContext, OptimizerRule};
 use datafusion_optimizer::push_down_filter::PushDownFilter;
 use datafusion_optimizer::scalar_subquery_to_join::ScalarSubqueryToJoin;
-use sluice_common::plan::{IntervalBounds, JoinKind, JoinSpec};
+use sluice_common::plan::{IntervalBounds, JoinKind, JoinSpec, WindowJoinColumns, WindowSpec};
 use sluice_common::types::flink_type_name;
 use sluice_common::{not_supported, plan_err, Result};
 
@@ -170,6 +170,7 @@ pub(super) fn join_spec(j: &Join, time_attributes: Option<(usize, usize)>) -> Re
         residual: conjunction(residual),
         pair_schema,
         interval,
+        window: None,
     })
 }
 
@@ -294,4 +295,35 @@ fn fixed_interval_ms(e: &Expr) -> Option<i64> {
         Expr::Cast(c) => fixed_interval_ms(&c.expr),
         _ => None,
     }
+}
+
+/// The window join columns when both inputs carry windows of the same window table
+/// function (`left` and `right`: each input's window spec and its `window_start` and
+/// `window_end` columns) and `on` equates both bounds (Flink's rule for a window join).
+pub(super) fn window_join(
+    j: &Join,
+    left: Option<(WindowSpec, usize, usize)>,
+    right: Option<(WindowSpec, usize, usize)>,
+) -> Option<WindowJoinColumns> {
+    let ((lw, ls, le), (rw, rs, re)) = (left?, right?);
+    // Both windows come from one session, so a time zone is the session's on both or neither.
+    let same = lw.kind == rw.kind
+        && lw.offset_ms == rw.offset_ms
+        && lw.time_zone.is_some() == rw.time_zone.is_some();
+    let column = |e: &Expr, schema: &datafusion_common::DFSchema| match e {
+        Expr::Column(c) => schema.index_of_column(c).ok(),
+        _ => None,
+    };
+    let equated = |l: usize, r: usize| {
+        j.on.iter().any(|(a, b)| {
+            column(a, j.left.schema()) == Some(l) && column(b, j.right.schema()) == Some(r)
+        })
+    };
+    (same && equated(ls, rs) && equated(le, re)).then_some(WindowJoinColumns {
+        window: lw,
+        left_start: ls,
+        left_end: le,
+        right_start: rs,
+        right_end: re,
+    })
 }
