@@ -371,12 +371,33 @@ fn progress_line(m: &JobMetrics, started: Instant) -> String {
         .map(|t| format!(" of {:.1} MB", t as f64 / 1e6))
         .unwrap_or_default();
     format!(
-        "{rows} rows ({:.1} MB{total}) read, {:.0} rows/s, watermark {watermark}, {} late, {} checkpoints",
+        "{rows} rows ({:.1} MB{total}) read, {:.0} rows/s, watermark {watermark}, {} late, {} checkpoints{}",
         JobMetrics::get(&m.bytes_in) as f64 / 1e6,
         rows as f64 / secs,
         JobMetrics::get(&m.late_rows_dropped),
         JobMetrics::get(&m.checkpoints_completed),
+        state_rows_text(m, false),
     )
+}
+
+/// `, state rows: op 2 1234, op 5 17` (now), or with `peak` `op 2 1234 (peak 2000)`;
+/// empty without stateful operators. Operator numbers are the job's operator ids.
+fn state_rows_text(m: &JobMetrics, peak: bool) -> String {
+    let rows = m.state_rows();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = rows
+        .iter()
+        .map(|(op, (now, max))| {
+            if peak {
+                format!("op {op} {now} (peak {max})")
+            } else {
+                format!("op {op} {now}")
+            }
+        })
+        .collect();
+    format!(", state rows: {}", parts.join(", "))
 }
 
 fn run_insert(mut job: RunningJob) -> Result<(), SluiceError> {
@@ -416,6 +437,7 @@ fn summary(m: &JobMetrics, started: Instant) {
         1 => line.push_str(", 1 restart"),
         n => line.push_str(&format!(", {n} restarts")),
     }
+    line.push_str(&state_rows_text(m, true));
     eprintln!("{line}");
     let _ = std::io::stderr().flush();
 }

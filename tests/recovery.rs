@@ -1811,3 +1811,45 @@ fn stop_with_checkpoint_then_resume_in_a_new_engine() {
     expected.sort();
     assert_eq!(data_rows(&committed_files(&out), false), expected);
 }
+
+/// Interval and window joins keep only the rows their bounds or open windows need: over a
+/// generated stream of 20,000 rows (10 ms apart, ten keys), the join's state never holds
+/// more than a few hundred rows, and none at the end. An interval join of ±1 s keeps a row
+/// until the watermark passes its last partner time (about 100 rows per input per second
+/// of event time); a window join of 1-second windows keeps the rows of the open window.
+#[test]
+fn time_bounded_joins_keep_bounded_state() {
+    let table = "CREATE TABLE seq (id BIGINT, ts AS TO_TIMESTAMP_LTZ(id * 10, 3), \
+        WATERMARK FOR ts AS ts) WITH ('connector' = 'datagen', 'number-of-rows' = '20000', \
+        'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '20000');";
+    let queries = [
+        "SELECT a.id, b.id FROM seq a JOIN seq b ON a.id % 10 = b.id % 10 \
+         AND b.ts BETWEEN a.ts - INTERVAL '1' SECOND AND a.ts + INTERVAL '1' SECOND",
+        "SELECT a.id, b.id FROM \
+         (SELECT * FROM TABLE(TUMBLE(TABLE seq, DESCRIPTOR(ts), INTERVAL '1' SECOND))) a JOIN \
+         (SELECT * FROM TABLE(TUMBLE(TABLE seq, DESCRIPTOR(ts), INTERVAL '1' SECOND))) b \
+         ON a.id % 10 = b.id % 10 AND a.window_start = b.window_start \
+         AND a.window_end = b.window_end AND a.id < b.id",
+    ];
+    for query in queries {
+        let mut engine = Engine::new(EngineConfig::default());
+        let statements = sluice::parse_script(&format!("{table}\n{query};")).unwrap();
+        let mut metrics = None;
+        let mut rows = 0;
+        for stmt in &statements {
+            if let StatementResult::Query(mut job) = engine.execute(stmt).unwrap() {
+                while let Some(b) = job.blocking_next() {
+                    rows += b.unwrap().num_rows();
+                }
+                metrics = Some(std::sync::Arc::clone(&job.metrics));
+                job.join();
+            }
+        }
+        let state = metrics.expect("a job").state_rows();
+        assert_eq!(state.len(), 1, "{query}: one stateful operator: {state:?}");
+        let (now, peak) = *state.values().next().unwrap();
+        assert!(rows > 1000, "{query}: {rows} rows out");
+        assert_eq!(now, 0, "{query}: state left at the end");
+        assert!(peak > 0 && peak < 2_000, "{query}: peak state {peak} rows of 40,000 in");
+    }
+}

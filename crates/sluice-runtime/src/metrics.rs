@@ -1,6 +1,8 @@
 //! Counters of a running job, shared between its tasks and whoever watches it.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::Mutex;
 
 /// Counters of one job. All counts are rows unless the name says otherwise.
 #[derive(Debug)]
@@ -37,6 +39,9 @@ pub struct JobMetrics {
     pub restarts: AtomicU64,
     /// The checkpoint the latest attempt restored (0: none, it started empty).
     pub restored_checkpoint_id: AtomicU64,
+    /// Rows each stateful operator subtask holds in its state now and at most so far, by
+    /// (operator id, subtask): see [`JobMetrics::state_rows`].
+    state_rows: Mutex<BTreeMap<(usize, usize), (u64, u64)>>,
 }
 
 impl Default for JobMetrics {
@@ -57,6 +62,7 @@ impl Default for JobMetrics {
             last_checkpoint_bytes: AtomicU64::new(0),
             restarts: AtomicU64::new(0),
             restored_checkpoint_id: AtomicU64::new(0),
+            state_rows: Mutex::new(BTreeMap::new()),
         }
     }
 }
@@ -79,5 +85,27 @@ impl JobMetrics {
     /// Reads a counter.
     pub fn get(counter: &AtomicU64) -> u64 {
         counter.load(Ordering::Relaxed)
+    }
+
+    /// Records that subtask `subtask` of operator `operator` holds `rows` state rows (what
+    /// each operator counts: a join's distinct rows, buffered rows, groups).
+    pub fn set_state_rows(&self, operator: usize, subtask: usize, rows: u64) {
+        let mut m = self.state_rows.lock().unwrap_or_else(|e| e.into_inner());
+        let e = m.entry((operator, subtask)).or_insert((0, 0));
+        e.0 = rows;
+        e.1 = e.1.max(rows);
+    }
+
+    /// Per stateful operator (its id, as in EXPLAIN's order and the state file names): the
+    /// state rows its subtasks hold now and the sum of their peaks (rows).
+    pub fn state_rows(&self) -> BTreeMap<usize, (u64, u64)> {
+        let m = self.state_rows.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out: BTreeMap<usize, (u64, u64)> = BTreeMap::new();
+        for (&(op, _), &(now, peak)) in m.iter() {
+            let e = out.entry(op).or_default();
+            e.0 += now;
+            e.1 += peak;
+        }
+        out
     }
 }

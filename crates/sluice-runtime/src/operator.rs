@@ -81,6 +81,12 @@ pub trait Operator: Send {
         Ok(())
     }
 
+    /// Rows the operator holds in its state (its own unit: a join's distinct rows, buffered
+    /// rows, groups), for the job's metrics; `None` for stateless operators.
+    fn state_rows(&self) -> Option<u64> {
+        None
+    }
+
     /// End of a bounded input: behave as if the watermark were +infinity (emit all held
     /// results). The driver forwards the end itself.
     fn on_end(&mut self, out: &mut Collector) -> Result<()> {
@@ -202,6 +208,11 @@ impl Chain {
             op.restore_state(batches)?;
         }
         Ok(())
+    }
+
+    /// Each operator's [`Operator::state_rows`], in chain order.
+    pub fn state_rows(&self) -> Vec<Option<u64>> {
+        self.operators.iter().map(|op| op.state_rows()).collect()
     }
 
     /// Number of operators.

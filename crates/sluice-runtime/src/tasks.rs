@@ -967,7 +967,17 @@ impl OperatorTask {
             produced.push(m);
             Ok(())
         })?;
+        self.publish_state_rows();
         Ok(produced)
+    }
+
+    /// Publishes the chain's state sizes to the job's metrics.
+    fn publish_state_rows(&self) {
+        for (rows, &operator) in self.chain.state_rows().iter().zip(&self.operator_indices) {
+            if let Some(rows) = rows {
+                self.ctx.metrics.set_state_rows(operator, self.subtask, *rows);
+            }
+        }
     }
 
     fn take_buffered(&mut self) -> Committable {

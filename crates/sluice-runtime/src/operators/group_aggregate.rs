@@ -251,6 +251,10 @@ impl Operator for GroupAggregateOperator {
         "GroupAggregate"
     }
 
+    fn state_rows(&self) -> Option<u64> {
+        Some(self.groups.len() as u64)
+    }
+
     /// With a TTL and groups in state: the next sweep for idle groups (so they are
     /// forgotten even when no row arrives).
     fn next_processing_timer(&self) -> Option<i64> {

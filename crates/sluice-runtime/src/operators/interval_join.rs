@@ -268,6 +268,10 @@ impl Operator for IntervalJoinOperator {
         "IntervalJoin"
     }
 
+    fn state_rows(&self) -> Option<u64> {
+        self.join.state_rows()
+    }
+
     fn process_batch(&mut self, batch: StreamBatch, out: &mut Collector) -> Result<()> {
         self.process_input(0, batch, out)
     }

@@ -529,6 +529,10 @@ impl Operator for JoinOperator {
         "Join"
     }
 
+    fn state_rows(&self) -> Option<u64> {
+        Some((self.state.len(0) + self.state.len(1)) as u64)
+    }
+
     fn process_batch(&mut self, batch: StreamBatch, out: &mut Collector) -> Result<()> {
         self.process_input(0, batch, out)
     }

@@ -230,7 +230,11 @@ impl WindowJoinOperator {
             let Some(mask) = mask.as_boolean_opt() else {
                 return Err(SluiceError::Execution("join condition is not boolean".into()));
             };
-            let mask = prep_null_mask_filter(mask);
+            let mask = if mask.null_count() > 0 {
+                prep_null_mask_filter(mask)
+            } else {
+                mask.clone()
+            };
             let keep = |v: Vec<u32>| v.into_iter().enumerate().filter(|(k, _)| mask.value(*k)).map(|(_, x)| x).collect::<Vec<_>>();
             pl = keep(pl);
             pr = keep(pr);
@@ -311,6 +315,10 @@ impl WindowJoinOperator {
 impl Operator for WindowJoinOperator {
     fn name(&self) -> &'static str {
         "WindowJoin"
+    }
+
+    fn state_rows(&self) -> Option<u64> {
+        Some(self.rows_in_state() as u64)
     }
 
     fn process_batch(&mut self, batch: StreamBatch, out: &mut Collector) -> Result<()> {
