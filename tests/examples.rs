@@ -158,6 +158,22 @@ fn flights_unknown_destinations_match_an_independent_anti_join() {
     );
 }
 
+/// An interval join: each departure with the weather observations at its origin from one
+/// hour before its scheduled departure up to it (both ends included; the weather's UTC
+/// times converted to New York time in a computed column), then an updating GROUP BY per
+/// origin and month. The expected table converts the times with Python's time zone database.
+#[test]
+fn flights_weather_before_departure_matches_an_independent_interval_join() {
+    let table = final_table("flights_weather_before_departure.sql");
+    let rows: usize = table.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(rows, 36, "one row per origin (3) and month (12)");
+    assert_matches(
+        "flights_weather_before_departure",
+        &expected("flights_weather_before_departure"),
+        &rows_as_csv(&table),
+    );
+}
+
 /// Parses `YYYY-MM-DD HH:MM:SS` as seconds since the epoch (UTC) for the checks below.
 fn seconds(ts: &str) -> i64 {
     let d = |a: usize, b: usize| ts[a..b].parse::<i64>().unwrap();
@@ -240,6 +256,7 @@ fn every_example_runs() {
         "flights_late_by_manufacturer.sql",
         "flights_delay_by_airline.sql",
         "flights_unknown_destinations.sql",
+        "flights_weather_before_departure.sql",
         "weather_storm_warnings.sql",
         "sensor_alerts.sql",
     ];

@@ -7,10 +7,12 @@ Writes tests/expected/<example>.csv.gz, compared by tests/examples.rs as multise
   python3 tests/expected/derive_expected.py
 """
 import csv
+import datetime
 import gzip
 import io
 import os
 import sqlite3
+import zoneinfo
 
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.dirname(os.path.dirname(here))
@@ -190,3 +192,37 @@ rows = db.execute(
     """
 ).fetchall()
 write("flights_unknown_destinations", ["dest", "num_flights"], rows)
+
+# flights_weather_before_departure.sql: an interval join of the flights with the weather
+# at their origin, observations from one hour before the scheduled departure up to it (both
+# ends included), per origin and month. The weather's obs_ts is UTC and the flights' time
+# is New York wall-clock time: obs_ts is converted here with Python's time zone database
+# (the example converts it with 2013's daylight saving dates), as a naive local time.
+new_york = zoneinfo.ZoneInfo("America/New_York")
+weather_src = os.path.join(root, "sql-examples", "data", "weather_2013.csv.gz")
+db.execute("CREATE TABLE weather (origin, obs_local, pressure, wind_speed, wind_gust)")
+with gzip.open(weather_src, "rt", newline="") as f:
+    reader = csv.DictReader(f)
+
+    def weather_row(r):
+        utc = datetime.datetime.strptime(r["obs_ts"], "%Y-%m-%d %H:%M:%S").replace(
+            tzinfo=datetime.timezone.utc)
+        local = utc.astimezone(new_york).strftime("%Y-%m-%d %H:%M:%S")
+        num = [None if r[c] in ("NA", "") else float(r[c])
+               for c in ("pressure", "wind_speed", "wind_gust")]
+        return [r["origin"], local] + num
+
+    db.executemany("INSERT INTO weather VALUES (?, ?, ?, ?, ?)", (weather_row(r) for r in reader))
+db.execute("CREATE INDEX weather_origin_time ON weather (origin, obs_local)")
+rows = db.execute(
+    """
+    SELECT f.origin, CAST(f.month AS INTEGER) AS m, COUNT(*), AVG(w.wind_speed),
+           MAX(w.wind_gust), AVG(w.pressure)
+    FROM flights f JOIN weather w
+      ON f.origin = w.origin
+      AND w.obs_local BETWEEN datetime(f.sched_dep_ts, '-1 hour') AND f.sched_dep_ts
+    GROUP BY f.origin, m ORDER BY f.origin, m
+    """
+).fetchall()
+write("flights_weather_before_departure",
+      ["origin", "month", "pairs", "avg_wind_speed", "max_wind_gust", "avg_pressure"], rows)

@@ -23,7 +23,7 @@
 //! per input, a min-heap of (expiry time, row id) for the cleanup.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeSet, BinaryHeap};
 
 use datafusion_common::arrow::array::{Array, AsArray};
 use datafusion_common::arrow::compute::cast;
@@ -48,6 +48,9 @@ pub struct IntervalJoinOperator {
     /// Per input, (the watermark past which the row goes, row id); stale entries (of rows
     /// gone or ids reused) are skipped.
     expiry: [BinaryHeap<Reverse<(i64, u32)>>; 2],
+    /// Per input and key id, the held rows as (event time, row id), in time order: a row's
+    /// partners within the bounds are one range.
+    by_time: [Vec<BTreeSet<(i64, u32)>>; 2],
     /// The combined input watermark.
     watermark_ms: i64,
     /// The last watermark sent downstream.
@@ -70,6 +73,7 @@ impl IntervalJoinOperator {
             bounds,
             times: [Vec::new(), Vec::new()],
             expiry: [BinaryHeap::new(), BinaryHeap::new()],
+            by_time: [Vec::new(), Vec::new()],
             watermark_ms: i64::MIN,
             sent_ms: i64::MIN,
         })
@@ -154,14 +158,9 @@ impl IntervalJoinOperator {
             if let (Some(t), Some(k)) = (times[i], key_ids[i]) {
                 if !has_null(i) || self.join.null_equal {
                     let (from, to) = self.partner_range(s, t);
-                    let other_times = &self.times[other];
-                    candidates.extend(
-                        self.join
-                            .state
-                            .rows_of(k, other)
-                            .iter()
-                            .filter(|&&r| (from..=to).contains(&other_times[r as usize])),
-                    );
+                    if let Some(rows) = self.by_time[other].get(k as usize) {
+                        candidates.extend(rows.range((from, 0)..=(to, u32::MAX)).map(|&(_, r)| r));
+                    }
                 }
             }
             offsets.push(candidates.len());
@@ -203,13 +202,8 @@ impl IntervalJoinOperator {
                 let e = self.join.state.entry_mut(s, id);
                 e.partners = e.partners.saturating_add(matched);
                 if e.count == 1 {
-                    let slot = id as usize;
-                    if self.times[s].len() <= slot {
-                        self.times[s].resize(slot + 1, 0);
-                    }
-                    self.times[s][slot] = t;
-                    let expiry = self.last_partner_time(s, t);
-                    self.expiry[s].push(Reverse((expiry, id)));
+                    let key_id = e.key;
+                    self.index(s, id, key_id, t);
                 }
             } else if matched == 0 && self.outer(s) {
                 output.push(RowKind::Insert, Some(i as u32), None, 1);
@@ -220,6 +214,23 @@ impl IntervalJoinOperator {
             out.emit(self.join.build_output(s, data, output)?);
         }
         Ok(())
+    }
+
+    /// Indexes a new row `id` of input `s` with key id `key_id` at `t`: its time, its place
+    /// in its key's time order, its expiry.
+    fn index(&mut self, s: usize, id: u32, key_id: u32, t: i64) {
+        let slot = id as usize;
+        if self.times[s].len() <= slot {
+            self.times[s].resize(slot + 1, 0);
+        }
+        self.times[s][slot] = t;
+        let key_slot = key_id as usize;
+        if self.by_time[s].len() <= key_slot {
+            self.by_time[s].resize_with(key_slot + 1, BTreeSet::new);
+        }
+        self.by_time[s][key_slot].insert((t, id));
+        let expiry = self.last_partner_time(s, t);
+        self.expiry[s].push(Reverse((expiry, id)));
     }
 
     /// Drops the rows whose last partner time is below `watermark_ms`, emitting outer rows
@@ -233,12 +244,14 @@ impl IntervalJoinOperator {
                 }
                 self.expiry[s].pop();
                 let live = self.join.state.is_held(s, id)
-                    && self.last_partner_time(s, self.times[s][id as usize]) == expiry
-                    && !gone.contains(&id);
+                    && self.last_partner_time(s, self.times[s][id as usize]) == expiry;
                 if live {
                     gone.push(id);
                 }
             }
+            // A row indexed twice (removed and added again at the same time) goes once.
+            gone.sort_unstable();
+            gone.dedup();
             if gone.is_empty() {
                 continue;
             }
@@ -255,7 +268,10 @@ impl IntervalJoinOperator {
                 }
             }
             for id in gone {
-                self.join.state.remove_row(s, id);
+                let entry = self.join.state.remove_row(s, id);
+                if let Some(rows) = self.by_time[s].get_mut(entry.key as usize) {
+                    rows.remove(&(self.times[s][id as usize], id));
+                }
             }
             self.join.state.forget_empty_keys();
         }
@@ -325,13 +341,8 @@ impl Operator for IntervalJoinOperator {
             let ms = cast(&ms, &DataType::Int64)?;
             let ms = ms.as_primitive::<Int64Type>();
             for (k, &id) in ids.iter().enumerate() {
-                let t = ms.value(k);
-                let slot = id as usize;
-                if self.times[s].len() <= slot {
-                    self.times[s].resize(slot + 1, 0);
-                }
-                self.times[s][slot] = t;
-                self.expiry[s].push(Reverse((self.last_partner_time(s, t), id)));
+                let key_id = self.join.state.entry(s, id).key;
+                self.index(s, id, key_id, ms.value(k));
             }
         }
         Ok(())
