@@ -301,6 +301,7 @@ impl Planner {
                 .match_recognize
                 .insert(mr.placeholder.clone(), planned);
         }
+        joins::check_join_syntax(&query.query)?;
         let ctx = self.sql_context();
         let to_rel = SqlToRel::new_with_options(&ctx, Self::parser_options());
         let plan = to_rel
@@ -310,6 +311,7 @@ impl Planner {
             .execute_and_check(plan, &ctx.options, |_, _| {})
             .map_err(|e| df_error(e, &self.catalog))?;
         let plan = rewrite_needed_simplifications(plan).map_err(|e| df_error(e, &self.catalog))?;
+        joins::check_scalar_subqueries(&plan)?;
         joins::rewrite_subqueries_and_joins(plan).map_err(|e| df_error(e, &self.catalog))
     }
 
@@ -343,9 +345,10 @@ impl Planner {
         if node.is_updating() && connector == "filesystem" {
             return plan_err!(
                 "INSERT INTO '{table}': the query's result is updating (a changelog of +I, -U, \
-                 +U, -D rows, e.g. from GROUP BY without a window), and the 'filesystem' sink \
-                 can only append rows; aggregate over a window table function instead, or \
-                 write to a 'print' or 'blackhole' table"
+                 +U, -D rows, e.g. from GROUP BY without a window, or an outer or anti join \
+                 whose padded rows are retracted later), and the 'filesystem' sink can only \
+                 append rows; aggregate over a window table function, join with time bounds \
+                 (an interval or window join), or write to a 'print' or 'blackhole' table"
             );
         }
         let target = &def.physical_schema;

@@ -123,6 +123,20 @@ pub(super) fn join_spec(j: &Join, time_attributes: Option<(usize, usize)>) -> Re
     let mut left_keys = Vec::new();
     let mut right_keys = Vec::new();
     for (l, r) in on {
+        // DataFusion's type coercion may already have cast a string key to a number.
+        for (e, schema) in [(&l, left_schema), (&r, right_schema)] {
+            if let Some((from, to)) = cast_types(e, schema)? {
+                if is_text(&from) != is_text(&to) {
+                    return plan_err!(
+                        "join keys of types {} and {} cannot be compared (in {}); CAST one \
+                         of them",
+                        flink_type_name(&from),
+                        flink_type_name(&to),
+                        uncast(&l).clone().eq(uncast(&r).clone())
+                    );
+                }
+            }
+        }
         let lt = l.get_type(left_schema)?;
         let rt = r.get_type(right_schema)?;
         if lt == rt {
@@ -130,11 +144,12 @@ pub(super) fn join_spec(j: &Join, time_attributes: Option<(usize, usize)>) -> Re
             right_keys.push(r);
             continue;
         }
-        let Some(common) =
-            datafusion_expr::type_coercion::binary::comparison_coercion(&lt, &rt)
-        else {
+        // Flink compares a string with a string only (no implicit cast to a number).
+        let common = datafusion_expr::type_coercion::binary::comparison_coercion(&lt, &rt)
+            .filter(|_| is_text(&lt) == is_text(&rt));
+        let Some(common) = common else {
             return plan_err!(
-                "join keys {l} ({}) and {r} ({}) cannot be compared",
+                "join keys {l} ({}) and {r} ({}) cannot be compared; CAST one of them",
                 flink_type_name(&lt),
                 flink_type_name(&rt)
             );
@@ -326,4 +341,136 @@ pub(super) fn window_join(
         right_start: rs,
         right_end: re,
     })
+}
+
+/// Refuses join forms whose DataFusion planning differs from Flink's, before they are
+/// planned: `USING` / `NATURAL` in a `RIGHT` or `FULL` join (DataFusion takes the shared
+/// column from the left input, NULL for a right-only row; Flink coalesces both), and
+/// `SELECT *` over a `USING` / `NATURAL` join (Flink lists the shared columns first,
+/// DataFusion where the left input has them, so the columns would come in another order).
+///
+/// # Errors
+/// One of those forms, named.
+pub(super) fn check_join_syntax(query: &datafusion_sql::sqlparser::ast::Query) -> Result<()> {
+    use datafusion_sql::sqlparser::ast::{
+        JoinConstraint, JoinOperator, Query, SelectItem, SetExpr, Visit, Visitor,
+    };
+    use std::ops::ControlFlow;
+    struct Check(Option<String>);
+    impl Visitor for Check {
+        type Break = ();
+        fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
+            let SetExpr::Select(select) = query.body.as_ref() else {
+                return ControlFlow::Continue(());
+            };
+            let wildcard = select.projection.iter().any(|p| {
+                matches!(p, SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(_, _))
+            });
+            for join in select.from.iter().flat_map(|t| &t.joins) {
+                let (constraint, outer) = match &join.join_operator {
+                    JoinOperator::Right(c)
+                    | JoinOperator::RightOuter(c)
+                    | JoinOperator::FullOuter(c) => (c, true),
+                    JoinOperator::Join(c)
+                    | JoinOperator::Inner(c)
+                    | JoinOperator::Left(c)
+                    | JoinOperator::LeftOuter(c) => (c, false),
+                    _ => continue,
+                };
+                if !matches!(constraint, JoinConstraint::Using(_) | JoinConstraint::Natural) {
+                    continue;
+                }
+                if outer {
+                    self.0 = Some(
+                        "a RIGHT or FULL join with USING or NATURAL: write ON a.k = b.k and \
+                         select COALESCE(a.k, b.k) for the shared column"
+                            .into(),
+                    );
+                    return ControlFlow::Break(());
+                }
+                if wildcard {
+                    self.0 = Some(
+                        "SELECT * over a join with USING or NATURAL: list the columns (Flink \
+                         puts the shared columns first)"
+                            .into(),
+                    );
+                    return ControlFlow::Break(());
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let mut check = Check(None);
+    let _ = query.visit(&mut check);
+    match check.0 {
+        Some(what) => not_supported!("{what}"),
+        None => Ok(()),
+    }
+}
+
+/// Refuses scalar subqueries that may return more than one row: Flink fails such a query
+/// when a second row comes; a join would silently multiply the outer rows. A scalar
+/// subquery is accepted when it is an aggregate without `GROUP BY` (one row), under any
+/// projections, filters and aliases.
+///
+/// # Errors
+/// Another scalar subquery.
+pub(super) fn check_scalar_subqueries(plan: &LogicalPlan) -> Result<()> {
+    use datafusion_common::tree_node::TreeNode;
+    fn one_row(plan: &LogicalPlan) -> bool {
+        match plan {
+            LogicalPlan::Aggregate(a) => a.group_expr.is_empty(),
+            LogicalPlan::Projection(p) => one_row(&p.input),
+            LogicalPlan::Filter(f) => one_row(&f.input),
+            LogicalPlan::SubqueryAlias(a) => one_row(&a.input),
+            _ => false,
+        }
+    }
+    let mut bad = false;
+    let _ = plan.apply_with_subqueries(|p| {
+        for e in p.expressions() {
+            let _ = e.apply(|e| {
+                if let Expr::ScalarSubquery(sq) = e {
+                    if !one_row(&sq.subquery) {
+                        bad = true;
+                    }
+                }
+                Ok(datafusion_common::tree_node::TreeNodeRecursion::Continue)
+            });
+        }
+        Ok(datafusion_common::tree_node::TreeNodeRecursion::Continue)
+    });
+    if bad {
+        return not_supported!(
+            "a scalar subquery that may return more than one row: aggregate it (e.g. \
+             SELECT MAX(x) ...) so it returns one"
+        );
+    }
+    Ok(())
+}
+
+fn is_text(t: &datafusion_common::arrow::datatypes::DataType) -> bool {
+    use datafusion_common::arrow::datatypes::DataType;
+    matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+}
+
+/// `(from, to)` types when `e` is a cast (`CAST` / `TRY_CAST`).
+fn cast_types(
+    e: &Expr,
+    schema: &datafusion_common::DFSchema,
+) -> Result<Option<(datafusion_common::arrow::datatypes::DataType, datafusion_common::arrow::datatypes::DataType)>> {
+    Ok(match e {
+        Expr::Cast(c) => Some((c.expr.get_type(schema)?, c.field.data_type().clone())),
+        Expr::TryCast(c) => Some((c.expr.get_type(schema)?, c.field.data_type().clone())),
+        _ => None,
+    })
+}
+
+/// The expression under a cast.
+fn uncast(e: &Expr) -> &Expr {
+    match e {
+        Expr::Cast(c) => &c.expr,
+        Expr::TryCast(c) => &c.expr,
+        other => other,
+    }
 }
