@@ -22,8 +22,7 @@
 //! regular join operator this one wraps, so snapshots have the regular join's layout) and,
 //! per input, a min-heap of (expiry time, row id) for the cleanup.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap};
+use std::collections::VecDeque;
 
 use datafusion_common::arrow::array::{Array, AsArray};
 use datafusion_common::arrow::compute::cast;
@@ -45,12 +44,12 @@ pub struct IntervalJoinOperator {
     bounds: IntervalBounds,
     /// Per input, each held row's event time (ms), by row id.
     times: [Vec<i64>; 2],
-    /// Per input, (the watermark past which the row goes, row id); stale entries (of rows
-    /// gone or ids reused) are skipped.
-    expiry: [BinaryHeap<Reverse<(i64, u32)>>; 2],
+    /// Per input, (the watermark past which the row goes, row id) in ascending order;
+    /// stale entries (of rows gone or ids reused) are skipped.
+    expiry: [SortedQueue; 2],
     /// Per input and key id, the held rows as (event time, row id), in time order: a row's
     /// partners within the bounds are one range.
-    by_time: [Vec<BTreeSet<(i64, u32)>>; 2],
+    by_time: [Vec<SortedQueue>; 2],
     /// The combined input watermark.
     watermark_ms: i64,
     /// The last watermark sent downstream.
@@ -72,7 +71,7 @@ impl IntervalJoinOperator {
             join,
             bounds,
             times: [Vec::new(), Vec::new()],
-            expiry: [BinaryHeap::new(), BinaryHeap::new()],
+            expiry: [SortedQueue::default(), SortedQueue::default()],
             by_time: [Vec::new(), Vec::new()],
             watermark_ms: i64::MIN,
             sent_ms: i64::MIN,
@@ -159,7 +158,7 @@ impl IntervalJoinOperator {
                 if !has_null(i) || self.join.null_equal {
                     let (from, to) = self.partner_range(s, t);
                     if let Some(rows) = self.by_time[other].get(k as usize) {
-                        candidates.extend(rows.range((from, 0)..=(to, u32::MAX)).map(|&(_, r)| r));
+                        candidates.extend(rows.range(from, to).map(|&(_, r)| r));
                     }
                 }
             }
@@ -226,11 +225,11 @@ impl IntervalJoinOperator {
         self.times[s][slot] = t;
         let key_slot = key_id as usize;
         if self.by_time[s].len() <= key_slot {
-            self.by_time[s].resize_with(key_slot + 1, BTreeSet::new);
+            self.by_time[s].resize_with(key_slot + 1, SortedQueue::default);
         }
         self.by_time[s][key_slot].insert((t, id));
         let expiry = self.last_partner_time(s, t);
-        self.expiry[s].push(Reverse((expiry, id)));
+        self.expiry[s].insert((expiry, id));
     }
 
     /// Drops the rows whose last partner time is below `watermark_ms`, emitting outer rows
@@ -238,11 +237,11 @@ impl IntervalJoinOperator {
     fn expire(&mut self, watermark_ms: i64, out: &mut Collector) -> Result<()> {
         for s in 0..2 {
             let mut gone = Vec::new();
-            while let Some(&Reverse((expiry, id))) = self.expiry[s].peek() {
+            while let Some(&(expiry, id)) = self.expiry[s].first() {
                 if expiry >= watermark_ms {
                     break;
                 }
-                self.expiry[s].pop();
+                self.expiry[s].pop_first();
                 let live = self.join.state.is_held(s, id)
                     && self.last_partner_time(s, self.times[s][id as usize]) == expiry;
                 if live {
@@ -276,6 +275,46 @@ impl IntervalJoinOperator {
             self.join.state.forget_empty_keys();
         }
         Ok(())
+    }
+}
+
+/// `(time, row id)` pairs in ascending order. Rows come nearly in time order, so an
+/// insert is almost always a push at the back and the oldest go from the front (a
+/// binary-searched insert or removal otherwise).
+#[derive(Default)]
+struct SortedQueue(VecDeque<(i64, u32)>);
+
+impl SortedQueue {
+    fn insert(&mut self, item: (i64, u32)) {
+        if self.0.back().is_none_or(|b| *b <= item) {
+            self.0.push_back(item);
+        } else {
+            let at = self.0.partition_point(|x| *x < item);
+            self.0.insert(at, item);
+        }
+    }
+
+    fn remove(&mut self, item: &(i64, u32)) {
+        if self.0.front() == Some(item) {
+            self.0.pop_front();
+        } else if let Ok(at) = self.0.binary_search(item) {
+            self.0.remove(at);
+        }
+    }
+
+    fn first(&self) -> Option<&(i64, u32)> {
+        self.0.front()
+    }
+
+    fn pop_first(&mut self) {
+        self.0.pop_front();
+    }
+
+    /// The items with a time in `from..=to`.
+    fn range(&self, from: i64, to: i64) -> impl Iterator<Item = &(i64, u32)> {
+        let start = self.0.partition_point(|x| x.0 < from);
+        let end = self.0.partition_point(|x| x.0 <= to);
+        self.0.range(start..end.max(start))
     }
 }
 
