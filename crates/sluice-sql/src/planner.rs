@@ -406,20 +406,22 @@ impl Planner {
     }
 
     fn lower(&self, plan: &LogicalPlan) -> Result<Planned> {
-        let has_subquery = plan.expressions().iter().any(|e| {
-            e.exists(|e| {
-                Ok(matches!(
-                    e,
-                    Expr::InSubquery(_) | Expr::Exists(_) | Expr::ScalarSubquery(_)
-                ))
-            })
-            .unwrap_or(false)
-        });
-        if has_subquery {
+        let has = |f: fn(&Expr) -> bool| {
+            plan.expressions()
+                .iter()
+                .any(|e| e.exists(|e| Ok(f(e))).unwrap_or(false))
+        };
+        if has(|e| matches!(e, Expr::SetComparison(_))) {
             return not_supported!(
-                "this subquery: IN (SELECT ...), EXISTS and scalar subqueries run as joins when \
-                 they are a WHERE condition (ANDed with others) or a SELECT value, correlated \
-                 by equalities"
+                "comparisons with ANY / SOME / ALL (subquery); write IN (subquery), or compare \
+                 with an aggregate of it (MAX, MIN)"
+            );
+        }
+        if has(|e| matches!(e, Expr::InSubquery(_) | Expr::Exists(_) | Expr::ScalarSubquery(_))) {
+            return not_supported!(
+                "this subquery: IN (SELECT ...) and EXISTS run as joins when they are a WHERE \
+                 condition (ANDed with the others), scalar subqueries when they are a SELECT \
+                 value or in WHERE; a correlated one must be correlated by equalities"
             );
         }
         match plan {
@@ -475,6 +477,9 @@ impl Planner {
             LogicalPlan::Values(_) | LogicalPlan::EmptyRelation(_) => {
                 not_supported!("a query without a FROM table")
             }
+            LogicalPlan::Subquery(_) => not_supported!(
+                "a subquery in FROM that reads the outer query's columns (LATERAL)"
+            ),
             other => not_supported!("the query construct {}", other.display()),
         }
     }
