@@ -43,7 +43,11 @@ impl PlanNode {
             OperatorSpec::Join(spec) => match spec.kind {
                 // A padded row is retracted when its first partner arrives; an anti join's
                 // row when its first match arrives.
-                JoinKind::Left | JoinKind::Right | JoinKind::Full | JoinKind::LeftAnti => true,
+                JoinKind::Left
+                | JoinKind::Right
+                | JoinKind::Full
+                | JoinKind::LeftAnti
+                | JoinKind::LeftMark => true,
                 JoinKind::Inner | JoinKind::LeftSemi => {
                     self.inputs.iter().any(|i| i.is_updating())
                 }
@@ -132,6 +136,10 @@ pub enum JoinKind {
     LeftSemi,
     /// Each left row that has no partner (`NOT IN`, `NOT EXISTS`).
     LeftAnti,
+    /// Each left row, with a last BOOLEAN column `mark`: whether it has a partner (never
+    /// NULL). `IN` / `EXISTS` inside `OR`; the planner lets a mark be read only where
+    /// FALSE and NULL would filter alike.
+    LeftMark,
 }
 
 impl JoinKind {
@@ -159,6 +167,7 @@ impl JoinKind {
             JoinKind::Full => "FULL OUTER",
             JoinKind::LeftSemi => "LEFT SEMI",
             JoinKind::LeftAnti => "LEFT ANTI",
+            JoinKind::LeftMark => "LEFT MARK",
         }
     }
 }

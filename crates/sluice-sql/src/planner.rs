@@ -428,7 +428,7 @@ impl Planner {
             LogicalPlan::TableScan(scan) => self.lower_scan(scan),
             LogicalPlan::Projection(p) => self.lower_projection(p),
             LogicalPlan::Filter(f) => {
-                let input = self.lower(&f.input)?;
+                let input = self.lower_filter_input(f)?;
                 Ok(Planned {
                     node: PlanNode {
                         spec: OperatorSpec::Filter {
@@ -484,11 +484,53 @@ impl Planner {
         }
     }
 
+    /// A filter's input. Mark joins (IN / EXISTS inside OR) directly under it, a chain of
+    /// them through their left inputs, are allowed when the filter reads their marks only
+    /// positively ([`joins::marks_read_positively`]); anywhere else a mark join is refused.
+    fn lower_filter_input(&self, f: &datafusion_expr::logical_plan::Filter) -> Result<Planned> {
+        let mut marks = Vec::new();
+        let mut p = f.input.as_ref();
+        while let LogicalPlan::Join(j) = p {
+            if j.join_type != datafusion_common::JoinType::LeftMark {
+                break;
+            }
+            let n = j.schema.fields().len();
+            marks.push(Column::from(j.schema.qualified_field(n - 1)));
+            p = j.left.as_ref();
+        }
+        if marks.is_empty() || !joins::marks_read_positively(&f.predicate, &marks) {
+            return self.lower(&f.input);
+        }
+        self.lower_mark_chain(&f.input)
+    }
+
+    fn lower_mark_chain(&self, plan: &LogicalPlan) -> Result<Planned> {
+        match plan {
+            LogicalPlan::Join(j) if j.join_type == datafusion_common::JoinType::LeftMark => {
+                self.lower_join_with(j, true)
+            }
+            other => self.lower(other),
+        }
+    }
+
     /// A regular join: both inputs, then the join (see [`joins::join_spec`]). The output has
     /// no event-time attribute (Flink: a time attribute is a plain column after a
     /// regular join).
     fn lower_join(&self, j: &datafusion_expr::logical_plan::Join) -> Result<Planned> {
-        let left = reschema(self.lower(&j.left)?, Arc::clone(j.left.schema()));
+        self.lower_join_with(j, false)
+    }
+
+    fn lower_join_with(
+        &self,
+        j: &datafusion_expr::logical_plan::Join,
+        mark_allowed: bool,
+    ) -> Result<Planned> {
+        let left = if mark_allowed {
+            self.lower_mark_chain(&j.left)?
+        } else {
+            self.lower(&j.left)?
+        };
+        let left = reschema(left, Arc::clone(j.left.schema()));
         let right = reschema(self.lower(&j.right)?, Arc::clone(j.right.schema()));
         let time_attributes = match (left.node.rowtime, right.node.rowtime) {
             (Some(l), Some(r)) if !left.node.is_updating() && !right.node.is_updating() => {
@@ -496,9 +538,11 @@ impl Planner {
             }
             _ => None,
         };
-        let mut spec = joins::join_spec(j, time_attributes)?;
+        let mut spec = joins::join_spec(j, time_attributes, mark_allowed)?;
         let windows = |p: &Planned| p.window.as_ref().map(|w| (w.spec, w.start, w.end));
-        spec.window = joins::window_join(j, windows(&left), windows(&right));
+        if spec.kind != JoinKind::LeftMark {
+            spec.window = joins::window_join(j, windows(&left), windows(&right));
+        }
         if spec.window.is_some() {
             spec.interval = None;
             if left.node.is_updating() || right.node.is_updating() {

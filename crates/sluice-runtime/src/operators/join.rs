@@ -126,6 +126,8 @@ pub(crate) struct OutputRows {
     /// Row id on the other side, or NULL padding.
     from_state: Vec<Option<u32>>,
     kinds: Vec<i8>,
+    /// A mark join's `mark` per row.
+    marks: Vec<bool>,
 }
 
 impl OutputRows {
@@ -351,12 +353,16 @@ impl JoinOperator {
             .iter()
             .map(|c| take(c.as_ref(), &positions, None))
             .collect::<std::result::Result<Vec<_>, _>>()?;
-        let columns = match (self.kind.left_only(), s) {
+        let left_only = self.kind.left_only() || self.kind == JoinKind::LeftMark;
+        let mut columns = match (left_only, s) {
             (true, 0) => mine,
             (true, _) => theirs,
             (false, 0) => [mine, theirs].concat(),
             (false, _) => [theirs, mine].concat(),
         };
+        if self.kind == JoinKind::LeftMark {
+            columns.push(Arc::new(BooleanArray::from(rows.marks)) as ArrayRef);
+        }
         let data = RecordBatch::try_new(Arc::clone(&self.out_schema), columns)?;
         Ok(StreamBatch {
             data,
@@ -452,6 +458,33 @@ impl JoinOperator {
     ) {
         let other = 1 - s;
         let (add, remove) = (RowKind::Insert, RowKind::Delete);
+        if self.kind == JoinKind::LeftMark {
+            if s == 0 {
+                // Every left row, marked with whether it has a partner.
+                output.push(if accumulate { add } else { remove }, Some(batch_row), None, 1);
+                output.marks.push(matched > 0);
+                return;
+            }
+            // A right row: left rows whose partner count crosses zero change their mark.
+            for &r in partners {
+                let e = self.state.entry_mut(other, r);
+                let (before, count) = (e.partners, e.count);
+                e.partners = if accumulate {
+                    before + 1
+                } else {
+                    before.saturating_sub(1)
+                };
+                if (before == 0) != (e.partners == 0) {
+                    for _ in 0..count {
+                        output.push(remove, None, Some(r), 1);
+                        output.marks.push(before > 0);
+                        output.push(add, None, Some(r), 1);
+                        output.marks.push(e.partners > 0);
+                    }
+                }
+            }
+            return;
+        }
         if self.kind.left_only() {
             let semi = self.kind == JoinKind::LeftSemi;
             if s == 0 {

@@ -83,8 +83,13 @@ fn has_join_or_subquery(plan: &LogicalPlan) -> bool {
 /// DataFusion plans as a mark join), keys without a common type, a `NOT IN` without a
 /// comparison key. `time_attributes`: the event-time attributes of the left and right
 /// inputs (both append-only), when both have one: a condition bounding one by the other
-/// makes an interval join.
-pub(super) fn join_spec(j: &Join, time_attributes: Option<(usize, usize)>) -> Result<JoinSpec> {
+/// makes an interval join. `mark_allowed`: a mark join's mark is read only positively (see
+/// [`marks_read_positively`]).
+pub(super) fn join_spec(
+    j: &Join,
+    time_attributes: Option<(usize, usize)>,
+    mark_allowed: bool,
+) -> Result<JoinSpec> {
     let kind = match j.join_type {
         JoinType::Inner => JoinKind::Inner,
         JoinType::Left => JoinKind::Left,
@@ -92,10 +97,12 @@ pub(super) fn join_spec(j: &Join, time_attributes: Option<(usize, usize)>) -> Re
         JoinType::Full => JoinKind::Full,
         JoinType::LeftSemi => JoinKind::LeftSemi,
         JoinType::LeftAnti => JoinKind::LeftAnti,
+        JoinType::LeftMark if mark_allowed => JoinKind::LeftMark,
         JoinType::LeftMark | JoinType::RightMark => {
             return not_supported!(
-                "an IN / EXISTS subquery inside OR or another expression; use it as a whole \
-                 WHERE condition (ANDed with the others), or write the OR as a UNION"
+                "an IN / EXISTS subquery under NOT inside OR, or inside another expression \
+                 than AND / OR; use it as a whole WHERE condition (ANDed with the others), or \
+                 write the OR as a UNION"
             )
         }
         other => return not_supported!("the join type {other}"),
@@ -472,5 +479,25 @@ fn uncast(e: &Expr) -> &Expr {
         Expr::Cast(c) => &c.expr,
         Expr::TryCast(c) => &c.expr,
         other => other,
+    }
+}
+
+/// Whether `predicate` reads the `marks` columns (of mark joins below it) only where a
+/// FALSE mark and a NULL one filter alike: as bare conditions under AND / OR. A mark join's
+/// mark is never NULL where SQL's `x IN (subquery)` can be (x or a subquery value NULL),
+/// so `NOT mark`, `mark IS FALSE` or a comparison with it would give other rows.
+pub(super) fn marks_read_positively(predicate: &Expr, marks: &[datafusion_common::Column]) -> bool {
+    use datafusion_expr::{BinaryExpr, Operator};
+    match predicate {
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::And | Operator::Or,
+            right,
+        }) => marks_read_positively(left, marks) && marks_read_positively(right, marks),
+        Expr::Column(_) => true,
+        other => !other
+            .column_refs()
+            .iter()
+            .any(|c| marks.iter().any(|m| m == *c)),
     }
 }
