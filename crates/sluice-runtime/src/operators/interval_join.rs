@@ -331,9 +331,16 @@ impl Operator for IntervalJoinOperator {
         self.process_input(0, batch, out)
     }
 
-    fn process_input(&mut self, input: usize, batch: StreamBatch, out: &mut Collector) -> Result<()> {
+    fn process_input(
+        &mut self,
+        input: usize,
+        batch: StreamBatch,
+        out: &mut Collector,
+    ) -> Result<()> {
         if input > 1 {
-            return Err(SluiceError::Internal(format!("a join has no input {input}")));
+            return Err(SluiceError::Internal(format!(
+                "a join has no input {input}"
+            )));
         }
         self.join_batch(input, batch, out)
     }
@@ -387,4 +394,3 @@ impl Operator for IntervalJoinOperator {
         Ok(())
     }
 }
-

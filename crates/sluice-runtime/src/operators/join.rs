@@ -445,6 +445,19 @@ impl JoinOperator {
         Ok(())
     }
 
+    /// Counts one partner more (`accumulate`) or less for input `s`'s row `r`; returns its
+    /// partner count before and after, and its copies.
+    fn count_partner(&mut self, s: usize, r: u32, accumulate: bool) -> (u32, u32, u32) {
+        let e = self.state.entry_mut(s, r);
+        let before = e.partners;
+        e.partners = if accumulate {
+            before.saturating_add(1)
+        } else {
+            before.saturating_sub(1)
+        };
+        (before, e.partners, e.count)
+    }
+
     /// The changes one row of input `s` (`batch_row`, accumulated or retracted, with
     /// `partners` on the other input, `matched` copies in all) makes to the output.
     fn emit_row(
@@ -467,19 +480,13 @@ impl JoinOperator {
             }
             // A right row: left rows whose partner count crosses zero change their mark.
             for &r in partners {
-                let e = self.state.entry_mut(other, r);
-                let (before, count) = (e.partners, e.count);
-                e.partners = if accumulate {
-                    before + 1
-                } else {
-                    before.saturating_sub(1)
-                };
-                if (before == 0) != (e.partners == 0) {
+                let (before, after, count) = self.count_partner(other, r, accumulate);
+                if (before == 0) != (after == 0) {
                     for _ in 0..count {
                         output.push(remove, None, Some(r), 1);
                         output.marks.push(before > 0);
                         output.push(add, None, Some(r), 1);
-                        output.marks.push(e.partners > 0);
+                        output.marks.push(after > 0);
                     }
                 }
             }
@@ -496,14 +503,8 @@ impl JoinOperator {
             }
             // A right row: left rows whose partner count crosses zero flip.
             for &r in partners {
-                let e = self.state.entry_mut(other, r);
-                let (before, count) = (e.partners, e.count);
-                e.partners = if accumulate {
-                    before + 1
-                } else {
-                    before.saturating_sub(1)
-                };
-                let crossed = if accumulate { before == 0 } else { e.partners == 0 && before > 0 };
+                let (before, after, count) = self.count_partner(other, r, accumulate);
+                let crossed = (before == 0) != (after == 0);
                 if crossed {
                     let shown = accumulate == semi;
                     output.push(if shown { add } else { remove }, None, Some(r), count);
@@ -549,6 +550,36 @@ impl JoinOperator {
             }
         }
     }
+}
+
+/// Each column of `parts` (per column, its pieces) concatenated.
+pub(crate) fn concat_parts(parts: &[Vec<ArrayRef>]) -> Result<Vec<ArrayRef>> {
+    parts
+        .iter()
+        .map(|pieces| {
+            let pieces: Vec<&dyn Array> = pieces.iter().map(|a| a.as_ref()).collect();
+            Ok(concat(&pieces)?)
+        })
+        .collect()
+}
+
+/// Writes a two-input operator's rows into its snapshot as `left_<i>` and `right_<i>`:
+/// `sides[t]` holds, per group of rows, input `t`'s columns (NULL for the other input's
+/// rows), in the same row order for both inputs.
+pub(crate) fn write_input_columns(
+    w: &mut SnapshotWriter,
+    sides: &[Vec<Vec<ArrayRef>>; 2],
+) -> Result<()> {
+    for (t, prefix) in ["left", "right"].iter().enumerate() {
+        let width = sides[t].first().map(|c| c.len()).unwrap_or(0);
+        let per_column: Vec<Vec<ArrayRef>> = (0..width)
+            .map(|c| sides[t].iter().map(|columns| Arc::clone(&columns[c])).collect())
+            .collect();
+        for (c, column) in concat_parts(&per_column)?.into_iter().enumerate() {
+            w.column(format!("{prefix}_{c}"), column);
+        }
+    }
+    Ok(())
 }
 
 /// Whether rows with a NULL key part need not be stored: they match nothing unless NULLs
@@ -639,23 +670,12 @@ impl Operator for JoinOperator {
         if total == 0 {
             return Ok(None);
         }
-        let keys = key_parts
-            .iter()
-            .map(|parts| concat(&parts.iter().map(|a| a.as_ref()).collect::<Vec<_>>()))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        let mut w = SnapshotWriter::new(keys, total, max_parallelism)?;
+        let mut w = SnapshotWriter::new(concat_parts(&key_parts)?, total, max_parallelism)?;
         w.column("input", Arc::new(UInt8Array::from(input_of)));
         w.column("count", Arc::new(Int64Array::from(counts)));
         w.column("partners", Arc::new(Int64Array::from(partners)));
         w.column("idle_ms", Arc::new(Int64Array::from(idle)));
-        for (t, prefix) in ["left", "right"].iter().enumerate() {
-            let width = self.inputs[t].schema.fields().len();
-            for c in 0..width {
-                let parts: Vec<&dyn Array> =
-                    sides[t].iter().map(|columns| columns[c].as_ref()).collect();
-                w.column(format!("{prefix}_{c}"), concat(&parts)?);
-            }
-        }
+        write_input_columns(&mut w, &sides)?;
         w.finish()
     }
 

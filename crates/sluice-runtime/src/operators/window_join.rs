@@ -19,7 +19,9 @@ use std::sync::Arc;
 use datafusion_common::arrow::array::{
     new_null_array, Array, ArrayRef, AsArray, BooleanArray, Int64Array, UInt32Array, UInt8Array,
 };
-use datafusion_common::arrow::compute::{cast, concat, concat_batches, filter, prep_null_mask_filter, take};
+use datafusion_common::arrow::compute::{
+    cast, concat_batches, filter, prep_null_mask_filter, take,
+};
 use datafusion_common::arrow::datatypes::{DataType, Int64Type, SchemaRef, TimeUnit};
 use datafusion_common::arrow::record_batch::RecordBatch;
 use datafusion_common::arrow::row::{RowConverter, Rows};
@@ -27,6 +29,7 @@ use datafusion_physical_expr::PhysicalExpr;
 use sluice_common::plan::{JoinKind, WindowJoinColumns};
 use sluice_common::{Result, SluiceError};
 
+use super::join::{concat_parts, write_input_columns};
 use crate::expr::{evaluate, evaluate_all};
 use crate::message::StreamBatch;
 use crate::metrics::JobMetrics;
@@ -89,7 +92,9 @@ impl WindowJoinOperator {
         };
         let key_types = types(&left)?;
         if key_types != types(&right)? {
-            return Err(SluiceError::Internal("window join keys of different types".into()));
+            return Err(SluiceError::Internal(
+                "window join keys of different types".into(),
+            ));
         }
         Ok(WindowJoinOperator {
             kind,
@@ -183,7 +188,9 @@ impl WindowJoinOperator {
         let (lkeys, lnull) = self.keys_of(0, &left)?;
         let (rkeys, rnull) = self.keys_of(1, &right)?;
         let key = |rows: &Option<Rows>, i: usize| -> Vec<u8> {
-            rows.as_ref().map(|r| r.row(i).as_ref().to_vec()).unwrap_or_default()
+            rows.as_ref()
+                .map(|r| r.row(i).as_ref().to_vec())
+                .unwrap_or_default()
         };
         // Right rows by key; NULL-key rows apart.
         let mut by_key: HashMap<Vec<u8>, Vec<u32>> = HashMap::new();
@@ -228,14 +235,22 @@ impl WindowJoinOperator {
             let pairs = RecordBatch::try_new(Arc::clone(&self.pair_schema), columns)?;
             let mask = evaluate(residual, &pairs)?;
             let Some(mask) = mask.as_boolean_opt() else {
-                return Err(SluiceError::Execution("join condition is not boolean".into()));
+                return Err(SluiceError::Execution(
+                    "join condition is not boolean".into(),
+                ));
             };
             let mask = if mask.null_count() > 0 {
                 prep_null_mask_filter(mask)
             } else {
                 mask.clone()
             };
-            let keep = |v: Vec<u32>| v.into_iter().enumerate().filter(|(k, _)| mask.value(*k)).map(|(_, x)| x).collect::<Vec<_>>();
+            let keep = |v: Vec<u32>| {
+                v.into_iter()
+                    .enumerate()
+                    .filter(|(k, _)| mask.value(*k))
+                    .map(|(_, x)| x)
+                    .collect::<Vec<_>>()
+            };
             pl = keep(pl);
             pr = keep(pr);
         }
@@ -303,7 +318,10 @@ impl WindowJoinOperator {
             if !self.columns.window.fired(end, watermark_ms) {
                 break;
             }
-            let sides = self.pending.remove(&(end, start)).expect("the first window");
+            let sides = self
+                .pending
+                .remove(&(end, start))
+                .expect("the first window");
             if let Some(b) = self.join_window(sides)? {
                 out.emit(b);
             }
@@ -325,9 +343,16 @@ impl Operator for WindowJoinOperator {
         self.process_input(0, batch, out)
     }
 
-    fn process_input(&mut self, input: usize, batch: StreamBatch, _out: &mut Collector) -> Result<()> {
+    fn process_input(
+        &mut self,
+        input: usize,
+        batch: StreamBatch,
+        _out: &mut Collector,
+    ) -> Result<()> {
         if input > 1 {
-            return Err(SluiceError::Internal(format!("a join has no input {input}")));
+            return Err(SluiceError::Internal(format!(
+                "a join has no input {input}"
+            )));
         }
         if batch.ops.is_some() {
             return Err(SluiceError::Execution(
@@ -360,7 +385,10 @@ impl Operator for WindowJoinOperator {
             for (s, batches) in buffered.iter().enumerate() {
                 for b in batches {
                     let n = b.num_rows();
-                    for (k, col) in evaluate_all(&self.inputs[s].keys, b)?.into_iter().enumerate() {
+                    for (k, col) in evaluate_all(&self.inputs[s].keys, b)?
+                        .into_iter()
+                        .enumerate()
+                    {
                         keys[k].push(col);
                     }
                     input_of.extend(std::iter::repeat_n(s as u8, n));
@@ -385,20 +413,11 @@ impl Operator for WindowJoinOperator {
         if total == 0 {
             return Ok(None);
         }
-        let keys = keys
-            .iter()
-            .map(|parts| concat(&parts.iter().map(|a| a.as_ref()).collect::<Vec<_>>()))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        let mut w = SnapshotWriter::new(keys, total, max_parallelism)?;
+        let mut w = SnapshotWriter::new(concat_parts(&keys)?, total, max_parallelism)?;
         w.column("input", Arc::new(UInt8Array::from(input_of)));
         w.column("window_start", Arc::new(Int64Array::from(starts)));
         w.column("window_end", Arc::new(Int64Array::from(ends)));
-        for (t, prefix) in ["left", "right"].iter().enumerate() {
-            for c in 0..self.inputs[t].schema.fields().len() {
-                let parts: Vec<&dyn Array> = sides[t].iter().map(|cols| cols[c].as_ref()).collect();
-                w.column(format!("{prefix}_{c}"), concat(&parts)?);
-            }
-        }
+        write_input_columns(&mut w, &sides)?;
         w.finish()
     }
 
@@ -413,7 +432,8 @@ impl Operator for WindowJoinOperator {
             let starts = reader.primitive::<Int64Type>("window_start")?;
             let ends = reader.primitive::<Int64Type>("window_end")?;
             for (s, prefix) in ["left_", "right_"].iter().enumerate() {
-                let mask = BooleanArray::from_iter(input_of.iter().map(|v| Some(v == Some(s as u8))));
+                let mask =
+                    BooleanArray::from_iter(input_of.iter().map(|v| Some(v == Some(s as u8))));
                 let columns = reader
                     .numbered(prefix)
                     .iter()
@@ -428,7 +448,10 @@ impl Operator for WindowJoinOperator {
                 let picked: Vec<usize> = (0..snap.num_rows()).filter(|&r| mask.value(r)).collect();
                 let mut by_window: BTreeMap<(i64, i64), Vec<u32>> = BTreeMap::new();
                 for (k, &r) in picked.iter().enumerate() {
-                    by_window.entry((ends.value(r), starts.value(r))).or_default().push(k as u32);
+                    by_window
+                        .entry((ends.value(r), starts.value(r)))
+                        .or_default()
+                        .push(k as u32);
                 }
                 for (window, rows) in by_window {
                     let idx = UInt32Array::from(rows);
