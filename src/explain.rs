@@ -118,12 +118,12 @@ fn state(node: &PlanNode, keys: Option<&[Vec<String>]>, ctx: &ExplainContext) ->
             let b = j.interval.expect("an interval join");
             format!(
                 "left rows {}, right rows {}, each dropped when the watermark passes its last \
-                 partner time (left: time + {} ms, right: time - {} ms; outer rows without a \
+                 partner time (left: time {:+} ms, right: time {:+} ms; outer rows without a \
                  partner are emitted padded then); output watermark held back {} ms",
                 keyed(keys.and_then(|k| k.first())),
                 keyed(keys.and_then(|k| k.get(1))),
                 b.upper_ms,
-                b.lower_ms,
+                -b.lower_ms,
                 b.upper_ms.max(-b.lower_ms).max(0) + 1
             )
         }
@@ -306,7 +306,7 @@ fn label(node: &PlanNode) -> String {
                             + b.right_time,
                     );
                     format!(
-                        "IntervalJoin: {}, on=[{}], {left} + {} ms <= {right} <= {left} + {} ms{residual}",
+                        "IntervalJoin: {}, on=[{}], {left} {:+} ms <= {right} <= {left} {:+} ms{residual}",
                         j.kind.sql(),
                         on.join(", "),
                         b.lower_ms,

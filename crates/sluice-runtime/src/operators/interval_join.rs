@@ -126,7 +126,7 @@ impl IntervalJoinOperator {
     }
 
     fn join_batch(&mut self, s: usize, batch: StreamBatch, out: &mut Collector) -> Result<()> {
-        if batch.ops.is_some() {
+        if (0..batch.num_rows()).any(|i| batch.row_kind(i).is_retraction()) {
             return Err(SluiceError::Execution(
                 "an interval join's input must be append-only".into(),
             ));
@@ -149,6 +149,12 @@ impl IntervalJoinOperator {
                 None => self.join.state.key_id(&[]),
             })
             .collect();
+        // The watermark in effect at each row (it may rise within the batch): a held row
+        // whose last partner time it has passed is gone for this row and later ones, as if
+        // the batch had been cut there (results must not depend on batch sizes).
+        let row_watermark: Vec<i64> = (0..n)
+            .map(|i| self.watermark_ms.max(batch.watermark_at(i)))
+            .collect();
         // Candidates: the other input's rows of the key within the time bounds.
         let mut offsets = Vec::with_capacity(n + 1);
         let mut candidates = Vec::new();
@@ -158,7 +164,12 @@ impl IntervalJoinOperator {
                 if !has_null(i) || self.join.null_equal {
                     let (from, to) = self.partner_range(s, t);
                     if let Some(rows) = self.by_time[other].get(k as usize) {
-                        candidates.extend(rows.range(from, to).map(|&(_, r)| r));
+                        let w = row_watermark[i];
+                        candidates.extend(
+                            rows.range(from, to)
+                                .filter(|&&(t, _)| self.last_partner_time(other, t) >= w)
+                                .map(|&(_, r)| r),
+                        );
                     }
                 }
             }
@@ -187,7 +198,7 @@ impl IntervalJoinOperator {
                 output.push(RowKind::Insert, Some(i as u32), Some(r), e.count);
             }
             let kept = times[i].is_some_and(|t| {
-                self.last_partner_time(s, t) >= self.watermark_ms
+                self.last_partner_time(s, t) >= row_watermark[i]
                     && (!has_null(i) || self.join.null_equal)
             });
             if kept {
@@ -210,7 +221,17 @@ impl IntervalJoinOperator {
         }
         self.join.state.forget_empty_keys();
         if !output.is_empty() {
-            out.emit(self.join.build_output(s, data, output)?);
+            // Append-only: no row kinds.
+            let mut joined = self.join.build_output(s, data, output)?;
+            joined.ops = None;
+            out.emit(joined);
+        }
+        // Rows the batch's watermark has passed go now (outer ones padded).
+        if let Some(&w) = row_watermark.last() {
+            if w > self.watermark_ms {
+                self.watermark_ms = w;
+                self.expire(w, out)?;
+            }
         }
         Ok(())
     }
@@ -346,11 +367,10 @@ impl Operator for IntervalJoinOperator {
     }
 
     fn on_watermark(&mut self, watermark_ms: i64, out: &mut Collector) -> Result<()> {
-        if watermark_ms <= self.watermark_ms {
-            return Ok(());
+        if watermark_ms > self.watermark_ms {
+            self.watermark_ms = watermark_ms;
+            self.expire(watermark_ms, out)?;
         }
-        self.watermark_ms = watermark_ms;
-        self.expire(watermark_ms, out)?;
         let held = watermark_ms.saturating_sub(self.hold_ms());
         if held > self.sent_ms {
             self.sent_ms = held;

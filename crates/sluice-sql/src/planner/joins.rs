@@ -276,7 +276,9 @@ fn interval_bounds(
                 low,
                 high,
             }) => match (compare(expr, Operator::GtEq, low), compare(expr, Operator::LtEq, high)) {
-                (Some((l, _)), Some((_, u))) => Some((l, u)),
+                // With the left input's time as the subject, the first comparison bounds
+                // `tr - tl` from above and the second from below.
+                (Some((l1, u1)), Some((l2, u2))) => Some((l1.or(l2), u1.or(u2))),
                 _ => None,
             },
             _ => None,
