@@ -24,16 +24,14 @@
 
 use std::collections::VecDeque;
 
-use datafusion_common::arrow::array::{Array, AsArray};
+use datafusion_common::arrow::array::AsArray;
 use datafusion_common::arrow::compute::cast;
 use datafusion_common::arrow::datatypes::{DataType, Int64Type, TimeUnit};
 use datafusion_common::arrow::record_batch::RecordBatch;
-use datafusion_common::arrow::row::Rows;
 use sluice_common::plan::IntervalBounds;
 use sluice_common::{Result, SluiceError};
 
 use super::join::{JoinOperator, OutputRows};
-use crate::expr::evaluate_all;
 use crate::message::{RowKind, StreamBatch};
 use crate::operator::{Collector, Operator};
 
@@ -135,20 +133,8 @@ impl IntervalJoinOperator {
         let data = &batch.data;
         let other = 1 - s;
         let times = self.row_times(s, data)?;
-        let key_columns = evaluate_all(&self.join.inputs[s].keys, data)?;
-        let key_rows: Option<Rows> = match &self.join.key_converter {
-            Some(c) => Some(c.convert_columns(&key_columns)?),
-            None => None,
-        };
-        let has_null = |i: usize| key_columns.iter().any(|k| k.is_null(i));
+        let keys = self.join.batch_keys(s, data)?;
         let rows = self.join.inputs[s].row_format(data)?;
-        let key_of = |i: usize| key_rows.as_ref().map(|r| r.row(i));
-        let key_ids: Vec<Option<u32>> = (0..n)
-            .map(|i| match key_of(i) {
-                Some(k) => self.join.state.key_id(k.as_ref()),
-                None => self.join.state.key_id(&[]),
-            })
-            .collect();
         // The watermark in effect at each row (it may rise within the batch): a held row
         // whose last partner time it has passed is gone for this row and later ones, as if
         // the batch had been cut there (results must not depend on batch sizes).
@@ -160,8 +146,8 @@ impl IntervalJoinOperator {
         let mut candidates = Vec::new();
         offsets.push(0);
         for i in 0..n {
-            if let (Some(t), Some(k)) = (times[i], key_ids[i]) {
-                if !has_null(i) || self.join.null_equal {
+            if let (Some(t), Some(k)) = (times[i], keys.ids[i]) {
+                if !keys.nulls[i] || self.join.null_equal {
                     let (from, to) = self.partner_range(s, t);
                     if let Some(rows) = self.by_time[other].get(k as usize) {
                         let w = row_watermark[i];
@@ -199,16 +185,17 @@ impl IntervalJoinOperator {
             }
             let kept = times[i].is_some_and(|t| {
                 self.last_partner_time(s, t) >= row_watermark[i]
-                    && (!has_null(i) || self.join.null_equal)
+                    && (!keys.nulls[i] || self.join.null_equal)
             });
             if kept {
                 let t = times[i].expect("kept rows have a time");
-                let key = key_of(i);
-                let key = key.as_ref().map(|k| k.as_ref()).unwrap_or(&[]);
-                let id = self
-                    .join
-                    .state
-                    .insert(s, key, key_ids[i], rows.row(i).as_ref(), now);
+                let id = self.join.state.insert(
+                    s,
+                    keys.key(i),
+                    keys.ids[i],
+                    rows.row(i).as_ref(),
+                    now,
+                );
                 let e = self.join.state.entry_mut(s, id);
                 e.partners = e.partners.saturating_add(matched);
                 if e.count == 1 {

@@ -82,7 +82,45 @@ impl JoinInput {
     }
 }
 
+/// A batch's join keys: row-format bytes, NULL flags and, for keys held, their ids (valid
+/// for the batch: emptied keys are forgotten after it).
+pub(crate) struct BatchKeys {
+    rows: Option<Rows>,
+    /// A key part of the row is NULL.
+    pub(crate) nulls: Vec<bool>,
+    /// The key's id when some row holds it.
+    pub(crate) ids: Vec<Option<u32>>,
+}
+
+impl BatchKeys {
+    /// Row `i`'s key bytes (empty without key columns).
+    pub(crate) fn key(&self, i: usize) -> &[u8] {
+        self.rows.as_ref().map(|r| r.row(i).data()).unwrap_or(&[])
+    }
+}
+
 impl JoinOperator {
+    /// The keys of a batch of input `s`.
+    pub(crate) fn batch_keys(&self, s: usize, data: &RecordBatch) -> Result<BatchKeys> {
+        let key_columns = evaluate_all(&self.inputs[s].keys, data)?;
+        let rows = match &self.key_converter {
+            Some(c) => Some(c.convert_columns(&key_columns)?),
+            None => None,
+        };
+        let nulls = (0..data.num_rows())
+            .map(|i| key_columns.iter().any(|k| k.is_null(i)))
+            .collect();
+        let mut keys = BatchKeys {
+            rows,
+            nulls,
+            ids: Vec::new(),
+        };
+        keys.ids = (0..data.num_rows())
+            .map(|i| self.state.key_id(keys.key(i)))
+            .collect();
+        Ok(keys)
+    }
+
     /// The processing time (ms).
     pub(crate) fn now_ms(&self) -> i64 {
         self.clock.now_ms()
@@ -376,28 +414,15 @@ impl JoinOperator {
         let n = batch.num_rows();
         let data = &batch.data;
         let other = 1 - s;
-        let key_columns = evaluate_all(&self.inputs[s].keys, data)?;
-        let key_rows: Option<Rows> = match &self.key_converter {
-            Some(c) => Some(c.convert_columns(&key_columns)?),
-            None => None,
-        };
-        let has_null = |i: usize| key_columns.iter().any(|k| k.is_null(i));
+        let keys = self.batch_keys(s, data)?;
         let rows = self.inputs[s].row_format(data)?;
         // Every row's candidate partners, before the residual condition. The other input's
         // rows do not change while this batch is joined.
-        // Key ids stay valid for the batch (empty keys are forgotten after it).
-        let key_of = |i: usize| key_rows.as_ref().map(|r| r.row(i));
-        let key_ids: Vec<Option<u32>> = (0..n)
-            .map(|i| match key_of(i) {
-                Some(k) => self.state.key_id(k.as_ref()),
-                None => self.state.key_id(&[]),
-            })
-            .collect();
         let mut offsets = Vec::with_capacity(n + 1);
         let mut candidates = Vec::new();
         offsets.push(0);
         for i in 0..n {
-            self.candidates(other, key_ids[i], has_null(i), &mut candidates);
+            self.candidates(other, keys.ids[i], keys.nulls[i], &mut candidates);
             offsets.push(candidates.len());
         }
         let mask = if self.residual.is_some() {
@@ -411,7 +436,9 @@ impl JoinOperator {
         let now = self.clock.now_ms();
         let mut output = OutputRows::default();
         let mut partners = Vec::new();
-        let store = !has_null_free_rows_only(self.null_equal, self.null_aware);
+        // Rows with a NULL key part match nothing unless NULLs are equal or the join is
+        // null-aware: then they are stored too.
+        let store_null_keys = self.null_equal || self.null_aware;
         for i in 0..n {
             partners.clear();
             partners.extend(
@@ -424,13 +451,11 @@ impl JoinOperator {
                 .map(|&r| self.state.entry(other, r).count)
                 .fold(0u32, |a, c| a.saturating_add(c));
             let accumulate = !batch.row_kind(i).is_retraction();
-            let key = key_of(i);
-            let key = key.as_ref().map(|k| k.as_ref()).unwrap_or(&[]);
             // A row whose key cannot match is not kept (it can never gain partners).
-            if store || !has_null(i) {
+            if store_null_keys || !keys.nulls[i] {
                 let row = rows.row(i);
                 if accumulate {
-                    let id = self.state.insert(s, key, key_ids[i], row.as_ref(), now);
+                    let id = self.state.insert(s, keys.key(i), keys.ids[i], row.as_ref(), now);
                     self.state.entry_mut(s, id).partners = matched;
                 } else {
                     self.state.retract(s, row.as_ref(), now);
@@ -580,12 +605,6 @@ pub(crate) fn write_input_columns(
         }
     }
     Ok(())
-}
-
-/// Whether rows with a NULL key part need not be stored: they match nothing unless NULLs
-/// are equal or the join is null-aware.
-fn has_null_free_rows_only(null_equal: bool, null_aware: bool) -> bool {
-    !null_equal && !null_aware
 }
 
 impl Operator for JoinOperator {

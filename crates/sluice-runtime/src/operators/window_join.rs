@@ -187,13 +187,11 @@ impl WindowJoinOperator {
         let right = concat_batches(&self.inputs[1].schema, &r)?;
         let (lkeys, lnull) = self.keys_of(0, &left)?;
         let (rkeys, rnull) = self.keys_of(1, &right)?;
-        let key = |rows: &Option<Rows>, i: usize| -> Vec<u8> {
-            rows.as_ref()
-                .map(|r| r.row(i).as_ref().to_vec())
-                .unwrap_or_default()
-        };
+        fn key(rows: &Option<Rows>, i: usize) -> &[u8] {
+            rows.as_ref().map(|r| r.row(i).data()).unwrap_or(&[])
+        }
         // Right rows by key; NULL-key rows apart.
-        let mut by_key: HashMap<Vec<u8>, Vec<u32>> = HashMap::new();
+        let mut by_key: HashMap<&[u8], Vec<u32>> = HashMap::new();
         let mut null_rows = Vec::new();
         for j in 0..right.num_rows() {
             if rnull[j] && !self.null_equal {
