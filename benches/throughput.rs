@@ -450,9 +450,16 @@ fn generate_lines(
 fn checkpoint_state(dir: &Path) -> (u64, u64) {
     let mut newest: Option<(u64, PathBuf)> = None;
     for job in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        for chk in std::fs::read_dir(job.path()).into_iter().flatten().flatten() {
+        for chk in std::fs::read_dir(job.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
             let name = chk.file_name().to_string_lossy().to_string();
-            if let Some(id) = name.strip_prefix("chk-").and_then(|i| i.parse::<u64>().ok()) {
+            if let Some(id) = name
+                .strip_prefix("chk-")
+                .and_then(|i| i.parse::<u64>().ok())
+            {
                 if newest.as_ref().is_none_or(|(n, _)| id > *n) {
                     newest = Some((id, chk.path().join("_manifest.json")));
                 }
@@ -476,7 +483,11 @@ fn join_with_table() {
     let table = dir.join(format!("join_table_{JOIN_KEYS}.csv"));
     generate_lines(&stream, JOIN_STREAM_ROWS, |_, rng| {
         let r = rng.next();
-        format!("{},{}", (r >> 16) % JOIN_KEYS, ((r >> 40) % 100_000) as f64 / 100.0)
+        format!(
+            "{},{}",
+            (r >> 16) % JOIN_KEYS,
+            ((r >> 40) % 100_000) as f64 / 100.0
+        )
     })
     .expect("stream data");
     generate_lines(&table, JOIN_KEYS, |i, _| format!("{i},name-{i}")).expect("table data");

@@ -100,7 +100,10 @@ fn state(node: &PlanNode, keys: Option<&[Vec<String>]>, ctx: &ExplainContext) ->
         .unwrap_or_default();
     let state = match &node.spec {
         OperatorSpec::WindowAggregate(a)
-            if matches!(a.window.kind, sluice_common::plan::WindowKind::Session { .. }) =>
+            if matches!(
+                a.window.kind,
+                sluice_common::plan::WindowKind::Session { .. }
+            ) =>
         {
             format!("session rows and timers, {key_text}")
         }
@@ -129,7 +132,10 @@ fn state(node: &PlanNode, keys: Option<&[Vec<String>]>, ctx: &ExplainContext) ->
         }
         OperatorSpec::Join(j) if j.null_aware => {
             fn keys<E: ToString>(k: &[E]) -> String {
-                k.iter().map(|e| clean(&e.to_string())).collect::<Vec<_>>().join(", ")
+                k.iter()
+                    .map(|e| clean(&e.to_string()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             }
             format!(
                 "left rows keyed by [{}], right rows keyed by [{}], in one subtask (NOT IN \
@@ -268,7 +274,11 @@ fn label(node: &PlanNode) -> String {
                 .iter()
                 .zip(&j.right_keys)
                 .map(|(l, r)| {
-                    let op = if j.null_equal { "IS NOT DISTINCT FROM" } else { "=" };
+                    let op = if j.null_equal {
+                        "IS NOT DISTINCT FROM"
+                    } else {
+                        "="
+                    };
                     format!("{l} {op} {r}")
                 })
                 .collect();
@@ -314,7 +324,11 @@ fn label(node: &PlanNode) -> String {
                     )
                 }
                 None => {
-                    format!("Join: {}, on=[{}]{null_aware}{residual}", j.kind.sql(), on.join(", "))
+                    format!(
+                        "Join: {}, on=[{}]{null_aware}{residual}",
+                        j.kind.sql(),
+                        on.join(", ")
+                    )
                 }
             }
         }
@@ -394,4 +408,3 @@ fn clean(text: &str) -> String {
     }
     line
 }
-

@@ -373,11 +373,16 @@ impl Engine {
                         } else {
                             let mut one = BTreeMap::new();
                             one.insert("d".to_string(), duration.to_string());
-                            let ms = sluice_runtime::connectors::datagen::parse_duration_ms(&one, "d")?
-                                .ok_or_else(bad)?;
+                            let ms =
+                                sluice_runtime::connectors::datagen::parse_duration_ms(&one, "d")?
+                                    .ok_or_else(bad)?;
                             SourceStall::For(std::time::Duration::from_millis(ms.max(0) as u64))
                         };
-                        stalls.push((subtask.trim().parse().map_err(|_| bad())?, stall, first_only));
+                        stalls.push((
+                            subtask.trim().parse().map_err(|_| bad())?,
+                            stall,
+                            first_only,
+                        ));
                     }
                     stalls
                 }
@@ -544,9 +549,10 @@ impl Engine {
                 Ok(StatementResult::Done("Begin a statement set.".into()))
             }
             Statement::EndStatementSet => {
-                let inserts = self.statement_set.take().ok_or_else(|| {
-                    SluiceError::Plan("END without BEGIN STATEMENT SET".into())
-                })?;
+                let inserts = self
+                    .statement_set
+                    .take()
+                    .ok_or_else(|| SluiceError::Plan("END without BEGIN STATEMENT SET".into()))?;
                 if inserts.is_empty() {
                     return Err(SluiceError::Plan(
                         "the statement set has no INSERT INTO statement".into(),

@@ -778,16 +778,26 @@ mod tests {
         assert!(!is_complete("SELECT 1; SELECT 2"));
         assert!(is_complete("SELECT 'a;b', `c;` FROM t;"));
         // A statement set goes on past the `;`s of its INSERTs, up to `END;`.
-        assert!(!is_complete("EXECUTE STATEMENT SET BEGIN\nINSERT INTO a SELECT 1;"));
-        assert!(is_complete("execute statement set begin insert into a select 1; end;"));
+        assert!(!is_complete(
+            "EXECUTE STATEMENT SET BEGIN\nINSERT INTO a SELECT 1;"
+        ));
+        assert!(is_complete(
+            "execute statement set begin insert into a select 1; end;"
+        ));
         assert!(is_complete("BEGIN STATEMENT SET;"));
         // A CASE ... END inside does not close it; a word ending in "end" neither.
         assert!(!is_complete(
             "EXECUTE STATEMENT SET BEGIN INSERT INTO a SELECT CASE WHEN x THEN 1 END FROM t;"
         ));
-        assert!(!is_complete("EXECUTE STATEMENT SET BEGIN INSERT INTO a SELECT spend FROM t;"));
-        assert!(!is_complete("EXPLAIN STATEMENT SET BEGIN INSERT INTO a SELECT x FROM t;"));
-        assert!(is_complete("EXPLAIN STATEMENT SET BEGIN INSERT INTO a SELECT x FROM t; END;"));
+        assert!(!is_complete(
+            "EXECUTE STATEMENT SET BEGIN INSERT INTO a SELECT spend FROM t;"
+        ));
+        assert!(!is_complete(
+            "EXPLAIN STATEMENT SET BEGIN INSERT INTO a SELECT x FROM t;"
+        ));
+        assert!(is_complete(
+            "EXPLAIN STATEMENT SET BEGIN INSERT INTO a SELECT x FROM t; END;"
+        ));
     }
 
     #[test]

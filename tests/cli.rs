@@ -145,14 +145,23 @@ fn a_killed_statement_set_resumes_with_every_sinks_output_exact() {
     // Kill once a checkpoint has committed output to both sinks (the run takes 10 s).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
     while committed_lines(&windows).is_empty() || committed_lines(&sevens).is_empty() {
-        assert!(std::time::Instant::now() < deadline, "no checkpoint committed");
-        assert!(child.try_wait().unwrap().is_none(), "the job ended before a checkpoint");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no checkpoint committed"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the job ended before a checkpoint"
+        );
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let partial = committed_lines(&sevens).len();
-    assert!(partial < 2857, "killed mid-run: {partial} of 2857 rows committed");
+    assert!(
+        partial < 2857,
+        "killed mid-run: {partial} of 2857 rows committed"
+    );
     let resumed = sluice(&["run", file.to_str().unwrap(), "--from-checkpoint", "latest"]);
     assert!(
         resumed.status.success(),
@@ -163,7 +172,11 @@ fn a_killed_statement_set_resumes_with_every_sinks_output_exact() {
         .map(|w| {
             let (lo, hi) = ((w * 100).max(1), (w * 100 + 99).min(20_000));
             let n = hi - lo + 1;
-            format!("{},{n},{}", sluice::format_timestamp_ms(w * 1000), (lo + hi) * n / 2)
+            format!(
+                "{},{n},{}",
+                sluice::format_timestamp_ms(w * 1000),
+                (lo + hi) * n / 2
+            )
         })
         .collect();
     expected_windows.sort();
@@ -215,8 +228,14 @@ fn a_killed_join_resumes_with_exact_output() {
         .expect("sluice starts");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
     while committed_lines(&out).is_empty() {
-        assert!(std::time::Instant::now() < deadline, "no checkpoint committed");
-        assert!(child.try_wait().unwrap().is_none(), "the job ended before a checkpoint");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no checkpoint committed"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the job ended before a checkpoint"
+        );
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     child.kill().unwrap(); // SIGKILL
@@ -227,7 +246,10 @@ fn a_killed_join_resumes_with_exact_output() {
         .collect();
     expected.sort();
     let partial = committed_lines(&out).len();
-    assert!(partial < expected.len(), "killed mid-run: {partial} rows committed");
+    assert!(
+        partial < expected.len(),
+        "killed mid-run: {partial} rows committed"
+    );
     let resumed = sluice(&["run", file.to_str().unwrap(), "--from-checkpoint", "latest"]);
     let stderr = String::from_utf8_lossy(&resumed.stderr);
     assert!(resumed.status.success(), "{stderr}");
@@ -360,7 +382,11 @@ fn explain_goldens() {
     // edge, the shared source drawn once in DOT with an edge to each consumer.
     golden("union.sql", 2, "union_p2.txt");
     let dot = golden("union_dot.sql", 1, "union_p1.dot");
-    assert_eq!(dot.matches("Source: table=a").count(), 1, "one source for table a");
+    assert_eq!(
+        dot.matches("Source: table=a").count(),
+        1,
+        "one source for table a"
+    );
     assert_eq!(dot.matches("n0 -> ").count(), 2, "read by two branches");
     // A statement set: both sinks' branches, from the one source they share.
     golden("statement_set.sql", 2, "statement_set_p2.txt");
@@ -374,7 +400,10 @@ fn explain_goldens() {
     let interval = golden("interval_join.sql", 2, "interval_join_p2.txt");
     assert!(interval.contains("IntervalJoin: LEFT OUTER"), "{interval}");
     let window = golden("window_join.sql", 2, "window_join_p2.txt");
-    assert!(window.contains("WindowJoin: LEFT OUTER, TUMBLE"), "{window}");
+    assert!(
+        window.contains("WindowJoin: LEFT OUTER, TUMBLE"),
+        "{window}"
+    );
     let bad = sluice(&["run", "-e", "EXPLAIN FORMAT JSON SELECT 1"]);
     assert_eq!(bad.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("must be TEXT or DOT"));

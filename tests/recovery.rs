@@ -1850,6 +1850,9 @@ fn time_bounded_joins_keep_bounded_state() {
         let (now, peak) = *state.values().next().unwrap();
         assert!(rows > 1000, "{query}: {rows} rows out");
         assert_eq!(now, 0, "{query}: state left at the end");
-        assert!(peak > 0 && peak < 2_000, "{query}: peak state {peak} rows of 40,000 in");
+        assert!(
+            peak > 0 && peak < 2_000,
+            "{query}: peak state {peak} rows of 40,000 in"
+        );
     }
 }

@@ -48,9 +48,7 @@ impl PlanNode {
                 | JoinKind::Full
                 | JoinKind::LeftAnti
                 | JoinKind::LeftMark => true,
-                JoinKind::Inner | JoinKind::LeftSemi => {
-                    self.inputs.iter().any(|i| i.is_updating())
-                }
+                JoinKind::Inner | JoinKind::LeftSemi => self.inputs.iter().any(|i| i.is_updating()),
             },
             OperatorSpec::Source(_)
             | OperatorSpec::WindowAssign { .. }
@@ -59,9 +57,7 @@ impl PlanNode {
             OperatorSpec::Filter { .. }
             | OperatorSpec::Project { .. }
             | OperatorSpec::Union
-            | OperatorSpec::Sink(_) => {
-                self.inputs.iter().any(|i| i.is_updating())
-            }
+            | OperatorSpec::Sink(_) => self.inputs.iter().any(|i| i.is_updating()),
         }
     }
 }

@@ -18,11 +18,11 @@ use crate::operator::Operator;
 use crate::operators::group_aggregate::GroupAggregateOperator;
 use crate::operators::interval_join::IntervalJoinOperator;
 use crate::operators::join::{JoinInput, JoinOperator};
-use crate::operators::window_join::{WindowJoinInput, WindowJoinOperator};
 use crate::operators::session_aggregate::SessionAggregateOperator;
 use crate::operators::stateless::{FilterOperator, ProjectOperator, UnionOperator};
 use crate::operators::window_aggregate::{AggregateCall, WindowAggregateOperator, WindowSource};
 use crate::operators::window_assign::WindowAssignOperator;
+use crate::operators::window_join::{WindowJoinInput, WindowJoinOperator};
 use crate::state::AccumulatorFactory;
 
 /// The live operators of a stage's chain `nodes` (each with its operator id) and its
@@ -147,7 +147,10 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
         OperatorSpec::Join(spec) => {
             let input = |i: usize, keys: &[datafusion_expr::Expr]| -> Result<JoinInput> {
                 let schema: &DFSchema = &node.inputs[i].schema;
-                JoinInput::new(physical_all(keys, schema)?, Arc::new(schema.as_arrow().clone()))
+                JoinInput::new(
+                    physical_all(keys, schema)?,
+                    Arc::new(schema.as_arrow().clone()),
+                )
             };
             let residual = spec
                 .residual
@@ -166,7 +169,11 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
                 return Ok(Box::new(WindowJoinOperator::new(
                     spec.kind,
                     window_input(0, &spec.left_keys, (columns.left_start, columns.left_end))?,
-                    window_input(1, &spec.right_keys, (columns.right_start, columns.right_end))?,
+                    window_input(
+                        1,
+                        &spec.right_keys,
+                        (columns.right_start, columns.right_end),
+                    )?,
                     columns,
                     spec.null_equal,
                     spec.null_aware,

@@ -77,7 +77,12 @@ impl InputGate {
 
     /// [`InputGate::push`], with the input each message passed on came from (for rows; a
     /// combined watermark, barrier or end carries the input that completed it).
-    pub(crate) fn push_tagged(&mut self, input: usize, msg: Message, out: &mut Vec<(usize, Message)>) {
+    pub(crate) fn push_tagged(
+        &mut self,
+        input: usize,
+        msg: Message,
+        out: &mut Vec<(usize, Message)>,
+    ) {
         if self.inputs() == 1 {
             if !matches!(msg, Message::Idle) {
                 out.push((input, msg));

@@ -79,7 +79,11 @@ pub fn routing_keys(node: &PlanNode) -> Option<Vec<RoutingKeys>> {
                 .iter()
                 .enumerate()
                 .map(|(i, keys)| RoutingKeys {
-                    exprs: if spec.null_aware { Vec::new() } else { keys.to_vec() },
+                    exprs: if spec.null_aware {
+                        Vec::new()
+                    } else {
+                        keys.to_vec()
+                    },
                     schema: node.inputs[i].schema.as_ref().clone(),
                 })
                 .collect(),

@@ -55,7 +55,12 @@ pub trait Operator: Send {
     /// before they reach the operator (the task's input gate: the watermark is the minimum
     /// over the inputs). The default, for one-input operators, is
     /// [`Operator::process_batch`].
-    fn process_input(&mut self, input: usize, batch: StreamBatch, out: &mut Collector) -> Result<()> {
+    fn process_input(
+        &mut self,
+        input: usize,
+        batch: StreamBatch,
+        out: &mut Collector,
+    ) -> Result<()> {
         let _ = input;
         self.process_batch(batch, out)
     }

@@ -357,8 +357,7 @@ impl SourceDriver {
         let waiting = || match stall {
             SourceStall::For(d) => started.elapsed() < d,
             SourceStall::UntilOutput => {
-                JobMetrics::get(&metrics.rows_out) == 0
-                    && started.elapsed() < UNTIL_OUTPUT_LIMIT
+                JobMetrics::get(&metrics.rows_out) == 0 && started.elapsed() < UNTIL_OUTPUT_LIMIT
             }
         };
         // Nothing read yet: the restored position and the rows still to skip after it.
@@ -721,9 +720,11 @@ impl Outputs {
 
     /// Sends `m` to every consuming subtask; `false` when one of them has stopped.
     pub(crate) fn broadcast(&self, m: Message) -> bool {
-        self.0
-            .iter()
-            .all(|t| t.subtasks.iter().all(|s| s.send((t.input, m.clone())).is_ok()))
+        self.0.iter().all(|t| {
+            t.subtasks
+                .iter()
+                .all(|s| s.send((t.input, m.clone())).is_ok())
+        })
     }
 
     /// Sends the rows of `b` along every edge; `false` when a consumer has stopped.
@@ -746,7 +747,9 @@ impl Target {
         use datafusion_common::arrow::array::UInt32Array;
         use datafusion_common::arrow::compute::take;
         let Some(keys) = &self.keys else {
-            return Ok(self.subtasks[0].send((self.input, Message::Data(b))).is_ok());
+            return Ok(self.subtasks[0]
+                .send((self.input, Message::Data(b)))
+                .is_ok());
         };
         let n = self.subtasks.len();
         let rows = b.num_rows();
@@ -975,7 +978,9 @@ impl OperatorTask {
     fn publish_state_rows(&self) {
         for (rows, &operator) in self.chain.state_rows().iter().zip(&self.operator_indices) {
             if let Some(rows) = rows {
-                self.ctx.metrics.set_state_rows(operator, self.subtask, *rows);
+                self.ctx
+                    .metrics
+                    .set_state_rows(operator, self.subtask, *rows);
             }
         }
     }

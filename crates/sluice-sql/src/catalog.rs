@@ -14,6 +14,7 @@ use datafusion_expr::{
 };
 use sluice_common::plan::ConnectorOptions;
 
+pub(crate) use crate::functions::FunctionRegistry;
 use crate::match_recognize::PlannedMatchRecognize;
 use crate::parser::WindowTvfCall;
 
@@ -165,46 +166,6 @@ pub(crate) struct RelationSource {
 impl TableSource for RelationSource {
     fn schema(&self) -> SchemaRef {
         Arc::clone(&self.schema)
-    }
-}
-
-/// Functions available to SQL: DataFusion's scalar and aggregate functions.
-pub(crate) struct FunctionRegistry {
-    scalars: HashMap<String, Arc<ScalarUDF>>,
-    aggregates: HashMap<String, Arc<AggregateUDF>>,
-    planners: Vec<Arc<dyn ExprPlanner>>,
-}
-
-impl FunctionRegistry {
-    pub(crate) fn new() -> Self {
-        let mut scalars = HashMap::new();
-        for f in datafusion_functions::all_default_functions() {
-            for alias in f.aliases() {
-                scalars.insert(alias.to_string(), Arc::clone(&f));
-            }
-            scalars.insert(f.name().to_string(), f);
-        }
-        // Flink's functions that DataFusion lacks.
-        let ltz = crate::functions::ToTimestampLtz::udf();
-        scalars.insert(ltz.name().to_string(), ltz);
-        let mut aggregates = HashMap::new();
-        for f in datafusion_functions_aggregate::all_default_aggregate_functions() {
-            for alias in f.aliases() {
-                aggregates.insert(alias.to_string(), Arc::clone(&f));
-            }
-            aggregates.insert(f.name().to_string(), f);
-        }
-        let planners: Vec<Arc<dyn ExprPlanner>> = vec![
-            Arc::new(datafusion_functions::core::planner::CoreFunctionPlanner::default()),
-            Arc::new(datafusion_functions::datetime::planner::DatetimeFunctionPlanner),
-            Arc::new(datafusion_functions::unicode::planner::UnicodeFunctionPlanner),
-            Arc::new(datafusion_functions_aggregate::planner::AggregateFunctionPlanner),
-        ];
-        FunctionRegistry {
-            scalars,
-            aggregates,
-            planners,
-        }
     }
 }
 

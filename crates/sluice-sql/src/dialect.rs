@@ -286,7 +286,9 @@ mod tests {
             Expr::IsNotDistinctFrom(l, r) => format!("({} INDF {})", show(l), show(r)),
             Expr::IsNull(x) => format!("({} IS NULL)", show(x)),
             Expr::UnaryOp { op, expr } => format!("({op} {})", show(expr)),
-            Expr::Between { expr, low, high, .. } => {
+            Expr::Between {
+                expr, low, high, ..
+            } => {
                 format!("({} BETWEEN {} AND {})", show(expr), show(low), show(high))
             }
             Expr::Nested(x) => format!("[{}]", show(x)),
@@ -311,16 +313,34 @@ mod tests {
             binding("flagged IS DISTINCT FROM TRUE AND amount > 100"),
             "((flagged IDF true) AND (amount > 100))"
         );
-        assert_eq!(binding("a IS NOT DISTINCT FROM b OR c"), "((a INDF b) OR c)");
-        assert_eq!(binding("p AND a IS DISTINCT FROM b OR c"), "((p AND (a IDF b)) OR c)");
-        assert_eq!(binding("a IS DISTINCT FROM b IS DISTINCT FROM c"), "((a IDF b) IDF c)");
+        assert_eq!(
+            binding("a IS NOT DISTINCT FROM b OR c"),
+            "((a INDF b) OR c)"
+        );
+        assert_eq!(
+            binding("p AND a IS DISTINCT FROM b OR c"),
+            "((p AND (a IDF b)) OR c)"
+        );
+        assert_eq!(
+            binding("a IS DISTINCT FROM b IS DISTINCT FROM c"),
+            "((a IDF b) IDF c)"
+        );
         assert_eq!(binding("a IS DISTINCT FROM b = c"), "((a IDF b) = c)");
         assert_eq!(binding("a = b IS DISTINCT FROM c"), "((a = b) IDF c)");
-        assert_eq!(binding("a IS DISTINCT FROM b IS NULL"), "((a IDF b) IS NULL)");
+        assert_eq!(
+            binding("a IS DISTINCT FROM b IS NULL"),
+            "((a IDF b) IS NULL)"
+        );
         assert_eq!(binding("a IS DISTINCT FROM x + 1"), "(a IDF (x + 1))");
         assert_eq!(binding("a IS DISTINCT FROM s || t"), "(a IDF (s || t))");
-        assert_eq!(binding("NOT a IS DISTINCT FROM b AND c"), "((NOT (a IDF b)) AND c)");
-        assert_eq!(binding("a IS DISTINCT FROM (b AND c)"), "(a IDF [(b AND c)])");
+        assert_eq!(
+            binding("NOT a IS DISTINCT FROM b AND c"),
+            "((NOT (a IDF b)) AND c)"
+        );
+        assert_eq!(
+            binding("a IS DISTINCT FROM (b AND c)"),
+            "(a IDF [(b AND c)])"
+        );
         // The rest is GenericDialect's: IS NULL, IS TRUE still parse.
         assert_eq!(binding("a IS NULL AND b"), "((a IS NULL) AND b)");
     }

@@ -305,9 +305,7 @@ pub fn parse_script(sql: &str) -> Result<Vec<ParsedStatement>> {
 
 /// The statements of a token stream, cut at top-level `;` (a statement set's `;`s, up to
 /// its `END`, stay inside it), and what follows the last `;`.
-fn split_statements(
-    tokens: Vec<TokenWithSpan>,
-) -> (Vec<Vec<TokenWithSpan>>, Vec<TokenWithSpan>) {
+fn split_statements(tokens: Vec<TokenWithSpan>) -> (Vec<Vec<TokenWithSpan>>, Vec<TokenWithSpan>) {
     let mut statements = Vec::new();
     let mut current: Vec<TokenWithSpan> = Vec::new();
     for tok in tokens {
@@ -538,7 +536,8 @@ impl StatementParser {
             let first = rest.iter().position(|t| !is_trivia(&t.token));
             if first.is_some_and(|f| word_is(&rest[f].token, "STATEMENT")) {
                 let Statement::StatementSet(inserts) =
-                    StatementParser::new(rest[first.unwrap_or(0)..].to_vec()).parse_statement_set()?
+                    StatementParser::new(rest[first.unwrap_or(0)..].to_vec())
+                        .parse_statement_set()?
                 else {
                     unreachable!("parse_statement_set returns a statement set")
                 };
@@ -737,7 +736,9 @@ impl StatementParser {
                 continue;
             };
             match StatementParser::new(piece[first..].to_vec()).parse()? {
-                Statement::Insert { table, query } => inserts.push(InsertStatement { table, query }),
+                Statement::Insert { table, query } => {
+                    inserts.push(InsertStatement { table, query })
+                }
                 _ => {
                     return Err(err_at(
                         piece[first].span.start,
@@ -1655,7 +1656,10 @@ mod tests {
         let err = parse_script("EXECUTE STATEMENT SET BEGIN INSERT INTO a SELECT x FROM t;")
             .unwrap_err()
             .to_string();
-        assert!(err.contains("Expected: END to close STATEMENT SET BEGIN"), "{err}");
+        assert!(
+            err.contains("Expected: END to close STATEMENT SET BEGIN"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -25,8 +25,8 @@ use datafusion_optimizer::analyzer::Analyzer;
 use datafusion_sql::planner::{ParserOptions, PlannerContext, SqlToRel};
 use datafusion_sql::sqlparser::ast;
 use sluice_common::plan::{
-    GroupOutput, JoinKind, OperatorSpec, PlanNode, SinkSpec, SourceSpec, WatermarkSpec, WindowAggregateSpec,
-    WindowInput, WindowKind, WindowSpec,
+    GroupOutput, JoinKind, OperatorSpec, PlanNode, SinkSpec, SourceSpec, WatermarkSpec,
+    WindowAggregateSpec, WindowInput, WindowKind, WindowSpec,
 };
 pub use sluice_common::types::flink_type_name;
 use sluice_common::{not_supported, plan_err, Result, SluiceError};
@@ -74,10 +74,11 @@ struct WindowColumns {
 impl Planner {
     /// A planner with an empty catalog.
     pub fn new() -> Self {
+        let utc = sluice_common::time::parse_time_zone("UTC").expect("UTC is a time zone");
         Planner {
             catalog: Catalog::default(),
-            functions: FunctionRegistry::new(),
-            time_zone: sluice_common::time::parse_time_zone("UTC").expect("UTC is a time zone"),
+            functions: FunctionRegistry::new(utc),
+            time_zone: utc,
         }
     }
 
@@ -87,6 +88,7 @@ impl Planner {
     /// An unknown zone.
     pub fn set_time_zone(&mut self, name: &str) -> Result<()> {
         self.time_zone = sluice_common::time::parse_time_zone(name).map_err(SluiceError::Config)?;
+        self.functions = FunctionRegistry::new(self.time_zone);
         Ok(())
     }
 
@@ -118,8 +120,10 @@ impl Planner {
     fn plan_expr(&self, sql: &ast::Expr, schema: &DFSchema) -> Result<Expr> {
         let ctx = self.sql_context();
         let to_rel = SqlToRel::new_with_options(&ctx, Self::parser_options());
+        let mut sql = sql.clone();
+        crate::functions::syntax::rewrite_expr(&mut sql);
         let expr = to_rel
-            .sql_to_expr(sql.clone(), schema, &mut PlannerContext::new())
+            .sql_to_expr(sql, schema, &mut PlannerContext::new())
             .map_err(|e| df_error(e, &self.catalog))?;
         let mut rewriter = TypeCoercionRewriter::new(schema);
         let expr = expr
@@ -304,8 +308,10 @@ impl Planner {
         joins::check_join_syntax(&query.query)?;
         let ctx = self.sql_context();
         let to_rel = SqlToRel::new_with_options(&ctx, Self::parser_options());
+        let mut ast_query = query.query.clone();
+        crate::functions::syntax::rewrite_query(&mut ast_query);
         let plan = to_rel
-            .sql_statement_to_plan(ast::Statement::Query(query.query.clone()))
+            .sql_statement_to_plan(ast::Statement::Query(ast_query))
             .map_err(|e| df_error(e, &self.catalog))?;
         let plan = Analyzer::new()
             .execute_and_check(plan, &ctx.options, |_, _| {})
@@ -417,7 +423,12 @@ impl Planner {
                  with an aggregate of it (MAX, MIN)"
             );
         }
-        if has(|e| matches!(e, Expr::InSubquery(_) | Expr::Exists(_) | Expr::ScalarSubquery(_))) {
+        if has(|e| {
+            matches!(
+                e,
+                Expr::InSubquery(_) | Expr::Exists(_) | Expr::ScalarSubquery(_)
+            )
+        }) {
             return not_supported!(
                 "this subquery: IN (SELECT ...) and EXISTS run as joins when they are a WHERE \
                  condition (ANDed with the others), scalar subqueries when they are a SELECT \
@@ -477,9 +488,9 @@ impl Planner {
             LogicalPlan::Values(_) | LogicalPlan::EmptyRelation(_) => {
                 not_supported!("a query without a FROM table")
             }
-            LogicalPlan::Subquery(_) => not_supported!(
-                "a subquery in FROM that reads the outer query's columns (LATERAL)"
-            ),
+            LogicalPlan::Subquery(_) => {
+                not_supported!("a subquery in FROM that reads the outer query's columns (LATERAL)")
+            }
             other => not_supported!("the query construct {}", other.display()),
         }
     }
@@ -591,8 +602,16 @@ impl Planner {
                     "the inputs of a UNION must have the same column types: input {} has \
                      ({}), the union ({})",
                     k + 1,
-                    input_types.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "),
-                    types.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")
+                    input_types
+                        .iter()
+                        .map(|t| t.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    types
+                        .iter()
+                        .map(|t| t.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 );
             }
         }

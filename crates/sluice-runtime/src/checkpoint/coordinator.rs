@@ -11,9 +11,7 @@ use std::time::Instant;
 use datafusion_common::arrow::array::RecordBatch;
 use sluice_common::{Result, SluiceError};
 
-use super::{
-    CheckpointConfig, CheckpointStorage, Manifest, SourceGroupOffsets, SourceOffset,
-};
+use super::{CheckpointConfig, CheckpointStorage, Manifest, SourceGroupOffsets, SourceOffset};
 use crate::connectors::Committable;
 use crate::metrics::JobMetrics;
 use crate::tasks::Coordination;
@@ -201,7 +199,10 @@ impl Coordinator {
         for ack in p.acks {
             committable.append(ack.committable);
         }
-        self.uncommitted.entry(id).or_insert(Committable::Nothing).append(committable);
+        self.uncommitted
+            .entry(id)
+            .or_insert(Committable::Nothing)
+            .append(committable);
         self.coordination.settled.fetch_max(id, Ordering::SeqCst);
         if !self.declined_told {
             self.declined_told = true;
@@ -353,5 +354,4 @@ impl Coordinator {
             .flatten()
             .find(|s| s.location(id) == location)
     }
-
 }

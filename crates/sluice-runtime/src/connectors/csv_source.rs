@@ -478,9 +478,19 @@ impl CsvSource {
         let header = match options.header {
             Some(true) => HeaderRow::Skip,
             Some(false) => HeaderRow::Data,
-            None if schema.fields().iter().any(|f| !matches!(f.data_type(), datafusion_common::arrow::datatypes::DataType::Utf8)) => {
+            None if schema.fields().iter().any(|f| {
+                !matches!(
+                    f.data_type(),
+                    datafusion_common::arrow::datatypes::DataType::Utf8
+                )
+            }) =>
+            {
                 let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-                HeaderRow::SkipIfNames(names.join(&(options.delimiter as char).to_string()).into_bytes())
+                HeaderRow::SkipIfNames(
+                    names
+                        .join(&(options.delimiter as char).to_string())
+                        .into_bytes(),
+                )
             }
             None => HeaderRow::Data,
         };

@@ -11,8 +11,8 @@ use sluice_common::{Result, SluiceError};
 
 use super::restore::owned_key_groups;
 use super::{Attempt, Job};
-use crate::checkpoint::coordinator::AttemptShape;
 use crate::build::{build_chain, build_operator, OperatorEnv};
+use crate::checkpoint::coordinator::AttemptShape;
 use crate::checkpoint::{CheckpointingMode, RestoredCheckpoint, SourceOffset};
 use crate::expr::physical_all;
 use crate::gate::InputGate;
@@ -61,7 +61,9 @@ impl Job {
         let mut tasks: Vec<(String, &'static str, TaskBody)> = Vec::new();
         for s in 0..graph.stages.len() {
             if graph.stages[s].kind == StageKind::Operators {
-                for (subtask, task, rx) in self.operator_tasks(&graph, s, &mut channels, restore, &ctx)? {
+                for (subtask, task, rx) in
+                    self.operator_tasks(&graph, s, &mut channels, restore, &ctx)?
+                {
                     tasks.push((
                         format!("sluice-stage{s}-{subtask}"),
                         "operator",
@@ -87,7 +89,8 @@ impl Job {
             for subtask in 0..group.parallelism {
                 let global = group.first_subtask + subtask;
                 connectors.source_subtask = subtask;
-                let outputs = channels.outputs(&graph, group.stage, subtask, self.config.max_parallelism)?;
+                let outputs =
+                    channels.outputs(&graph, group.stage, subtask, self.config.max_parallelism)?;
                 // Straight into the one consuming subtask when nothing runs in between.
                 let direct = stage.operators.is_empty()
                     && outputs.0.len() == 1
@@ -200,8 +203,19 @@ impl Job {
                 "checkpoint {} read the sources {} (source subtasks); the job now reads {}: \
                  source offsets cannot be re-split",
                 r.manifest.checkpoint_id,
-                describe(groups.iter().map(|c| (c.table.clone(), c.offsets.len())).collect()),
-                describe(graph.sources.iter().map(|g| (g.spec.table.clone(), g.parallelism)).collect()),
+                describe(
+                    groups
+                        .iter()
+                        .map(|c| (c.table.clone(), c.offsets.len()))
+                        .collect()
+                ),
+                describe(
+                    graph
+                        .sources
+                        .iter()
+                        .map(|g| (g.spec.table.clone(), g.parallelism))
+                        .collect()
+                ),
             )));
         }
         Ok(groups
@@ -293,7 +307,10 @@ impl Job {
                 time_zone: connectors.time_zone.clone(),
                 subtask: first_subtask + subtask,
                 max_parallelism: self.config.max_parallelism,
-                gate: InputGate::new(gate_channels.len(), cp.mode == CheckpointingMode::ExactlyOnce),
+                gate: InputGate::new(
+                    gate_channels.len(),
+                    cp.mode == CheckpointingMode::ExactlyOnce,
+                ),
                 // The watermark this stage had reached at the restored checkpoint.
                 restored_watermark: restore
                     .and_then(|r| r.manifest.stage_watermarks.get(&stage_id).copied())

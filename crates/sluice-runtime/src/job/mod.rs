@@ -45,13 +45,13 @@ use datafusion_common::arrow::datatypes::{SchemaRef, UInt32Type};
 use sluice_common::plan::{OperatorSpec, PlanNode};
 use sluice_common::{Result, SluiceError};
 
+use crate::checkpoint::coordinator::{warn, AttemptShape, Coordinator};
 use crate::checkpoint::{
     plan_fingerprint, CheckpointConfig, CheckpointStorage, CheckpointingMode, Manifest,
     RestoredCheckpoint,
 };
 use crate::connectors::{resolve_sink_directory, Committable, ConnectorContext};
 use crate::metrics::JobMetrics;
-use crate::checkpoint::coordinator::{warn, AttemptShape, Coordinator};
 use crate::tasks::{localize_schema, subtask_of_key_group, Coordination, Event, RECEIVER_CLOSED};
 
 pub use crate::tasks::{op_schema, SourceStall, OP_COLUMN};
@@ -495,7 +495,6 @@ impl Drop for CheckpointDirClaim {
         claimed.retain(|d| *d != self.0);
     }
 }
-
 
 /// A checkpoint restores only into the query that took it, with the same key groups.
 fn check_compatible(manifest: &Manifest, fingerprint: &str, config: &JobConfig) -> Result<()> {

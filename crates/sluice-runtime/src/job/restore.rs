@@ -102,7 +102,8 @@ impl Job {
             }
         }
         if in_memory || from_file {
-            self.checkpoints.mark_results_released(id, r.location.clone());
+            self.checkpoints
+                .mark_results_released(id, r.location.clone());
         }
         Ok(())
     }

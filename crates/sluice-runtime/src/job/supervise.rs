@@ -66,13 +66,18 @@ impl Job {
                     stage,
                     watermark_ms,
                 } => {
-                    self.checkpoints.pending.entry(id).or_default().acks.push(Ack {
-                        subtask,
-                        states,
-                        committable,
-                        stage,
-                        watermark_ms,
-                    });
+                    self.checkpoints
+                        .pending
+                        .entry(id)
+                        .or_default()
+                        .acks
+                        .push(Ack {
+                            subtask,
+                            states,
+                            committable,
+                            stage,
+                            watermark_ms,
+                        });
                     self.checkpoints.try_complete(id, &attempt.shape)
                 }
                 Event::Finished {
@@ -159,7 +164,11 @@ impl Job {
     }
 
     /// Starts a new attempt from the restore point the guarantee calls for.
-    pub(super) fn relaunch(&mut self, number: u32, events: &Sender<(u32, Event)>) -> Result<Attempt> {
+    pub(super) fn relaunch(
+        &mut self,
+        number: u32,
+        events: &Sender<(u32, Event)>,
+    ) -> Result<Attempt> {
         let (restore, resume) = match self.mode() {
             CheckpointingMode::AtMostOnce => {
                 let live = self

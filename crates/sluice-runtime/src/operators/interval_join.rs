@@ -189,13 +189,10 @@ impl IntervalJoinOperator {
             });
             if kept {
                 let t = times[i].expect("kept rows have a time");
-                let id = self.join.state.insert(
-                    s,
-                    keys.key(i),
-                    keys.ids[i],
-                    rows.row(i).as_ref(),
-                    now,
-                );
+                let id =
+                    self.join
+                        .state
+                        .insert(s, keys.key(i), keys.ids[i], rows.row(i).as_ref(), now);
                 let e = self.join.state.entry_mut(s, id);
                 e.partners = e.partners.saturating_add(matched);
                 if e.count == 1 {

@@ -151,7 +151,9 @@ impl JoinOperator {
     pub(crate) fn columns_of(&self, input: usize, ids: &[u32]) -> Result<Vec<ArrayRef>> {
         let converter = &self.inputs[input].converter;
         let parser = converter.parser();
-        let rows = ids.iter().map(|&id| parser.parse(self.state.row(input, id)));
+        let rows = ids
+            .iter()
+            .map(|&id| parser.parse(self.state.row(input, id)));
         Ok(converter.convert_rows(rows)?)
     }
 }
@@ -174,7 +176,13 @@ impl OutputRows {
         self.kinds.is_empty()
     }
 
-    pub(crate) fn push(&mut self, kind: RowKind, batch_row: Option<u32>, state_row: Option<u32>, times: u32) {
+    pub(crate) fn push(
+        &mut self,
+        kind: RowKind,
+        batch_row: Option<u32>,
+        state_row: Option<u32>,
+        times: u32,
+    ) {
         for _ in 0..times {
             self.from_batch.push(batch_row);
             self.from_state.push(state_row);
@@ -266,7 +274,11 @@ impl JoinOperator {
 
     /// Forgets rows unchanged for `ttl` of processing time (`'table.exec.state.ttl'`),
     /// measured on `clock`.
-    pub fn with_state_ttl(mut self, ttl: Option<std::time::Duration>, clock: ProcessingClock) -> Self {
+    pub fn with_state_ttl(
+        mut self,
+        ttl: Option<std::time::Duration>,
+        clock: ProcessingClock,
+    ) -> Self {
         self.ttl = ttl;
         self.clock = clock;
         self
@@ -455,7 +467,9 @@ impl JoinOperator {
             if store_null_keys || !keys.nulls[i] {
                 let row = rows.row(i);
                 if accumulate {
-                    let id = self.state.insert(s, keys.key(i), keys.ids[i], row.as_ref(), now);
+                    let id = self
+                        .state
+                        .insert(s, keys.key(i), keys.ids[i], row.as_ref(), now);
                     self.state.entry_mut(s, id).partners = matched;
                 } else {
                     self.state.retract(s, row.as_ref(), now);
@@ -499,7 +513,12 @@ impl JoinOperator {
         if self.kind == JoinKind::LeftMark {
             if s == 0 {
                 // Every left row, marked with whether it has a partner.
-                output.push(if accumulate { add } else { remove }, Some(batch_row), None, 1);
+                output.push(
+                    if accumulate { add } else { remove },
+                    Some(batch_row),
+                    None,
+                    1,
+                );
                 output.marks.push(matched > 0);
                 return;
             }
@@ -522,7 +541,12 @@ impl JoinOperator {
             if s == 0 {
                 // The left row itself is shown while it has (semi) / lacks (anti) partners.
                 if (matched > 0) == semi {
-                    output.push(if accumulate { add } else { remove }, Some(batch_row), None, 1);
+                    output.push(
+                        if accumulate { add } else { remove },
+                        Some(batch_row),
+                        None,
+                        1,
+                    );
                 }
                 return;
             }
@@ -540,7 +564,12 @@ impl JoinOperator {
         let (in_outer, other_outer) = (self.outer(s), self.outer(other));
         if partners.is_empty() {
             if in_outer {
-                output.push(if accumulate { add } else { remove }, Some(batch_row), None, 1);
+                output.push(
+                    if accumulate { add } else { remove },
+                    Some(batch_row),
+                    None,
+                    1,
+                );
             }
             return;
         }
@@ -598,7 +627,12 @@ pub(crate) fn write_input_columns(
     for (t, prefix) in ["left", "right"].iter().enumerate() {
         let width = sides[t].first().map(|c| c.len()).unwrap_or(0);
         let per_column: Vec<Vec<ArrayRef>> = (0..width)
-            .map(|c| sides[t].iter().map(|columns| Arc::clone(&columns[c])).collect())
+            .map(|c| {
+                sides[t]
+                    .iter()
+                    .map(|columns| Arc::clone(&columns[c]))
+                    .collect()
+            })
             .collect();
         for (c, column) in concat_parts(&per_column)?.into_iter().enumerate() {
             w.column(format!("{prefix}_{c}"), column);
@@ -620,9 +654,16 @@ impl Operator for JoinOperator {
         self.process_input(0, batch, out)
     }
 
-    fn process_input(&mut self, input: usize, batch: StreamBatch, out: &mut Collector) -> Result<()> {
+    fn process_input(
+        &mut self,
+        input: usize,
+        batch: StreamBatch,
+        out: &mut Collector,
+    ) -> Result<()> {
         if input > 1 {
-            return Err(SluiceError::Internal(format!("a join has no input {input}")));
+            return Err(SluiceError::Internal(format!(
+                "a join has no input {input}"
+            )));
         }
         self.expire();
         self.join_batch(input, batch, out)
@@ -710,9 +751,11 @@ impl Operator for JoinOperator {
             let counts = reader.primitive::<Int64Type>("count")?;
             let partners = reader.primitive::<Int64Type>("partners")?;
             let idle = reader.primitive::<Int64Type>("idle_ms")?;
-            let (_, key_rows) = reader.key_rows(self.key_converter.as_ref(), self.key_types.len())?;
+            let (_, key_rows) =
+                reader.key_rows(self.key_converter.as_ref(), self.key_types.len())?;
             for (s, prefix) in ["left_", "right_"].iter().enumerate() {
-                let mask = BooleanArray::from_iter(input_of.iter().map(|v| Some(v == Some(s as u8))));
+                let mask =
+                    BooleanArray::from_iter(input_of.iter().map(|v| Some(v == Some(s as u8))));
                 let picked: Vec<usize> = (0..snap.num_rows()).filter(|&r| mask.value(r)).collect();
                 if picked.is_empty() {
                     continue;
@@ -795,8 +838,12 @@ mod tests {
         let data = RecordBatch::try_new(
             schema,
             vec![
-                Arc::new(Int32Array::from(rows.iter().map(|r| r.0).collect::<Vec<_>>())),
-                Arc::new(Int32Array::from(rows.iter().map(|r| r.1).collect::<Vec<_>>())),
+                Arc::new(Int32Array::from(
+                    rows.iter().map(|r| r.0).collect::<Vec<_>>(),
+                )),
+                Arc::new(Int32Array::from(
+                    rows.iter().map(|r| r.1).collect::<Vec<_>>(),
+                )),
             ],
         )
         .unwrap();
@@ -844,7 +891,10 @@ mod tests {
         use RowKind::*;
         let clock = ProcessingClock::manual(0);
         let mut j = join(JoinKind::Full, &clock, None);
-        assert_eq!(push(&mut j, 0, batch(&[(Some(2), 10)], None)), ["+I 2 10 _ _"]);
+        assert_eq!(
+            push(&mut j, 0, batch(&[(Some(2), 10)], None)),
+            ["+I 2 10 _ _"]
+        );
         assert_eq!(
             push(&mut j, 1, batch(&[(Some(2), 3)], None)),
             ["-D 2 10 _ _", "+I 2 10 2 3"]
@@ -854,7 +904,10 @@ mod tests {
             push(
                 &mut j,
                 1,
-                batch(&[(Some(2), 3), (Some(2), 7)], Some(&[UpdateBefore, UpdateAfter]))
+                batch(
+                    &[(Some(2), 3), (Some(2), 7)],
+                    Some(&[UpdateBefore, UpdateAfter])
+                )
             ),
             ["-D 2 10 2 3", "+I 2 10 _ _", "-D 2 10 _ _", "+I 2 10 2 7"]
         );
@@ -890,7 +943,10 @@ mod tests {
         );
         let mut anti = join(JoinKind::LeftAnti, &clock, None);
         assert_eq!(push(&mut anti, 0, batch(&[(Some(1), 5)], None)), ["+I 1 5"]);
-        assert_eq!(push(&mut anti, 1, batch(&[(Some(1), 8), (Some(1), 9)], None)), ["-D 1 5"]);
+        assert_eq!(
+            push(&mut anti, 1, batch(&[(Some(1), 8), (Some(1), 9)], None)),
+            ["-D 1 5"]
+        );
         assert!(push(&mut anti, 1, batch(&[(Some(1), 8)], Some(&[Delete]))).is_empty());
         assert_eq!(
             push(&mut anti, 1, batch(&[(Some(1), 9)], Some(&[Delete]))),
@@ -907,8 +963,9 @@ mod tests {
         let n = 1_000_000i32;
         for _ in 0..3 {
             for start in (0..n).step_by(50_000) {
-                let rows: Vec<(Option<i32>, i32)> =
-                    (start..start + 50_000).map(|i| (Some(i % 1000), i)).collect();
+                let rows: Vec<(Option<i32>, i32)> = (start..start + 50_000)
+                    .map(|i| (Some(i % 1000), i))
+                    .collect();
                 assert!(push(&mut j, 0, batch(&rows, None)).is_empty());
             }
         }
@@ -932,7 +989,10 @@ mod tests {
         assert!(changes(&mut out).is_empty());
         assert_eq!(j.rows_in_state(), (1, 0), "the row idle for 120 ms went");
         assert!(push(&mut j, 1, batch(&[(Some(1), 9)], None)).is_empty());
-        assert_eq!(push(&mut j, 1, batch(&[(Some(2), 9)], None)), ["+I 2 6 2 9"]);
+        assert_eq!(
+            push(&mut j, 1, batch(&[(Some(2), 9)], None)),
+            ["+I 2 6 2 9"]
+        );
     }
 
     /// A snapshot restored into a new operator (split by key group) gives the same later
@@ -942,10 +1002,18 @@ mod tests {
         use RowKind::*;
         let clock = ProcessingClock::manual(0);
         let mut j = join(JoinKind::Left, &clock, None);
-        push(&mut j, 0, batch(&[(Some(1), 5), (Some(1), 5), (Some(2), 6)], None));
+        push(
+            &mut j,
+            0,
+            batch(&[(Some(1), 5), (Some(1), 5), (Some(2), 6)], None),
+        );
         push(&mut j, 1, batch(&[(Some(1), 9)], None));
         let snap = j.snapshot_state(128).unwrap().expect("state");
-        assert_eq!(snap.num_rows(), 3, "two distinct left rows and one right row");
+        assert_eq!(
+            snap.num_rows(),
+            3,
+            "two distinct left rows and one right row"
+        );
         let mut restored = join(JoinKind::Left, &clock, None);
         restored.restore_state(&[snap]).unwrap();
         assert_eq!(restored.rows_in_state(), (2, 1));

@@ -115,7 +115,12 @@ pub(super) fn join_spec(
         .map(|f| split_conjunction(f).into_iter().cloned().collect())
         .unwrap_or_default();
     // DataFusion writes an unconditional join's filter as `true`.
-    residual.retain(|e| !matches!(e, Expr::Literal(datafusion_common::ScalarValue::Boolean(Some(true)), _)));
+    residual.retain(|e| {
+        !matches!(
+            e,
+            Expr::Literal(datafusion_common::ScalarValue::Boolean(Some(true)), _)
+        )
+    });
     if j.null_aware {
         if on.is_empty() {
             return not_supported!(
@@ -180,7 +185,12 @@ pub(super) fn join_spec(
         }
         None => None,
     };
-    if interval.is_some() && !matches!(kind, JoinKind::Inner | JoinKind::Left | JoinKind::Right | JoinKind::Full) {
+    if interval.is_some()
+        && !matches!(
+            kind,
+            JoinKind::Inner | JoinKind::Left | JoinKind::Right | JoinKind::Full
+        )
+    {
         return not_supported!("an interval join as a {} join", kind.sql());
     }
     Ok(JoinSpec {
@@ -275,7 +285,10 @@ fn interval_bounds(
                 negated: false,
                 low,
                 high,
-            }) => match (compare(expr, Operator::GtEq, low), compare(expr, Operator::LtEq, high)) {
+            }) => match (
+                compare(expr, Operator::GtEq, low),
+                compare(expr, Operator::LtEq, high),
+            ) {
                 // With the left input's time as the subject, the first comparison bounds
                 // `tr - tl` from above and the second from below.
                 (Some((l1, u1)), Some((l2, u2))) => Some((l1.or(l2), u1.or(u2))),
@@ -373,7 +386,10 @@ pub(super) fn check_join_syntax(query: &datafusion_sql::sqlparser::ast::Query) -
                 return ControlFlow::Continue(());
             };
             let wildcard = select.projection.iter().any(|p| {
-                matches!(p, SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(_, _))
+                matches!(
+                    p,
+                    SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(_, _)
+                )
             });
             for join in select.from.iter().flat_map(|t| &t.joins) {
                 let (constraint, outer) = match &join.join_operator {
@@ -386,7 +402,10 @@ pub(super) fn check_join_syntax(query: &datafusion_sql::sqlparser::ast::Query) -
                     | JoinOperator::LeftOuter(c) => (c, false),
                     _ => continue,
                 };
-                if !matches!(constraint, JoinConstraint::Using(_) | JoinConstraint::Natural) {
+                if !matches!(
+                    constraint,
+                    JoinConstraint::Using(_) | JoinConstraint::Natural
+                ) {
                     continue;
                 }
                 if outer {
@@ -467,7 +486,12 @@ fn is_text(t: &datafusion_common::arrow::datatypes::DataType) -> bool {
 fn cast_types(
     e: &Expr,
     schema: &datafusion_common::DFSchema,
-) -> Result<Option<(datafusion_common::arrow::datatypes::DataType, datafusion_common::arrow::datatypes::DataType)>> {
+) -> Result<
+    Option<(
+        datafusion_common::arrow::datatypes::DataType,
+        datafusion_common::arrow::datatypes::DataType,
+    )>,
+> {
     Ok(match e {
         Expr::Cast(c) => Some((c.expr.get_type(schema)?, c.field.data_type().clone())),
         Expr::TryCast(c) => Some((c.expr.get_type(schema)?, c.field.data_type().clone())),

@@ -1,0 +1,302 @@
+//! One `ScalarUDFImpl` for Flink's built-in scalar functions: a function is its name, the
+//! argument kinds it accepts (each kind says which Arrow type an argument is coerced to),
+//! its result type and an evaluation over whole argument arrays.
+
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use datafusion_common::arrow::array::{Array, ArrayRef};
+use datafusion_common::arrow::datatypes::{DataType, TimeUnit};
+use datafusion_common::{plan_err, Result, ScalarValue};
+use datafusion_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+};
+use sluice_common::time::Tz;
+
+/// What an argument is coerced to before the function sees it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Arg {
+    /// Any character string (or NULL) → `Utf8`.
+    Str,
+    /// Any integer → `Int64`.
+    Int,
+    /// Any number → `Float64`.
+    Float,
+    /// Any integer, floating-point or decimal number, kept as it is.
+    Number,
+    /// `BOOLEAN`.
+    Bool,
+    /// A `TIMESTAMP(p)` or `TIMESTAMP_LTZ(p)`, kept as it is; a string → `TIMESTAMP(3)`.
+    Timestamp,
+    /// A `DATE`, or a timestamp, kept as it is; a string → `DATE`.
+    DateOrTimestamp,
+    /// Anything, kept as it is.
+    Any,
+}
+
+impl Arg {
+    /// The type an argument of type `t` is coerced to, `None` when it cannot be.
+    fn coerce(self, t: &DataType) -> Option<DataType> {
+        use DataType::*;
+        let string = matches!(t, Utf8 | LargeUtf8 | Utf8View | Null);
+        let integer = t.is_integer() || *t == Null;
+        let number = t.is_numeric() || *t == Null;
+        match self {
+            Arg::Str if string => Some(Utf8),
+            Arg::Int if integer => Some(Int64),
+            Arg::Float if number => Some(Float64),
+            Arg::Number if *t == Null => Some(Int32),
+            Arg::Number if number => Some(t.clone()),
+            Arg::Bool if matches!(t, Boolean | Null) => Some(Boolean),
+            Arg::Timestamp | Arg::DateOrTimestamp if matches!(t, Timestamp(_, _)) => {
+                Some(t.clone())
+            }
+            Arg::Timestamp if string => Some(Timestamp(TimeUnit::Millisecond, None)),
+            Arg::DateOrTimestamp if matches!(t, Date32) => Some(Date32),
+            Arg::DateOrTimestamp if string => Some(Date32),
+            Arg::Any => Some(t.clone()),
+            _ => None,
+        }
+    }
+
+    fn flink_name(self) -> &'static str {
+        match self {
+            Arg::Str => "STRING",
+            Arg::Int => "an integer",
+            Arg::Float | Arg::Number => "a number",
+            Arg::Bool => "BOOLEAN",
+            Arg::Timestamp => "a TIMESTAMP or TIMESTAMP_LTZ",
+            Arg::DateOrTimestamp => "a DATE or TIMESTAMP",
+            Arg::Any => "any value",
+        }
+    }
+}
+
+/// The arguments of one call, as arrays of `rows` rows after coercion.
+pub(crate) struct Call<'a> {
+    pub(crate) args: Vec<ArrayRef>,
+    /// The literal value of each argument that is a constant.
+    pub(crate) scalars: Vec<Option<ScalarValue>>,
+    pub(crate) rows: usize,
+    pub(crate) return_type: &'a DataType,
+    /// The session time zone (`'table.local-time-zone'`).
+    pub(crate) zone: Tz,
+}
+
+/// Result type from the coerced argument types (and constant arguments, where the type
+/// depends on one).
+pub(crate) type ReturnFn = fn(&[DataType], &[Option<&ScalarValue>]) -> Result<DataType>;
+/// Evaluation over whole columns.
+pub(crate) type EvalFn = fn(&Call) -> Result<ArrayRef>;
+
+/// A Flink built-in scalar function.
+#[derive(Debug)]
+pub(crate) struct FlinkScalar {
+    name: &'static str,
+    arities: &'static [&'static [Arg]],
+    /// The last kind of the longest arity repeats (`CONCAT(s, ...)`).
+    variadic: bool,
+    ret: ReturnFn,
+    eval: EvalFn,
+    signature: Signature,
+    zone: Tz,
+}
+
+impl PartialEq for FlinkScalar {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && self.zone.to_string() == other.zone.to_string()
+    }
+}
+impl Eq for FlinkScalar {}
+impl Hash for FlinkScalar {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+        self.zone.to_string().hash(state);
+    }
+}
+
+/// Declares a function; see [`FlinkScalar`].
+pub(crate) struct Def {
+    pub(crate) name: &'static str,
+    pub(crate) arities: &'static [&'static [Arg]],
+    pub(crate) variadic: bool,
+    pub(crate) volatile: bool,
+    pub(crate) ret: ReturnFn,
+    pub(crate) eval: EvalFn,
+}
+
+impl Def {
+    /// A function taking one of `arities`.
+    pub(crate) const fn new(
+        name: &'static str,
+        arities: &'static [&'static [Arg]],
+        ret: ReturnFn,
+        eval: EvalFn,
+    ) -> Def {
+        Def {
+            name,
+            arities,
+            variadic: false,
+            volatile: false,
+            ret,
+            eval,
+        }
+    }
+
+    /// The last argument kind repeats.
+    pub(crate) const fn variadic(mut self) -> Def {
+        self.variadic = true;
+        self
+    }
+
+    /// Evaluated anew for every row (`RAND()`, `UUID()`, `NOW()`): never folded.
+    pub(crate) const fn volatile(mut self) -> Def {
+        self.volatile = true;
+        self
+    }
+
+    /// The function for a session in `zone`.
+    pub(crate) fn udf(&self, zone: Tz) -> Arc<ScalarUDF> {
+        let volatility = if self.volatile {
+            Volatility::Volatile
+        } else {
+            Volatility::Immutable
+        };
+        let signature = if self.arities.iter().all(|a| a.is_empty()) {
+            Signature::nullary(volatility)
+        } else {
+            Signature::user_defined(volatility)
+        };
+        Arc::new(ScalarUDF::new_from_impl(FlinkScalar {
+            name: self.name,
+            arities: self.arities,
+            variadic: self.variadic,
+            ret: self.ret,
+            eval: self.eval,
+            signature,
+            zone,
+        }))
+    }
+}
+
+impl FlinkScalar {
+    fn shape(&self) -> String {
+        let forms: Vec<String> = self
+            .arities
+            .iter()
+            .map(|a| {
+                let mut kinds: Vec<&str> = a.iter().map(|k| k.flink_name()).collect();
+                if self.variadic {
+                    kinds.push("...");
+                }
+                format!("{}({})", self.name.to_uppercase(), kinds.join(", "))
+            })
+            .collect();
+        forms.join(" or ")
+    }
+}
+
+impl ScalarUDFImpl for FlinkScalar {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        for arity in self.arities {
+            let fits = arg_types.len() == arity.len()
+                || (self.variadic && !arity.is_empty() && arg_types.len() > arity.len());
+            if !fits {
+                continue;
+            }
+            let kinds = (0..arg_types.len()).map(|i| arity[i.min(arity.len() - 1)]);
+            let coerced: Option<Vec<DataType>> =
+                kinds.zip(arg_types).map(|(k, t)| k.coerce(t)).collect();
+            if let Some(c) = coerced {
+                return Ok(c);
+            }
+        }
+        let given: Vec<String> = arg_types
+            .iter()
+            .map(|t| sluice_common::types::flink_type_name(t))
+            .collect();
+        plan_err!(
+            "{} cannot take ({}); it takes {}",
+            self.name.to_uppercase(),
+            given.join(", "),
+            self.shape()
+        )
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        (self.ret)(arg_types, &vec![None; arg_types.len()])
+    }
+
+    fn return_field_from_args(
+        &self,
+        args: datafusion_expr::ReturnFieldArgs,
+    ) -> Result<datafusion_common::arrow::datatypes::FieldRef> {
+        let types: Vec<DataType> = args
+            .arg_fields
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        let t = (self.ret)(&types, args.scalar_arguments)?;
+        Ok(Arc::new(datafusion_common::arrow::datatypes::Field::new(
+            self.name, t, true,
+        )))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let rows = args.number_rows;
+        let all_scalar = args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let scalars = args
+            .args
+            .iter()
+            .map(|a| match a {
+                ColumnarValue::Scalar(s) => Some(s.clone()),
+                ColumnarValue::Array(_) => None,
+            })
+            .collect();
+        // Constant arguments are evaluated once, on one row.
+        let n = if all_scalar && !self.signature.volatility.eq(&Volatility::Volatile) {
+            1
+        } else {
+            rows
+        };
+        let arrays = args
+            .args
+            .iter()
+            .map(|a| a.to_array(n))
+            .collect::<Result<Vec<_>>>()?;
+        let call = Call {
+            args: arrays,
+            scalars,
+            rows: n,
+            return_type: args.return_field.data_type(),
+            zone: self.zone,
+        };
+        let out = (self.eval)(&call)?;
+        debug_assert_eq!(out.len(), n);
+        if n == 1 && rows != 1 {
+            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
+        } else {
+            Ok(ColumnarValue::Array(out))
+        }
+    }
+}
+
+/// The result type is always `t`.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! returns {
+    ($t:expr) => {
+        |_, _| Ok($t)
+    };
+}

@@ -1,0 +1,284 @@
+//! The conformance table of Flink's built-in functions (issue 17): `tests/functions/*.txt`.
+//!
+//! Each file is a list of blocks. A block declares an input table and its rows, then
+//! expressions over it, each followed by the result Apache Flink 2.3 gives on those rows
+//! (written by `tests/functions/derive_flink.py`, never by hand and never from Sluice):
+//!
+//! ```text
+//! # comment
+//! table a STRING, b INT
+//! row {"a": "alice", "b": 0}
+//! row {"a": null, "b": 1}
+//! expr SUBSTRING(a, b, 2)
+//! = STRING ["al", null]
+//! expr SUBSTRING(a, -9, 1)
+//! = ERROR <Flink's message>
+//! ```
+//!
+//! A result line is Flink's result type (`CHAR(n)`/`VARCHAR(n)` read as `STRING`, `NOT
+//! NULL` ignored) and the values, one per row as JSON: strings, numbers (compared to
+//! 12 significant digits), booleans, `null`; timestamps, dates, times and decimals as text
+//! in Flink's `CAST(... AS STRING)` form. `= ERROR` means Flink fails on these rows, and
+//! Sluice must fail too (an error, never a value). Where Flink's value is a Flink bug (an
+//! hour of -3 before 1970), a `! reason` line and a `~ TYPE [values]` line derived by
+//! hand say what Sluice gives instead; the test checks that line. Rows are read as JSON lines through the
+//! filesystem connector by both engines, in the session time zone UTC.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use sluice::arrow::array::{Array, RecordBatch};
+use sluice::arrow::datatypes::DataType;
+use sluice::{Engine, EngineConfig};
+
+struct Block {
+    file: String,
+    columns: String,
+    rows: Vec<String>,
+    exprs: Vec<(usize, String, Option<String>)>,
+}
+
+fn parse(path: &Path) -> Vec<Block> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let file = path.file_name().unwrap().to_string_lossy().to_string();
+    let mut blocks: Vec<Block> = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim_end();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
+        match word {
+            "table" => blocks.push(Block {
+                file: file.clone(),
+                columns: rest.to_string(),
+                rows: vec![],
+                exprs: vec![],
+            }),
+            "row" => blocks.last_mut().unwrap().rows.push(rest.to_string()),
+            "expr" => blocks
+                .last_mut()
+                .unwrap()
+                .exprs
+                .push((n + 1, rest.to_string(), None)),
+            "=" => {
+                let e = blocks.last_mut().unwrap().exprs.last_mut().unwrap();
+                if e.2.is_none() {
+                    e.2 = Some(rest.to_string());
+                }
+            }
+            // A deliberate difference: the reason, then Sluice's own expected result.
+            "!" => {}
+            "~" => {
+                let e = blocks.last_mut().unwrap().exprs.last_mut().unwrap();
+                e.2 = Some(rest.to_string());
+            }
+            other => panic!("{file}:{}: unknown line kind '{other}'", n + 1),
+        }
+    }
+    blocks
+}
+
+/// Sluice's result type in Flink's spelling, for comparison with Flink's.
+fn flink_type(dt: &DataType) -> String {
+    sluice_common::types::flink_type_name(dt)
+}
+
+/// Flink's type text, normalized: `VARCHAR(n)`/`CHAR(n)` → `STRING`, `NOT NULL` dropped.
+fn normalize_type(t: &str) -> String {
+    let t = t.trim().trim_end_matches(" NOT NULL");
+    if t.starts_with("VARCHAR(") || t.starts_with("CHAR(") {
+        "STRING".to_string()
+    } else {
+        t.to_string()
+    }
+}
+
+/// A value as the table writes it.
+fn json_value(a: &dyn Array, i: usize) -> serde_json::Value {
+    use serde_json::Value;
+    use sluice::arrow::array::AsArray;
+    use sluice::arrow::datatypes::*;
+    if a.is_null(i) {
+        return Value::Null;
+    }
+    let text = |s: String| Value::String(s);
+    match a.data_type() {
+        DataType::Utf8 => text(a.as_string::<i32>().value(i).to_string()),
+        DataType::LargeUtf8 => text(a.as_string::<i64>().value(i).to_string()),
+        DataType::Utf8View => text(a.as_string_view().value(i).to_string()),
+        DataType::Boolean => Value::Bool(a.as_boolean().value(i)),
+        DataType::Int8 => a.as_primitive::<Int8Type>().value(i).into(),
+        DataType::Int16 => a.as_primitive::<Int16Type>().value(i).into(),
+        DataType::Int32 => a.as_primitive::<Int32Type>().value(i).into(),
+        DataType::Int64 => a.as_primitive::<Int64Type>().value(i).into(),
+        DataType::Float32 => float(a.as_primitive::<Float32Type>().value(i) as f64),
+        DataType::Float64 => float(a.as_primitive::<Float64Type>().value(i)),
+        DataType::Decimal128(_, s) => {
+            let v = a.as_primitive::<Decimal128Type>().value(i);
+            text(Decimal128Type::format_decimal(v, 38, *s))
+        }
+        DataType::Date32 => {
+            let d = a.as_primitive::<Date32Type>().value(i);
+            let date = chrono::NaiveDate::from_num_days_from_ce_opt(d + 719_163).unwrap();
+            text(date.format("%Y-%m-%d").to_string())
+        }
+        DataType::Timestamp(unit, _) => {
+            let (micros, digits) = match unit {
+                TimeUnit::Second => (
+                    a.as_primitive::<TimestampSecondType>().value(i) * 1_000_000,
+                    0,
+                ),
+                TimeUnit::Millisecond => (
+                    a.as_primitive::<TimestampMillisecondType>().value(i) * 1000,
+                    3,
+                ),
+                TimeUnit::Microsecond => (a.as_primitive::<TimestampMicrosecondType>().value(i), 6),
+                TimeUnit::Nanosecond => (
+                    a.as_primitive::<TimestampNanosecondType>().value(i) / 1000,
+                    6,
+                ),
+            };
+            let t = chrono::DateTime::from_timestamp_micros(micros)
+                .unwrap()
+                .naive_utc();
+            let mut s = t.format("%Y-%m-%d %H:%M:%S").to_string();
+            if digits > 0 {
+                let frac = format!("{:06}", t.and_utc().timestamp_subsec_micros());
+                write!(s, ".{}", &frac[..digits]).unwrap();
+            }
+            text(s)
+        }
+        other => text(format!("<unsupported type {other}>")),
+    }
+}
+
+fn float(v: f64) -> serde_json::Value {
+    if v.is_finite() {
+        serde_json::Value::from(v)
+    } else {
+        let java = if v.is_nan() {
+            "NaN"
+        } else if v > 0.0 {
+            "Infinity"
+        } else {
+            "-Infinity"
+        };
+        serde_json::Value::String(java.to_string())
+    }
+}
+
+fn same(expected: &serde_json::Value, actual: &serde_json::Value) -> bool {
+    match (expected, actual) {
+        (serde_json::Value::Number(e), serde_json::Value::Number(a)) => {
+            let (e, a) = (e.as_f64().unwrap(), a.as_f64().unwrap());
+            e == a || (e - a).abs() <= 1e-12 * e.abs().max(a.abs())
+        }
+        _ => expected == actual,
+    }
+}
+
+fn run_block(block: &Block, dir: &Path, index: usize, failures: &mut Vec<String>) -> usize {
+    let data = dir.join(format!("{}-{index}.json", block.file));
+    std::fs::write(&data, block.rows.join("\n") + "\n").unwrap();
+    let mut engine = Engine::new(EngineConfig::default());
+    engine.set("table.local-time-zone", "UTC").unwrap();
+    engine.set("parallelism.default", "1").unwrap();
+    engine
+        .sql(&format!(
+            "CREATE TABLE t ({}) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json')",
+            block.columns,
+            data.display()
+        ))
+        .unwrap_or_else(|e| panic!("{}: table {}: {e}", block.file, block.columns));
+    let mut checked = 0;
+    for (line, expr, expected) in &block.exprs {
+        let at = format!("{}:{line}: {expr}", block.file);
+        let Some(expected) = expected else {
+            failures.push(format!("{at}: no Flink result (run derive_flink.py)"));
+            continue;
+        };
+        checked += 1;
+        let result = engine.collect(&format!("SELECT {expr} AS v FROM t"));
+        if let Some(message) = expected.strip_prefix("ERROR") {
+            if let Ok(batches) = result {
+                failures.push(format!(
+                    "{at}: Flink fails ({}), Sluice gives {:?}",
+                    message.trim(),
+                    values(&batches)
+                ));
+            }
+            continue;
+        }
+        let (ty, json) = expected.split_at(expected.find('[').expect("values"));
+        let want: Vec<serde_json::Value> = serde_json::from_str(json).unwrap();
+        let batches = match result {
+            Ok(b) => b,
+            Err(e) => {
+                failures.push(format!("{at}: Sluice fails: {e}"));
+                continue;
+            }
+        };
+        let got = values(&batches);
+        let got_type = batches
+            .first()
+            .map(|b| flink_type(b.schema().field(0).data_type()))
+            .unwrap_or_default();
+        if normalize_type(ty) != normalize_type(&got_type) {
+            failures.push(format!("{at}: type {got_type}, Flink {}", ty.trim()));
+        }
+        if want.len() != got.len() || want.iter().zip(&got).any(|(w, g)| !same(w, g)) {
+            failures.push(format!(
+                "{at}: {}, Flink {}",
+                serde_json::Value::Array(got),
+                serde_json::Value::Array(want)
+            ));
+        }
+    }
+    checked
+}
+
+fn values(batches: &[RecordBatch]) -> Vec<serde_json::Value> {
+    batches
+        .iter()
+        .flat_map(|b| {
+            let col = b.column(0).clone();
+            (0..b.num_rows()).map(move |i| json_value(col.as_ref(), i))
+        })
+        .collect()
+}
+
+#[test]
+fn functions_give_flinks_values() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/functions");
+    let dir = std::env::temp_dir().join(format!("sluice-functions-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
+        .collect();
+    files.sort();
+    let only = std::env::var("SLUICE_FUNCTIONS_ONLY").ok();
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for file in files {
+        if only
+            .as_deref()
+            .is_some_and(|o| !file.to_string_lossy().contains(o))
+        {
+            continue;
+        }
+        for (i, block) in parse(&file).iter().enumerate() {
+            checked += run_block(block, &dir, i, &mut failures);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(checked > 0, "no expressions checked");
+    assert!(
+        failures.is_empty(),
+        "{} of {checked} expressions differ from Flink:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
