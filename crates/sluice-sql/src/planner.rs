@@ -124,6 +124,7 @@ impl Planner {
         crate::functions::syntax::rewrite_expr(&mut sql);
         let expr = to_rel
             .sql_to_expr(sql, schema, &mut PlannerContext::new())
+            .and_then(crate::functions::literals::int_literals_in_expr)
             .map_err(|e| df_error(e, &self.catalog))?;
         let mut rewriter = TypeCoercionRewriter::new(schema);
         let expr = expr
@@ -312,6 +313,7 @@ impl Planner {
         crate::functions::syntax::rewrite_query(&mut ast_query);
         let plan = to_rel
             .sql_statement_to_plan(ast::Statement::Query(ast_query))
+            .and_then(crate::functions::literals::int_literals)
             .map_err(|e| df_error(e, &self.catalog))?;
         let plan = Analyzer::new()
             .execute_and_check(plan, &ctx.options, |_, _| {})

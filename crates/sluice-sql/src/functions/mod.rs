@@ -8,8 +8,12 @@
 //! whose semantics differ from Flink's same-named function cannot slip through. Functions
 //! of Flink's list that Sluice does not have are in [`NOT_SUPPORTED`] with the reason.
 
+mod arithmetic;
+mod hash;
 mod java_time;
+pub(crate) mod literals;
 mod planner;
+mod regex;
 mod rows;
 mod string;
 pub(crate) mod syntax;
@@ -46,11 +50,13 @@ const DATAFUSION_SCALARS: &[(&str, &str)] = &[
     ("radians", "radians"),
     ("sin", "sin"),
     ("sinh", "sinh"),
-    ("sqrt", "sqrt"),
     ("tan", "tan"),
     ("tanh", "tanh"),
     ("coalesce", "coalesce"),
     ("nullif", "nullif"),
+    // Behind GREATEST / LEAST, which are NULL when an argument is (functions::syntax).
+    ("$greatest", "greatest"),
+    ("$least", "least"),
 ];
 
 /// Flink aggregate functions taken from DataFusion: (Flink name, DataFusion name).
@@ -94,7 +100,13 @@ impl FunctionRegistry {
                 .unwrap_or_else(|| panic!("DataFusion has no function {df}"));
             scalars.insert(flink.to_string(), Arc::clone(f));
         }
-        for def in string::FUNCTIONS.iter().chain(temporal::FUNCTIONS) {
+        for def in string::FUNCTIONS
+            .iter()
+            .chain(temporal::FUNCTIONS)
+            .chain(arithmetic::FUNCTIONS)
+            .chain(regex::FUNCTIONS)
+            .chain(hash::FUNCTIONS)
+        {
             scalars.insert(def.name.to_string(), def.udf(zone));
         }
         let ltz = ToTimestampLtz::udf();
@@ -130,6 +142,7 @@ impl FunctionRegistry {
             .scalars
             .keys()
             .chain(self.aggregates.keys())
+            .filter(|n| !n.starts_with('$'))
             .map(|n| n.to_uppercase())
             .collect();
         names.into_iter().collect()

@@ -1,10 +1,15 @@
 //! Rewrites of Flink's function syntax that DataFusion's SQL planner cannot plan, done on
 //! the parsed statement before planning: `FLOOR(t TO unit)` / `CEIL(t TO unit)` become
 //! `$floor_to(t, 'UNIT')` / `$ceil_to(t, 'UNIT')`, and the time-unit keyword that
-//! `TIMESTAMPADD` / `TIMESTAMPDIFF` take first becomes a string literal. Names starting
-//! with `$` cannot be written in SQL, so these stay internal.
+//! `TIMESTAMPADD` / `TIMESTAMPDIFF` take first becomes a string literal, `IF(c, a, b)`
+//! becomes `CASE WHEN c THEN a ELSE b END`, `IFNULL(a, b)` becomes `COALESCE(a, b)`, and
+//! `GREATEST` / `LEAST` become NULL when an argument is NULL (Flink) around DataFusion's
+//! `$greatest` / `$least` (which skip NULLs). Names starting with `$` cannot be written
+//! in SQL, so these stay internal.
 
 use std::ops::ControlFlow;
+
+use datafusion_sql::sqlparser::ast::helpers::attached_token::AttachedToken;
 
 use datafusion_sql::sqlparser::ast::{
     self, CeilFloorKind, DateTimeField, FunctionArg, FunctionArgExpr, FunctionArguments, Ident,
@@ -17,9 +22,37 @@ fn string(s: &str) -> ast::Expr {
     ast::Expr::Value(Value::SingleQuotedString(s.to_string()).into())
 }
 
+/// The arguments of a plain call `f(a, b, ...)` (no DISTINCT, ORDER BY, FILTER or OVER).
+fn plain_args(f: &ast::Function) -> Option<Vec<ast::Expr>> {
+    if f.over.is_some() || f.filter.is_some() {
+        return None;
+    }
+    let FunctionArguments::List(list) = &f.args else {
+        return None;
+    };
+    if list.duplicate_treatment.is_some() || !list.clauses.is_empty() {
+        return None;
+    }
+    list.args
+        .iter()
+        .map(|a| match a {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 fn internal_call(name: &str, args: Vec<ast::Expr>) -> ast::Expr {
+    call(name, args, Some('"'))
+}
+
+fn call(name: &str, args: Vec<ast::Expr>, quote: Option<char>) -> ast::Expr {
+    let ident = match quote {
+        Some(q) => Ident::with_quote(q, name),
+        None => Ident::new(name),
+    };
     ast::Expr::Function(ast::Function {
-        name: ObjectName::from(vec![Ident::with_quote('"', name)]),
+        name: ObjectName::from(vec![ident]),
         uses_odbc_syntax: false,
         parameters: FunctionArguments::None,
         args: FunctionArguments::List(ast::FunctionArgumentList {
@@ -62,8 +95,63 @@ impl VisitorMut for FlinkSyntax {
                 };
                 *expr = internal_call(name, args);
             }
-            ast::Expr::Function(f) => {
+            ast::Expr::Function(f) if plain_args(f).is_some() => {
                 let name = f.name.to_string().to_ascii_lowercase();
+                let args = plain_args(f).unwrap_or_default();
+                match (name.as_str(), args.len()) {
+                    ("if", 3) => {
+                        *expr = ast::Expr::Case {
+                            case_token: AttachedToken::empty(),
+                            end_token: AttachedToken::empty(),
+                            operand: None,
+                            conditions: vec![ast::CaseWhen {
+                                condition: args[0].clone(),
+                                result: args[1].clone(),
+                            }],
+                            else_result: Some(Box::new(args[2].clone())),
+                        };
+                        return ControlFlow::Continue(());
+                    }
+                    ("ifnull", 2) => {
+                        *expr = call("coalesce", args, None);
+                        return ControlFlow::Continue(());
+                    }
+                    ("greatest" | "least", n) if n > 0 => {
+                        let any_null = args
+                            .iter()
+                            .map(|a| ast::Expr::IsNull(Box::new(a.clone())))
+                            .reduce(|a, b| ast::Expr::BinaryOp {
+                                left: Box::new(a),
+                                op: ast::BinaryOperator::Or,
+                                right: Box::new(b),
+                            })
+                            .expect("n > 0");
+                        *expr = ast::Expr::Case {
+                            case_token: AttachedToken::empty(),
+                            end_token: AttachedToken::empty(),
+                            operand: None,
+                            conditions: vec![ast::CaseWhen {
+                                condition: any_null,
+                                result: ast::Expr::Value(Value::Null.into()),
+                            }],
+                            else_result: Some(Box::new(call(&name, args, Some('"')))),
+                        };
+                        if let ast::Expr::Case {
+                            else_result: Some(e),
+                            ..
+                        } = expr
+                        {
+                            if let ast::Expr::Function(g) = e.as_mut() {
+                                g.name = ObjectName::from(vec![Ident::with_quote(
+                                    '"',
+                                    format!("${name}"),
+                                )]);
+                            }
+                        }
+                        return ControlFlow::Continue(());
+                    }
+                    _ => {}
+                }
                 if name == "timestampadd" || name == "timestampdiff" {
                     if let FunctionArguments::List(list) = &mut f.args {
                         if let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(

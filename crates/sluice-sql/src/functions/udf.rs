@@ -18,7 +18,8 @@ use sluice_common::time::Tz;
 pub(crate) enum Arg {
     /// Any character string (or NULL) → `Utf8`.
     Str,
-    /// Any integer → `Int64`.
+    /// Any integer; the function sees `Int64` (a constant stays a constant for the
+    /// result type, so it is cast when the function runs).
     Int,
     /// Any number → `Float64`.
     Float,
@@ -43,7 +44,8 @@ impl Arg {
         let number = t.is_numeric() || *t == Null;
         match self {
             Arg::Str if string => Some(Utf8),
-            Arg::Int if integer => Some(Int64),
+            Arg::Int if *t == Null => Some(Int64),
+            Arg::Int if integer => Some(t.clone()),
             Arg::Float if number => Some(Float64),
             Arg::Number if *t == Null => Some(Int32),
             Arg::Number if number => Some(t.clone()),
@@ -180,6 +182,29 @@ impl Def {
 }
 
 impl FlinkScalar {
+    /// The argument kinds of the first arity `arg_types` fit, with the coerced types.
+    fn matching_arity(&self, arg_types: &[DataType]) -> Option<(Vec<Arg>, Vec<DataType>)> {
+        for arity in self.arities {
+            let fits = arg_types.len() == arity.len()
+                || (self.variadic && !arity.is_empty() && arg_types.len() > arity.len());
+            if !fits {
+                continue;
+            }
+            let kinds: Vec<Arg> = (0..arg_types.len())
+                .map(|i| arity[i.min(arity.len() - 1)])
+                .collect();
+            let coerced: Option<Vec<DataType>> = kinds
+                .iter()
+                .zip(arg_types)
+                .map(|(k, t)| k.coerce(t))
+                .collect();
+            if let Some(c) = coerced {
+                return Some((kinds, c));
+            }
+        }
+        None
+    }
+
     fn shape(&self) -> String {
         let forms: Vec<String> = self
             .arities
@@ -206,18 +231,8 @@ impl ScalarUDFImpl for FlinkScalar {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        for arity in self.arities {
-            let fits = arg_types.len() == arity.len()
-                || (self.variadic && !arity.is_empty() && arg_types.len() > arity.len());
-            if !fits {
-                continue;
-            }
-            let kinds = (0..arg_types.len()).map(|i| arity[i.min(arity.len() - 1)]);
-            let coerced: Option<Vec<DataType>> =
-                kinds.zip(arg_types).map(|(k, t)| k.coerce(t)).collect();
-            if let Some(c) = coerced {
-                return Ok(c);
-            }
+        if let Some((_, coerced)) = self.matching_arity(arg_types) {
+            return Ok(coerced);
         }
         let given: Vec<String> = arg_types
             .iter()
@@ -270,10 +285,28 @@ impl ScalarUDFImpl for FlinkScalar {
         } else {
             rows
         };
+        let types: Vec<DataType> = args
+            .arg_fields
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        let kinds = self
+            .matching_arity(&types)
+            .map(|(k, _)| k)
+            .unwrap_or_default();
         let arrays = args
             .args
             .iter()
-            .map(|a| a.to_array(n))
+            .enumerate()
+            .map(|(i, a)| {
+                let a = a.to_array(n)?;
+                match kinds.get(i) {
+                    Some(Arg::Int) if a.data_type() != &DataType::Int64 => Ok(
+                        datafusion_common::arrow::compute::cast(&a, &DataType::Int64)?,
+                    ),
+                    _ => Ok(a),
+                }
+            })
             .collect::<Result<Vec<_>>>()?;
         let call = Call {
             args: arrays,

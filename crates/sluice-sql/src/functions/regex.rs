@@ -1,0 +1,158 @@
+//! Flink's regular-expression functions. Flink uses `java.util.regex`; Sluice uses
+//! `fancy-regex` (backreferences and look-around as Java has them). As Flink, a pattern
+//! that does not compile gives NULL (FALSE for `REGEXP`), not an error.
+
+use datafusion_common::arrow::array::{ArrayRef, StringArray};
+use datafusion_common::arrow::datatypes::DataType;
+use datafusion_common::Result;
+use fancy_regex::Regex;
+
+use super::rows::{bool_rows, int32_rows, int_at, ints, str_at, string_rows, strs};
+use super::udf::{Arg, Call, Def};
+use crate::returns;
+
+use Arg::{Int, Str};
+
+/// The functions of this module.
+pub(crate) const FUNCTIONS: &[Def] = &[
+    Def::new(
+        "regexp",
+        &[&[Str, Str]],
+        returns!(DataType::Boolean),
+        regexp,
+    ),
+    Def::new(
+        "regexp_replace",
+        &[&[Str, Str, Str]],
+        returns!(DataType::Utf8),
+        regexp_replace,
+    ),
+    Def::new(
+        "regexp_extract",
+        &[&[Str, Str], &[Str, Str, Int]],
+        returns!(DataType::Utf8),
+        regexp_extract,
+    ),
+    Def::new(
+        "regexp_count",
+        &[&[Str, Str]],
+        returns!(DataType::Int32),
+        regexp_count,
+    ),
+    Def::new(
+        "regexp_instr",
+        &[&[Str, Str]],
+        returns!(DataType::Int32),
+        regexp_instr,
+    ),
+    Def::new(
+        "regexp_substr",
+        &[&[Str, Str]],
+        returns!(DataType::Utf8),
+        regexp_substr,
+    ),
+];
+
+/// The compiled pattern of each row (`None`: NULL or not a valid pattern), compiled once
+/// per distinct pattern text.
+fn regexes(a: &StringArray, rows: usize) -> Vec<Option<Regex>> {
+    let mut cache: Vec<(String, Option<Regex>)> = Vec::new();
+    (0..rows)
+        .map(|i| {
+            let p = str_at(a, i)?;
+            if let Some((_, r)) = cache.iter().find(|(t, _)| t == p) {
+                return r.clone();
+            }
+            let r = Regex::new(p).ok();
+            cache.push((p.to_string(), r.clone()));
+            r
+        })
+        .collect()
+}
+
+/// `REGEXP(s, pattern)`: whether a part of `s` matches; FALSE for a pattern that does not
+/// compile.
+fn regexp(c: &Call) -> Result<ArrayRef> {
+    let s = strs(&c.args[0]);
+    let p = strs(&c.args[1]);
+    let r = regexes(p, c.rows);
+    Ok(bool_rows(c.rows, |i| {
+        let s = str_at(s, i)?;
+        str_at(p, i)?;
+        Some(
+            r[i].as_ref()
+                .is_some_and(|re| re.is_match(s).unwrap_or(false)),
+        )
+    }))
+}
+
+/// `REGEXP_REPLACE(s, pattern, replacement)`: every match replaced by `replacement`,
+/// taken literally (Flink 2.3: `$1` and `\` are not special).
+fn regexp_replace(c: &Call) -> Result<ArrayRef> {
+    let s = strs(&c.args[0]);
+    let r = regexes(strs(&c.args[1]), c.rows);
+    let rep = strs(&c.args[2]);
+    Ok(string_rows(c.rows, |i| {
+        let re = r[i].as_ref()?;
+        let rep = fancy_regex::NoExpand(str_at(rep, i)?);
+        re.try_replacen(str_at(s, i)?, 0, rep)
+            .ok()
+            .map(|c| c.into_owned())
+    }))
+}
+
+/// `REGEXP_EXTRACT(s, pattern [, group])`: group `group` (default 0, the whole match) of
+/// the first match;
+/// NULL without a match or when the group does not exist.
+fn regexp_extract(c: &Call) -> Result<ArrayRef> {
+    let s = strs(&c.args[0]);
+    let r = regexes(strs(&c.args[1]), c.rows);
+    let group = c.args.get(2).map(ints);
+    Ok(string_rows(c.rows, |i| {
+        let g = match group {
+            Some(g) => int_at(g, i)?,
+            None => 0,
+        };
+        let re = r[i].as_ref()?;
+        if g < 0 || g as usize >= re.captures_len() {
+            return None;
+        }
+        let caps = re.captures(str_at(s, i)?).ok()??;
+        caps.get(g as usize).map(|m| m.as_str().to_string())
+    }))
+}
+
+/// `REGEXP_COUNT(s, pattern)`: the number of matches.
+fn regexp_count(c: &Call) -> Result<ArrayRef> {
+    let s = strs(&c.args[0]);
+    let r = regexes(strs(&c.args[1]), c.rows);
+    Ok(int32_rows(c.rows, |i| {
+        let re = r[i].as_ref()?;
+        Some(re.find_iter(str_at(s, i)?).filter(|m| m.is_ok()).count() as i32)
+    }))
+}
+
+/// `REGEXP_INSTR(s, pattern)`: the 1-based character position of the first match, 0
+/// without one.
+fn regexp_instr(c: &Call) -> Result<ArrayRef> {
+    let s = strs(&c.args[0]);
+    let r = regexes(strs(&c.args[1]), c.rows);
+    Ok(int32_rows(c.rows, |i| {
+        let re = r[i].as_ref()?;
+        let s = str_at(s, i)?;
+        Some(match re.find(s).ok()? {
+            Some(m) => s[..m.start()].chars().count() as i32 + 1,
+            None => 0,
+        })
+    }))
+}
+
+/// `REGEXP_SUBSTR(s, pattern)`: the first match, NULL without one.
+fn regexp_substr(c: &Call) -> Result<ArrayRef> {
+    let s = strs(&c.args[0]);
+    let r = regexes(strs(&c.args[1]), c.rows);
+    Ok(string_rows(c.rows, |i| {
+        let m = r[i].as_ref()?.find(str_at(s, i)?).ok()??;
+        Some(m.as_str().to_string())
+    }))
+}
