@@ -624,6 +624,10 @@ impl Engine {
             }
             Statement::Describe { name } => self.describe(name),
             Statement::ShowJobs => Ok(StatementResult::Info(self.jobs.show())),
+            Statement::ShowFunctions => Ok(StatementResult::Info(single_column(
+                "function name",
+                self.planner.function_names(),
+            ))),
             Statement::StopJob { id, savepoint } => self.jobs.stop(id, *savepoint),
             Statement::ShowCreateTable { name } => {
                 let catalog = self.planner.catalog();

@@ -245,7 +245,7 @@ fn multi_line_statements_completion_hints_and_error_caret() {
         lines[at + 1],
         format!("{}^", " ".repeat("LINE 1: SHOW ".len()))
     );
-    assert!(screen.contains("[ERROR] SQL error: Expected: TABLES, VIEWS, JOBS"));
+    assert!(screen.contains("[ERROR] SQL error: Expected: TABLES, VIEWS, FUNCTIONS, JOBS"));
 
     shell.enter("QUIT");
     shell.wait_for("the exit", |s| s.contains("EXITED:0"));

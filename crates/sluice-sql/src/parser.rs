@@ -92,6 +92,8 @@ pub enum Statement {
     },
     /// `SHOW JOBS`: the session's background jobs (Flink SQL client).
     ShowJobs,
+    /// `SHOW FUNCTIONS`: the functions SQL can call.
+    ShowFunctions,
     /// `EXECUTE STATEMENT SET BEGIN INSERT ...; INSERT ...; END`: the `INSERT`s run as one
     /// job (a source several of them read is read once; one checkpoint covers every sink).
     StatementSet(Vec<InsertStatement>),
@@ -481,11 +483,13 @@ impl StatementParser {
                 Statement::ShowViews
             } else if word_is(&what.token, "JOBS") {
                 Statement::ShowJobs
+            } else if word_is(&what.token, "FUNCTIONS") {
+                Statement::ShowFunctions
             } else {
                 return Err(err_at(
                     what.span.start,
                     format!(
-                        "Expected: TABLES, VIEWS, JOBS or CREATE TABLE after SHOW, found: {what}"
+                        "Expected: TABLES, VIEWS, FUNCTIONS, JOBS or CREATE TABLE after SHOW, found: {what}"
                     ),
                 ));
             };

@@ -92,6 +92,11 @@ impl Planner {
         Ok(())
     }
 
+    /// The names of the functions SQL can call, upper case, sorted (`SHOW FUNCTIONS`).
+    pub fn function_names(&self) -> Vec<String> {
+        self.functions.names()
+    }
+
     /// The session catalog.
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
@@ -1178,26 +1183,27 @@ pub(crate) fn df_error(e: DataFusionError, catalog: &Catalog) -> SluiceError {
         }
         DataFusionError::Plan(m) if m.starts_with("Invalid function '") => {
             let name = m.split('\'').nth(1).unwrap_or("");
-            const WINDOW_FUNCTIONS: &[&str] = &[
-                "row_number",
-                "rank",
-                "dense_rank",
-                "percent_rank",
-                "cume_dist",
-                "ntile",
-                "lag",
-                "lead",
-                "first_value",
-                "last_value",
-                "nth_value",
-            ];
-            if WINDOW_FUNCTIONS.contains(&name) {
+            if let Some(why) = crate::functions::not_supported_reason(name) {
                 return SluiceError::NotSupported(format!(
-                    "the window function {}() (OVER windows are planned for a later release)",
+                    "not supported: {} ({why})",
                     name.to_uppercase()
                 ));
             }
-            m.clone()
+            let hint = m
+                .find("Did you mean")
+                .map(|i| {
+                    format!(
+                        " {}",
+                        m[i..]
+                            .to_uppercase()
+                            .replace("DID YOU MEAN", "Did you mean")
+                    )
+                })
+                .unwrap_or_default();
+            format!(
+                "Unknown function '{}': not one of Flink's built-in functions (SHOW FUNCTIONS lists them).{hint}",
+                name.to_uppercase()
+            )
         }
         DataFusionError::Plan(m) => m.clone(),
         other => other.to_string(),

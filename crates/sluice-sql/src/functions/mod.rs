@@ -8,6 +8,7 @@
 //! whose semantics differ from Flink's same-named function cannot slip through. Functions
 //! of Flink's list that Sluice does not have are in [`NOT_SUPPORTED`] with the reason.
 
+mod aggregates;
 mod arithmetic;
 mod hash;
 mod java_time;
@@ -60,12 +61,12 @@ const DATAFUSION_SCALARS: &[(&str, &str)] = &[
 ];
 
 /// Flink aggregate functions taken from DataFusion: (Flink name, DataFusion name).
-const DATAFUSION_AGGREGATES: &[(&str, &str)] = &[
-    ("count", "count"),
-    ("sum", "sum"),
-    ("min", "min"),
-    ("max", "max"),
-    ("avg", "avg"),
+const DATAFUSION_AGGREGATES: &[(&str, &str)] =
+    &[("count", "count"), ("min", "min"), ("max", "max")];
+
+/// Flink aggregates computed by a DataFusion aggregate with Flink's result type
+/// ([`aggregates::FlinkTyped`]): (Flink name, DataFusion name).
+const DEVIATIONS: &[(&str, &str)] = &[
     ("stddev_pop", "stddev_pop"),
     ("stddev_samp", "stddev"),
     ("stddev", "stddev"),
@@ -74,9 +75,159 @@ const DATAFUSION_AGGREGATES: &[(&str, &str)] = &[
     ("variance", "var"),
 ];
 
-/// Functions of Flink 2.3's list that Sluice does not have, with the reason; calling one is
-/// a "not supported" error naming it.
-pub const NOT_SUPPORTED: &[(&str, &str)] = &[];
+const COLLECTIONS: &str = "needs the ARRAY, MAP and ROW types (issue 18)";
+const OVER: &str = "OVER windows and ranking are not built yet (issue 16)";
+const LEGACY_WINDOWS: &str = "legacy GROUP BY TUMBLE/HOP/SESSION windows are not built yet; use the window table functions (issue 18)";
+const BITMAP: &str = "the BITMAP type is not supported";
+const BYTES: &str = "the BYTES type is not supported yet (issue 18)";
+const TIME: &str = "the TIME type is not supported yet (issue 18)";
+const JSON: &str = "JSON functions are not built yet (issue 17)";
+const LATER: &str = "not built yet (issue 17)";
+
+/// Functions of Flink 2.3's list (`tests/functions/flink-2.3-functions.txt`) that Sluice
+/// does not have, with the reason; calling one is a "not supported" error naming it.
+pub const NOT_SUPPORTED: &[(&str, &str)] = &[
+    ("array", COLLECTIONS),
+    ("array_agg", COLLECTIONS),
+    ("array_append", COLLECTIONS),
+    ("array_concat", COLLECTIONS),
+    ("array_contains", COLLECTIONS),
+    ("array_distinct", COLLECTIONS),
+    ("array_except", COLLECTIONS),
+    ("array_intersect", COLLECTIONS),
+    ("array_join", COLLECTIONS),
+    ("array_max", COLLECTIONS),
+    ("array_min", COLLECTIONS),
+    ("array_position", COLLECTIONS),
+    ("array_prepend", COLLECTIONS),
+    ("array_remove", COLLECTIONS),
+    ("array_reverse", COLLECTIONS),
+    ("array_slice", COLLECTIONS),
+    ("array_sort", COLLECTIONS),
+    ("array_union", COLLECTIONS),
+    ("cardinality", COLLECTIONS),
+    ("collect", COLLECTIONS),
+    ("element", COLLECTIONS),
+    ("map", COLLECTIONS),
+    ("map_entries", COLLECTIONS),
+    ("map_from_arrays", COLLECTIONS),
+    ("map_keys", COLLECTIONS),
+    ("map_union", COLLECTIONS),
+    ("map_values", COLLECTIONS),
+    ("multiset", COLLECTIONS),
+    ("row", COLLECTIONS),
+    ("split", COLLECTIONS),
+    ("str_to_map", COLLECTIONS),
+    ("regexp_extract_all", COLLECTIONS),
+    ("object_of", "structured types are not supported"),
+    ("object_update", "structured types are not supported"),
+    ("parse_json", "the VARIANT type is not supported"),
+    ("try_parse_json", "the VARIANT type is not supported"),
+    ("ml_predict", "models are not supported"),
+    ("row_number", OVER),
+    ("rank", OVER),
+    ("dense_rank", OVER),
+    ("percent_rank", OVER),
+    ("cume_dist", OVER),
+    ("ntile", OVER),
+    ("lag", OVER),
+    ("lead", OVER),
+    ("tumble_start", LEGACY_WINDOWS),
+    ("tumble_end", LEGACY_WINDOWS),
+    ("tumble_rowtime", LEGACY_WINDOWS),
+    ("tumble_proctime", LEGACY_WINDOWS),
+    ("hop_start", LEGACY_WINDOWS),
+    ("hop_end", LEGACY_WINDOWS),
+    ("hop_rowtime", LEGACY_WINDOWS),
+    ("hop_proctime", LEGACY_WINDOWS),
+    ("session_start", LEGACY_WINDOWS),
+    ("session_end", LEGACY_WINDOWS),
+    ("session_rowtime", LEGACY_WINDOWS),
+    ("session_proctime", LEGACY_WINDOWS),
+    ("grouping", "GROUPING SETS are not built yet (issue 18)"),
+    ("grouping_id", "GROUPING SETS are not built yet (issue 18)"),
+    (
+        "proctime",
+        "processing-time attributes are not built yet (issue 15)",
+    ),
+    ("current_watermark", "not built yet (issue 15)"),
+    (
+        "current_row_timestamp",
+        "processing time in queries is not built yet (issue 15)",
+    ),
+    ("current_time", TIME),
+    ("localtime", TIME),
+    ("encode", BYTES),
+    ("decode", BYTES),
+    ("unhex", BYTES),
+    ("bitmap_and", BITMAP),
+    ("bitmap_andnot", BITMAP),
+    ("bitmap_and_agg", BITMAP),
+    ("bitmap_and_cardinality_agg", BITMAP),
+    ("bitmap_build", BITMAP),
+    ("bitmap_build_agg", BITMAP),
+    ("bitmap_build_cardinality_agg", BITMAP),
+    ("bitmap_cardinality", BITMAP),
+    ("bitmap_from_bytes", BITMAP),
+    ("bitmap_or", BITMAP),
+    ("bitmap_or_agg", BITMAP),
+    ("bitmap_or_cardinality_agg", BITMAP),
+    ("bitmap_to_array", BITMAP),
+    ("bitmap_to_bytes", BITMAP),
+    ("bitmap_to_string", BITMAP),
+    ("bitmap_xor", BITMAP),
+    ("bitmap_xor_agg", BITMAP),
+    ("bitmap_xor_cardinality_agg", BITMAP),
+    ("json", JSON),
+    ("is json", JSON),
+    ("is json array", JSON),
+    ("is json object", JSON),
+    ("is json scalar", JSON),
+    ("is not json", JSON),
+    ("is not json array", JSON),
+    ("is not json object", JSON),
+    ("is not json scalar", JSON),
+    ("[] (subscript)", COLLECTIONS),
+    (
+        "between symmetric",
+        "BETWEEN SYMMETRIC is not parsed yet (issue 22)",
+    ),
+    (
+        "not between symmetric",
+        "BETWEEN SYMMETRIC is not parsed yet (issue 22)",
+    ),
+    ("json_array", JSON),
+    ("json_arrayagg", JSON),
+    ("json_exists", JSON),
+    ("json_object", JSON),
+    ("json_objectagg", JSON),
+    ("json_query", JSON),
+    ("json_quote", JSON),
+    ("json_string", JSON),
+    ("json_unquote", JSON),
+    ("json_value", JSON),
+    ("approx_count_distinct", LATER),
+    ("current_database", LATER),
+    ("elt", LATER),
+    ("first_value", LATER),
+    ("last_value", LATER),
+    ("listagg", LATER),
+    ("hash_code", LATER),
+    ("inet_aton", LATER),
+    ("inet_ntoa", LATER),
+    ("is_alpha", LATER),
+    ("is_decimal", LATER),
+    ("is_digit", LATER),
+    ("parse_url", LATER),
+    ("percentile", LATER),
+    ("printf", LATER),
+    ("rand", LATER),
+    ("rand_integer", LATER),
+    ("translate", LATER),
+    ("typeof", LATER),
+    ("url_decode", LATER),
+    ("url_encode", LATER),
+];
 
 /// The functions SQL can call in one session (its time zone is part of some functions).
 pub(crate) struct FunctionRegistry {
@@ -124,6 +275,15 @@ impl FunctionRegistry {
                 .unwrap_or_else(|| panic!("DataFusion has no aggregate {df}"));
             aggregates.insert(flink.to_string(), Arc::clone(f));
         }
+        aggregates.insert("avg".to_string(), aggregates::FlinkAvg::udaf());
+        aggregates.insert(
+            "sum".to_string(),
+            aggregates::sum(Arc::clone(&datafusion_aggregates["sum"])),
+        );
+        for (flink, df) in DEVIATIONS {
+            let inner = Arc::clone(&datafusion_aggregates[*df]);
+            aggregates.insert(flink.to_string(), aggregates::deviation(flink, inner));
+        }
         let planners: Vec<Arc<dyn ExprPlanner>> = vec![
             Arc::new(planner::FlinkSyntax::new(&scalars)),
             Arc::new(datafusion_functions::core::planner::CoreFunctionPlanner::default()),
@@ -155,4 +315,25 @@ pub fn not_supported_reason(name: &str) -> Option<&'static str> {
         .iter()
         .find(|(n, _)| n.eq_ignore_ascii_case(name))
         .map(|(_, why)| *why)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Plan fingerprints are built from `Debug` text: a function's must not show addresses
+    /// (function pointers), which change between processes.
+    #[test]
+    fn debug_text_of_every_function_is_stable() {
+        let utc = sluice_common::time::parse_time_zone("UTC").unwrap();
+        let r = FunctionRegistry::new(utc);
+        for (name, f) in &r.scalars {
+            let text = format!("{:?}", f.inner());
+            assert!(!text.contains("0x"), "{name}: {text}");
+        }
+        for (name, f) in &r.aggregates {
+            let text = format!("{:?}", f.inner());
+            assert!(!text.contains("0x"), "{name}: {text}");
+        }
+    }
 }

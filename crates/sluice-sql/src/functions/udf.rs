@@ -91,8 +91,8 @@ pub(crate) type ReturnFn = fn(&[DataType], &[Option<&ScalarValue>]) -> Result<Da
 /// Evaluation over whole columns.
 pub(crate) type EvalFn = fn(&Call) -> Result<ArrayRef>;
 
-/// A Flink built-in scalar function.
-#[derive(Debug)]
+/// A Flink built-in scalar function. Its `Debug` form is its name only (plan fingerprints
+/// are built from `Debug` text, and function addresses change between processes).
 pub(crate) struct FlinkScalar {
     name: &'static str,
     arities: &'static [&'static [Arg]],
@@ -102,6 +102,12 @@ pub(crate) struct FlinkScalar {
     eval: EvalFn,
     signature: Signature,
     zone: Tz,
+}
+
+impl std::fmt::Debug for FlinkScalar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FlinkScalar({})", self.name)
+    }
 }
 
 impl PartialEq for FlinkScalar {
