@@ -1184,10 +1184,7 @@ pub(crate) fn df_error(e: DataFusionError, catalog: &Catalog) -> SluiceError {
         DataFusionError::Plan(m) if m.starts_with("Invalid function '") => {
             let name = m.split('\'').nth(1).unwrap_or("");
             if let Some(why) = crate::functions::not_supported_reason(name) {
-                return SluiceError::NotSupported(format!(
-                    "not supported: {} ({why})",
-                    name.to_uppercase()
-                ));
+                return SluiceError::NotSupported(format!("{} ({why})", name.to_uppercase()));
             }
             let hint = m
                 .find("Did you mean")
