@@ -12,6 +12,7 @@ mod aggregates;
 mod arithmetic;
 mod hash;
 mod java_time;
+mod json;
 pub(crate) mod literals;
 mod planner;
 mod regex;
@@ -198,14 +199,8 @@ pub const NOT_SUPPORTED: &[(&str, &str)] = &[
     ),
     ("json_array", JSON),
     ("json_arrayagg", JSON),
-    ("json_exists", JSON),
     ("json_object", JSON),
     ("json_objectagg", JSON),
-    ("json_query", JSON),
-    ("json_quote", JSON),
-    ("json_string", JSON),
-    ("json_unquote", JSON),
-    ("json_value", JSON),
     ("approx_count_distinct", LATER),
     ("current_database", LATER),
     ("elt", LATER),
@@ -257,6 +252,7 @@ impl FunctionRegistry {
             .chain(arithmetic::FUNCTIONS)
             .chain(regex::FUNCTIONS)
             .chain(hash::FUNCTIONS)
+            .chain(json::FUNCTIONS)
         {
             scalars.insert(def.name.to_string(), def.udf(zone));
         }

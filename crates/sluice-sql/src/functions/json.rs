@@ -1,0 +1,203 @@
+//! Flink's JSON functions (Flink docs: System (Built-in) Functions > JSON Functions) in
+//! their function-call forms, with Flink's defaults: `lax` paths, `NULL ON EMPTY`,
+//! `NULL ON ERROR` (`FALSE ON ERROR` for `JSON_EXISTS`). Paths: `$`, `.key`, `['key']`,
+//! `[index]`, optionally after `lax` / `strict`. Numbers keep their text (`1.50`), as Flink
+//! (serde_json's `arbitrary_precision`).
+
+use datafusion_common::arrow::array::ArrayRef;
+use datafusion_common::arrow::datatypes::DataType;
+use datafusion_common::Result;
+use serde_json::Value;
+
+use super::rows::{bool_rows, str_at, string_rows, strs};
+use super::udf::{Arg, Call, Def};
+use crate::returns;
+
+use Arg::{Any, Str};
+
+/// The functions of this module.
+pub(crate) const FUNCTIONS: &[Def] = &[
+    Def::new(
+        "json_value",
+        &[&[Str, Str]],
+        returns!(DataType::Utf8),
+        json_value,
+    ),
+    Def::new(
+        "json_query",
+        &[&[Str, Str]],
+        returns!(DataType::Utf8),
+        json_query,
+    ),
+    Def::new("json_exists", &[&[Str, Str]], exists_type, json_exists),
+    Def::new(
+        "json_quote",
+        &[&[Str]],
+        returns!(DataType::Utf8),
+        json_quote,
+    ),
+    Def::new(
+        "json_unquote",
+        &[&[Str]],
+        returns!(DataType::Utf8),
+        json_unquote,
+    ),
+    Def::new(
+        "json_string",
+        &[&[Any]],
+        returns!(DataType::Utf8),
+        json_string,
+    ),
+];
+
+#[derive(Debug, PartialEq)]
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+/// A path's steps; `None` for a path Sluice cannot read.
+fn parse_path(path: &str) -> Option<(bool, Vec<Step>)> {
+    let p = path.trim();
+    let (strict, p) = if let Some(rest) = p.strip_prefix("strict") {
+        (true, rest.trim_start())
+    } else if let Some(rest) = p.strip_prefix("lax") {
+        (false, rest.trim_start())
+    } else {
+        (false, p)
+    };
+    let mut rest = p.strip_prefix('$')?;
+    let mut steps = Vec::new();
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            let key = &r[..end];
+            if key.is_empty() || key == "*" {
+                return None;
+            }
+            steps.push(Step::Key(key.to_string()));
+            rest = &r[end..];
+        } else if let Some(r) = rest.strip_prefix('[') {
+            let end = r.find(']')?;
+            let inside = r[..end].trim();
+            if let Some(q) = inside
+                .strip_prefix('\'')
+                .and_then(|s| s.strip_suffix('\''))
+                .or_else(|| inside.strip_prefix('"').and_then(|s| s.strip_suffix('"')))
+            {
+                steps.push(Step::Key(q.to_string()));
+            } else {
+                steps.push(Step::Index(inside.parse().ok()?));
+            }
+            rest = &r[end + 1..];
+        } else {
+            return None;
+        }
+    }
+    Some((strict, steps))
+}
+
+/// The value at `path` in the JSON text `json`: `Err` for text that is not JSON or a path
+/// Sluice cannot read, `Ok(None)` when the path leads nowhere.
+fn lookup(json: &str, path: &str) -> std::result::Result<Option<Value>, ()> {
+    let (_strict, steps) = parse_path(path).ok_or(())?;
+    let mut v: Value = serde_json::from_str(json).map_err(|_| ())?;
+    for step in steps {
+        v = match (step, v) {
+            (Step::Key(k), Value::Object(mut m)) => match m.remove(&k) {
+                Some(x) => x,
+                None => return Ok(None),
+            },
+            (Step::Index(i), Value::Array(mut a)) if i < a.len() => a.swap_remove(i),
+            _ => return Ok(None),
+        };
+    }
+    Ok(Some(v))
+}
+
+/// `JSON_VALUE(json, path)`: the scalar at `path` as text; NULL for an object, an array,
+/// JSON null, a missing path or text that is not JSON.
+fn json_value(c: &Call) -> Result<ArrayRef> {
+    let (j, p) = (strs(&c.args[0]), strs(&c.args[1]));
+    Ok(string_rows(c.rows, |i| {
+        match lookup(str_at(j, i)?, str_at(p, i)?).ok()?? {
+            Value::String(s) => Some(s),
+            Value::Number(n) => Some(n.to_string()),
+            Value::Bool(b) => Some(b.to_string()),
+            _ => None,
+        }
+    }))
+}
+
+/// `JSON_QUERY(json, path)`: the object or array at `path` as JSON text; NULL for a scalar,
+/// a missing path or text that is not JSON.
+fn json_query(c: &Call) -> Result<ArrayRef> {
+    let (j, p) = (strs(&c.args[0]), strs(&c.args[1]));
+    Ok(string_rows(c.rows, |i| {
+        match lookup(str_at(j, i)?, str_at(p, i)?).ok()?? {
+            v @ (Value::Object(_) | Value::Array(_)) => Some(v.to_string()),
+            _ => None,
+        }
+    }))
+}
+
+/// `JSON_EXISTS` takes a constant path (Flink refuses a column).
+fn exists_type(
+    _: &[DataType],
+    scalars: &[Option<&datafusion_common::ScalarValue>],
+) -> Result<DataType> {
+    match scalars.get(1) {
+        Some(Some(_)) => Ok(DataType::Boolean),
+        _ => datafusion_common::plan_err!("JSON_EXISTS: the path must be a constant string"),
+    }
+}
+
+/// `JSON_EXISTS(json, path)`: whether `path` leads to a value other than JSON null; FALSE
+/// for text that is not JSON.
+fn json_exists(c: &Call) -> Result<ArrayRef> {
+    let (j, p) = (strs(&c.args[0]), strs(&c.args[1]));
+    Ok(bool_rows(c.rows, |i| {
+        let found = lookup(str_at(j, i)?, str_at(p, i)?);
+        Some(matches!(found, Ok(Some(v)) if !v.is_null()))
+    }))
+}
+
+/// `JSON_QUOTE(s)`: `s` as a JSON string literal.
+fn json_quote(c: &Call) -> Result<ArrayRef> {
+    let s = strs(&c.args[0]);
+    Ok(string_rows(c.rows, |i| {
+        Some(Value::String(str_at(s, i)?.to_string()).to_string())
+    }))
+}
+
+/// `JSON_UNQUOTE(s)`: the text of the JSON string literal `s`; `s` itself when it is not one.
+fn json_unquote(c: &Call) -> Result<ArrayRef> {
+    let s = strs(&c.args[0]);
+    Ok(string_rows(c.rows, |i| {
+        let s = str_at(s, i)?;
+        match serde_json::from_str::<Value>(s) {
+            Ok(Value::String(u)) => Some(u),
+            _ => Some(s.to_string()),
+        }
+    }))
+}
+
+/// `JSON_STRING(x)`: `x` as JSON text (a string quoted, a number or boolean as is).
+fn json_string(c: &Call) -> Result<ArrayRef> {
+    let a = &c.args[0];
+    let mut out = Vec::with_capacity(c.rows);
+    for i in 0..c.rows {
+        let v = datafusion_common::ScalarValue::try_from_array(a, i)?;
+        out.push(if v.is_null() {
+            None
+        } else {
+            Some(match v {
+                datafusion_common::ScalarValue::Utf8(Some(s))
+                | datafusion_common::ScalarValue::LargeUtf8(Some(s))
+                | datafusion_common::ScalarValue::Utf8View(Some(s)) => Value::String(s).to_string(),
+                other => other.to_string(),
+            })
+        });
+    }
+    Ok(string_rows(c.rows, |i| out[i].clone()))
+}
