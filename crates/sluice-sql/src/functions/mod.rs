@@ -14,6 +14,7 @@ mod hash;
 mod java_time;
 mod json;
 pub(crate) mod literals;
+mod misc;
 mod planner;
 mod regex;
 mod rows;
@@ -202,26 +203,11 @@ pub const NOT_SUPPORTED: &[(&str, &str)] = &[
     ("json_object", JSON),
     ("json_objectagg", JSON),
     ("approx_count_distinct", LATER),
-    ("current_database", LATER),
-    ("elt", LATER),
     ("first_value", LATER),
     ("last_value", LATER),
     ("listagg", LATER),
-    ("hash_code", LATER),
-    ("inet_aton", LATER),
-    ("inet_ntoa", LATER),
-    ("is_alpha", LATER),
-    ("is_decimal", LATER),
-    ("is_digit", LATER),
-    ("parse_url", LATER),
     ("percentile", LATER),
     ("printf", LATER),
-    ("rand", LATER),
-    ("rand_integer", LATER),
-    ("translate", LATER),
-    ("typeof", LATER),
-    ("url_decode", LATER),
-    ("url_encode", LATER),
 ];
 
 /// The functions SQL can call in one session (its time zone is part of some functions).
@@ -253,6 +239,7 @@ impl FunctionRegistry {
             .chain(regex::FUNCTIONS)
             .chain(hash::FUNCTIONS)
             .chain(json::FUNCTIONS)
+            .chain(misc::FUNCTIONS)
         {
             scalars.insert(def.name.to_string(), def.udf(zone));
         }
