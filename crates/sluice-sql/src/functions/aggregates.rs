@@ -508,3 +508,220 @@ pub(crate) fn sum(inner: Arc<AggregateUDF>) -> Arc<AggregateUDF> {
 pub(crate) fn deviation(name: &'static str, inner: Arc<AggregateUDF>) -> Arc<AggregateUDF> {
     FlinkTyped::udaf(name, inner, |_| DataType::Float64, |t| t.clone())
 }
+
+/// Which value of a group `FIRST_VALUE`, `LAST_VALUE` and `LISTAGG` give.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Pick {
+    /// The first non-NULL value to arrive (`FIRST_VALUE`).
+    First,
+    /// The last non-NULL value to arrive (`LAST_VALUE`).
+    Last,
+    /// Every non-NULL value in arrival order, joined by the separator (`LISTAGG`, default
+    /// `,`).
+    Join,
+}
+
+/// Flink's `FIRST_VALUE`, `LAST_VALUE` and `LISTAGG` (Flink docs, "Aggregate Functions"):
+/// NULL values are skipped; over an updating input a retracted value leaves the group
+/// (the next one becomes first), as Flink's retracting versions.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(crate) struct ArrivalOrder {
+    name: &'static str,
+    pick: Pick,
+    signature: Signature,
+}
+
+impl ArrivalOrder {
+    pub(crate) fn udaf(name: &'static str, pick: Pick) -> Arc<AggregateUDF> {
+        Arc::new(AggregateUDF::new_from_impl(ArrivalOrder {
+            name,
+            pick,
+            signature: Signature::user_defined(Volatility::Immutable),
+        }))
+    }
+
+    fn value_type(&self, input: &DataType) -> DataType {
+        match self.pick {
+            Pick::Join => DataType::Utf8,
+            _ => input.clone(),
+        }
+    }
+}
+
+impl AggregateUDFImpl for ArrivalOrder {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        let string = |t: &DataType| {
+            matches!(
+                t,
+                DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8 | DataType::Null
+            )
+        };
+        match (self.pick, arg_types) {
+            (Pick::Join, [t]) if string(t) => Ok(vec![DataType::Utf8]),
+            (Pick::Join, [t, s]) if string(t) && string(s) => {
+                Ok(vec![DataType::Utf8, DataType::Utf8])
+            }
+            (Pick::Join, _) => plan_err!("LISTAGG takes a STRING and an optional STRING separator"),
+            (_, [DataType::Null]) => Ok(vec![DataType::Int32]),
+            (_, [t]) => Ok(vec![t.clone()]),
+            _ => plan_err!("{} takes one argument", self.name.to_uppercase()),
+        }
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        Ok(self.value_type(&arg_types[0]))
+    }
+
+    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        let item = self.value_type(args.input_fields[0].data_type());
+        Ok(vec![
+            Arc::new(Field::new(
+                format!("{}[values]", args.name),
+                DataType::List(Arc::new(Field::new("item", item, true))),
+                true,
+            )),
+            Arc::new(Field::new(
+                format!("{}[separator]", args.name),
+                DataType::Utf8,
+                true,
+            )),
+        ])
+    }
+
+    fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        if args.is_distinct {
+            return not_impl_err!(
+                "{}(DISTINCT ...) is not supported yet",
+                self.name.to_uppercase()
+            );
+        }
+        Ok(Box::new(PickAccumulator {
+            pick: self.pick,
+            item: self.value_type(args.expr_fields[0].data_type()),
+            values: Vec::new(),
+            separator: None,
+            keep_all: self.pick == Pick::Join,
+        }))
+    }
+
+    fn create_sliding_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        let mut acc = PickAccumulator {
+            pick: self.pick,
+            item: self.value_type(args.expr_fields[0].data_type()),
+            values: Vec::new(),
+            separator: None,
+            keep_all: true,
+        };
+        acc.keep_all = true;
+        Ok(Box::new(acc))
+    }
+}
+
+/// The group's non-NULL values in arrival order (only the one needed when nothing can be
+/// retracted: `keep_all` false).
+#[derive(Debug)]
+struct PickAccumulator {
+    pick: Pick,
+    item: DataType,
+    values: Vec<ScalarValue>,
+    separator: Option<String>,
+    keep_all: bool,
+}
+
+impl PickAccumulator {
+    fn push(&mut self, v: ScalarValue) {
+        if self.keep_all {
+            self.values.push(v);
+        } else if self.pick == Pick::Last {
+            self.values = vec![v];
+        } else if self.values.is_empty() {
+            self.values.push(v);
+        }
+    }
+}
+
+impl Accumulator for PickAccumulator {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        if self.separator.is_none() {
+            if let Some(sep) = values.get(1).filter(|s| s.len() > 0 && !s.is_null(0)) {
+                self.separator = Some(sep.as_string::<i32>().value(0).to_string());
+            }
+        }
+        for i in 0..values[0].len() {
+            if !values[0].is_null(i) {
+                self.push(ScalarValue::try_from_array(&values[0], i)?);
+            }
+        }
+        Ok(())
+    }
+
+    fn retract_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        for i in 0..values[0].len() {
+            if values[0].is_null(i) {
+                continue;
+            }
+            let v = ScalarValue::try_from_array(&values[0], i)?;
+            let found = match self.pick {
+                Pick::Last => self.values.iter().rposition(|x| *x == v),
+                _ => self.values.iter().position(|x| *x == v),
+            };
+            if let Some(p) = found {
+                self.values.remove(p);
+            }
+        }
+        Ok(())
+    }
+
+    fn supports_retract_batch(&self) -> bool {
+        self.keep_all
+    }
+
+    fn evaluate(&mut self) -> Result<ScalarValue> {
+        Ok(match self.pick {
+            Pick::First => self.values.first().cloned(),
+            Pick::Last => self.values.last().cloned(),
+            Pick::Join => (!self.values.is_empty()).then(|| {
+                let parts: Vec<String> = self.values.iter().map(|v| v.to_string()).collect();
+                ScalarValue::Utf8(Some(parts.join(self.separator.as_deref().unwrap_or(","))))
+            }),
+        }
+        .map_or_else(|| ScalarValue::try_from(&self.item), Ok)?)
+    }
+
+    fn size(&self) -> usize {
+        std::mem::size_of_val(self) + self.values.iter().map(|v| v.size()).sum::<usize>()
+    }
+
+    fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        let list = ScalarValue::new_list_nullable(&self.values, &self.item);
+        Ok(vec![
+            ScalarValue::List(list),
+            ScalarValue::Utf8(self.separator.clone()),
+        ])
+    }
+
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
+        let lists = states[0].as_list::<i32>();
+        for i in 0..lists.len() {
+            if lists.is_null(i) {
+                continue;
+            }
+            let items = lists.value(i);
+            for k in 0..items.len() {
+                self.push(ScalarValue::try_from_array(&items, k)?);
+            }
+            if self.separator.is_none() && !states[1].is_null(i) {
+                self.separator = Some(states[1].as_string::<i32>().value(i).to_string());
+            }
+        }
+        Ok(())
+    }
+}

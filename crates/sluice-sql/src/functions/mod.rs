@@ -203,9 +203,6 @@ pub const NOT_SUPPORTED: &[(&str, &str)] = &[
     ("json_object", JSON),
     ("json_objectagg", JSON),
     ("approx_count_distinct", LATER),
-    ("first_value", LATER),
-    ("last_value", LATER),
-    ("listagg", LATER),
     ("percentile", LATER),
     ("printf", LATER),
 ];
@@ -259,6 +256,13 @@ impl FunctionRegistry {
             aggregates.insert(flink.to_string(), Arc::clone(f));
         }
         aggregates.insert("avg".to_string(), aggregates::FlinkAvg::udaf());
+        for (name, pick) in [
+            ("first_value", aggregates::Pick::First),
+            ("last_value", aggregates::Pick::Last),
+            ("listagg", aggregates::Pick::Join),
+        ] {
+            aggregates.insert(name.to_string(), aggregates::ArrivalOrder::udaf(name, pick));
+        }
         aggregates.insert(
             "sum".to_string(),
             aggregates::sum(Arc::clone(&datafusion_aggregates["sum"])),

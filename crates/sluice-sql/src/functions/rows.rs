@@ -23,11 +23,6 @@ pub(crate) fn floats(a: &ArrayRef) -> &Float64Array {
     a.as_primitive::<Float64Type>()
 }
 
-/// Argument `a` as booleans.
-pub(crate) fn bools(a: &ArrayRef) -> &BooleanArray {
-    a.as_boolean()
-}
-
 /// The string at row `i`, `None` when NULL.
 pub(crate) fn str_at(a: &StringArray, i: usize) -> Option<&str> {
     (!a.is_null(i)).then(|| a.value(i))

@@ -25,8 +25,6 @@ pub(crate) enum Arg {
     Float,
     /// Any integer, floating-point or decimal number, kept as it is.
     Number,
-    /// `BOOLEAN`.
-    Bool,
     /// A `TIMESTAMP(p)` or `TIMESTAMP_LTZ(p)`, kept as it is; a string → `TIMESTAMP(3)`.
     Timestamp,
     /// A `DATE`, or a timestamp, kept as it is; a string → `DATE`.
@@ -49,7 +47,6 @@ impl Arg {
             Arg::Float if number => Some(Float64),
             Arg::Number if *t == Null => Some(Int32),
             Arg::Number if number => Some(t.clone()),
-            Arg::Bool if matches!(t, Boolean | Null) => Some(Boolean),
             Arg::Timestamp | Arg::DateOrTimestamp if matches!(t, Timestamp(_, _)) => {
                 Some(t.clone())
             }
@@ -66,7 +63,6 @@ impl Arg {
             Arg::Str => "STRING",
             Arg::Int => "an integer",
             Arg::Float | Arg::Number => "a number",
-            Arg::Bool => "BOOLEAN",
             Arg::Timestamp => "a TIMESTAMP or TIMESTAMP_LTZ",
             Arg::DateOrTimestamp => "a DATE or TIMESTAMP",
             Arg::Any => "any value",
