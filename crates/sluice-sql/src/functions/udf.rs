@@ -73,8 +73,6 @@ impl Arg {
 /// The arguments of one call, as arrays of `rows` rows after coercion.
 pub(crate) struct Call<'a> {
     pub(crate) args: Vec<ArrayRef>,
-    /// The literal value of each argument that is a constant.
-    pub(crate) scalars: Vec<Option<ScalarValue>>,
     pub(crate) rows: usize,
     pub(crate) return_type: &'a DataType,
     /// The session time zone (`'table.local-time-zone'`).
@@ -273,14 +271,6 @@ impl ScalarUDFImpl for FlinkScalar {
             .args
             .iter()
             .all(|a| matches!(a, ColumnarValue::Scalar(_)));
-        let scalars = args
-            .args
-            .iter()
-            .map(|a| match a {
-                ColumnarValue::Scalar(s) => Some(s.clone()),
-                ColumnarValue::Array(_) => None,
-            })
-            .collect();
         // Constant arguments are evaluated once, on one row.
         let n = if all_scalar && !self.signature.volatility.eq(&Volatility::Volatile) {
             1
@@ -312,7 +302,6 @@ impl ScalarUDFImpl for FlinkScalar {
             .collect::<Result<Vec<_>>>()?;
         let call = Call {
             args: arrays,
-            scalars,
             rows: n,
             return_type: args.return_field.data_type(),
             zone: self.zone,
