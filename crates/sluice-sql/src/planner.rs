@@ -134,8 +134,10 @@ impl Planner {
         let mut rewriter = TypeCoercionRewriter::new(schema);
         let expr = expr
             .rewrite(&mut rewriter)
-            .map_err(|e| df_error(e, &self.catalog))?
-            .data;
+            .and_then(|e| {
+                crate::functions::cast::flink_casts_in_expr(e.data, schema, self.time_zone)
+            })
+            .map_err(|e| df_error(e, &self.catalog))?;
         Ok(expr)
     }
 
@@ -323,7 +325,9 @@ impl Planner {
         let plan = Analyzer::new()
             .execute_and_check(plan, &ctx.options, |_, _| {})
             .map_err(|e| df_error(e, &self.catalog))?;
-        let plan = rewrite_needed_simplifications(plan).map_err(|e| df_error(e, &self.catalog))?;
+        let plan = rewrite_needed_simplifications(plan)
+            .and_then(|p| crate::functions::cast::flink_casts(p, self.time_zone))
+            .map_err(|e| df_error(e, &self.catalog))?;
         joins::check_scalar_subqueries(&plan)?;
         joins::rewrite_subqueries_and_joins(plan).map_err(|e| df_error(e, &self.catalog))
     }

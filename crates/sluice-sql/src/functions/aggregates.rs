@@ -105,6 +105,17 @@ impl AggregateUDFImpl for FlinkAvg {
     }
 }
 
+/// `v` wrapped to the width of the integer type `t` (Flink sums an INT column's AVG in INT,
+/// wrapping as Java's `int`: AVG(42, 0, 2147483647) is -715827869).
+fn wrap_to(v: i64, t: &DataType) -> i64 {
+    match t {
+        DataType::Int8 => v as i8 as i64,
+        DataType::Int16 => v as i16 as i64,
+        DataType::Int32 => v as i32 as i64,
+        _ => v,
+    }
+}
+
 /// Sum and count; retractable.
 #[derive(Debug)]
 struct AvgAccumulator {
@@ -122,7 +133,8 @@ impl AvgAccumulator {
             Kind::Integer => {
                 let v = cast(values, &DataType::Int64)?;
                 for x in v.as_primitive::<Int64Type>().iter().flatten() {
-                    self.int_sum = (self.int_sum as i64).wrapping_add(sign.wrapping_mul(x)) as i128;
+                    let sum = (self.int_sum as i64).wrapping_add(sign.wrapping_mul(x));
+                    self.int_sum = wrap_to(sum, &self.result) as i128;
                     self.count += sign;
                 }
             }
@@ -208,7 +220,8 @@ impl Accumulator for AvgAccumulator {
             match self.kind {
                 Kind::Integer => {
                     let s = states[0].as_primitive::<Int64Type>().value(i);
-                    self.int_sum = (self.int_sum as i64).wrapping_add(s) as i128;
+                    let sum = (self.int_sum as i64).wrapping_add(s);
+                    self.int_sum = wrap_to(sum, &self.result) as i128;
                 }
                 Kind::Float => self.float_sum += states[0].as_primitive::<Float64Type>().value(i),
                 Kind::Decimal { .. } => {
@@ -301,10 +314,28 @@ impl FlinkTyped {
     }
 }
 
-/// An integer or decimal result of DataFusion's function in Flink's type.
+/// An integer or decimal result of DataFusion's function in Flink's type: a DOUBLE to an
+/// integer saturates (Java's `(int)`), integers wrap.
 fn to_flink_type(v: ArrayRef, t: &DataType) -> Result<ArrayRef> {
     if v.data_type() == t {
         return Ok(v);
+    }
+    if t.is_integer() && matches!(v.data_type(), DataType::Float64) {
+        let saturated: datafusion_common::arrow::array::Int64Array = v
+            .as_primitive::<Float64Type>()
+            .iter()
+            .map(|x| {
+                x.map(|x| {
+                    if *t == DataType::Int64 {
+                        x as i64
+                    } else {
+                        x as i32 as i64
+                    }
+                })
+            })
+            .collect();
+        let saturated: ArrayRef = Arc::new(saturated);
+        return to_flink_type(saturated, t);
     }
     if t.is_integer() && v.data_type().is_integer() {
         // Java's integers wrap.

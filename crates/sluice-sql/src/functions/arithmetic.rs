@@ -146,7 +146,8 @@ fn round_with(
                 }
                 let f = 10f64.powi(d as i32);
                 let r = float(v.value(i), f);
-                Some(if r.is_finite() { r } else { v.value(i) })
+                // `+ 0.0` turns -0.0 into 0.0, as Java's BigDecimal rounding gives.
+                Some(if r.is_finite() { r + 0.0 } else { v.value(i) })
             });
             Ok(cast(&out, x.data_type())?)
         }
@@ -161,7 +162,7 @@ fn round_with(
                     if v.is_null(i) {
                         return None;
                     }
-                    let drop = (*scale as i64 - d.max(0)).clamp(0, 38) as u32;
+                    let drop = (*scale as i64 - d).clamp(0, 38) as u32;
                     let unit = 10i128.pow(drop);
                     let r = integer(v.value(i), unit);
                     let keep = (*scale - out_scale) as u32;

@@ -162,11 +162,28 @@ fn json_exists(c: &Call) -> Result<ArrayRef> {
     }))
 }
 
-/// `JSON_QUOTE(s)`: `s` as a JSON string literal.
+/// `JSON_QUOTE(s)`: `s` as a JSON string literal, escaped as Flink 2.3 does: `"`, `\`, `/`
+/// and control characters, and every non-ASCII character as `\uXXXX` (UTF-16 units).
 fn json_quote(c: &Call) -> Result<ArrayRef> {
     let s = strs(&c.args[0]);
     Ok(string_rows(c.rows, |i| {
-        Some(Value::String(str_at(s, i)?.to_string()).to_string())
+        let mut out = String::from("\"");
+        for u in str_at(s, i)?.encode_utf16() {
+            match u {
+                0x22 => out.push_str("\\\""),
+                0x5c => out.push_str("\\\\"),
+                0x2f => out.push_str("\\/"),
+                0x08 => out.push_str("\\b"),
+                0x0c => out.push_str("\\f"),
+                0x0a => out.push_str("\\n"),
+                0x0d => out.push_str("\\r"),
+                0x09 => out.push_str("\\t"),
+                0x20..=0x7e => out.push(u as u8 as char),
+                other => out.push_str(&format!("\\u{other:04x}")),
+            }
+        }
+        out.push('"');
+        Some(out)
     }))
 }
 

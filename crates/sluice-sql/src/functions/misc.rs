@@ -270,15 +270,15 @@ fn inet_ntoa(c: &Call) -> Result<ArrayRef> {
     }))
 }
 
-/// `HASH_CODE(s)`: Java's `String.hashCode` (UTF-16 code units, 31 as multiplier).
+/// `HASH_CODE(s)`: the absolute value of Java's `String.hashCode` (UTF-16 code units, 31
+/// as multiplier), as Flink 2.3 gives it.
 fn hash_code(c: &Call) -> Result<ArrayRef> {
     let s = strs(&c.args[0]);
     Ok(int32_rows(c.rows, |i| {
-        Some(
-            str_at(s, i)?
-                .encode_utf16()
-                .fold(0i32, |h, u| h.wrapping_mul(31).wrapping_add(u as i32)),
-        )
+        let h = str_at(s, i)?
+            .encode_utf16()
+            .fold(0i32, |h, u| h.wrapping_mul(31).wrapping_add(u as i32));
+        Some(h.wrapping_abs())
     }))
 }
 

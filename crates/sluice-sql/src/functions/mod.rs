@@ -10,6 +10,7 @@
 
 mod aggregates;
 mod arithmetic;
+pub(crate) mod cast;
 mod hash;
 mod java_time;
 mod json;

@@ -53,6 +53,60 @@ pub(crate) const FUNCTIONS: &[Def] = &[
     ),
 ];
 
+/// `pattern` with Java's ASCII-only meaning of `\w`, `\d`, `\s` (and, outside brackets,
+/// `\W`, `\D`, `\S`): in Java `\w` does not match `é`; in Rust's regex it does.
+fn java_classes(pattern: &str) -> String {
+    const WORD: &str = "0-9A-Za-z_";
+    const DIGIT: &str = "0-9";
+    const SPACE: &str = " \\t\\n\\x0B\\f\\r";
+    let mut out = String::with_capacity(pattern.len() + 16);
+    let mut chars = pattern.chars();
+    let mut depth = 0usize;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some(e) => {
+                    let class = match e {
+                        'w' | 'W' => Some(WORD),
+                        'd' | 'D' => Some(DIGIT),
+                        's' | 'S' => Some(SPACE),
+                        _ => None,
+                    };
+                    match (class, depth, e.is_ascii_uppercase()) {
+                        (Some(set), 0, false) => out.push_str(&format!("[{set}]")),
+                        (Some(set), 0, true) => out.push_str(&format!("[^{set}]")),
+                        (Some(set), _, false) => out.push_str(set),
+                        _ => {
+                            out.push('\\');
+                            out.push(e);
+                        }
+                    }
+                }
+                None => out.push('\\'),
+            },
+            '[' => {
+                depth += 1;
+                out.push(c);
+                // A ']' right after '[' or '[^' is a literal.
+                if chars.clone().next() == Some('^') {
+                    out.push('^');
+                    chars.next();
+                }
+                if chars.clone().next() == Some(']') {
+                    out.push_str("\\]");
+                    chars.next();
+                }
+            }
+            ']' if depth > 0 => {
+                depth -= 1;
+                out.push(c);
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
 /// The compiled pattern of each row (`None`: NULL or not a valid pattern), compiled once
 /// per distinct pattern text.
 fn regexes(a: &StringArray, rows: usize) -> Vec<Option<Regex>> {
@@ -63,11 +117,27 @@ fn regexes(a: &StringArray, rows: usize) -> Vec<Option<Regex>> {
             if let Some((_, r)) = cache.iter().find(|(t, _)| t == p) {
                 return r.clone();
             }
-            let r = Regex::new(p).ok();
+            let r = Regex::new(&java_classes(p)).ok();
             cache.push((p.to_string(), r.clone()));
             r
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::java_classes;
+
+    #[test]
+    fn classes_are_ascii_as_in_java() {
+        assert_eq!(java_classes(r"(\w+) \d"), r"([0-9A-Za-z_]+) [0-9]");
+        assert_eq!(java_classes(r"[\w.-]+\W"), r"[0-9A-Za-z_.-]+[^0-9A-Za-z_]");
+        assert_eq!(java_classes(r"\\w"), r"\\w");
+        assert_eq!(java_classes(r"[]a]"), r"[\]a]");
+        let re = fancy_regex::Regex::new(&java_classes(r"^\w+$")).unwrap();
+        assert!(re.is_match("abc_1").unwrap());
+        assert!(!re.is_match("é").unwrap());
+    }
 }
 
 /// `REGEXP(s, pattern)`: whether a part of `s` matches; FALSE for a pattern that does not

@@ -398,11 +398,17 @@ fn right(c: &Call) -> Result<ArrayRef> {
     }))
 }
 
-/// `ASCII(s)`: the code of the first character, 0 for an empty string.
+/// `ASCII(s)`: the first byte of `s`'s UTF-8 encoding as a signed byte (Flink 2.3: 'Ü'
+/// gives -61), 0 for an empty string.
 fn ascii(c: &Call) -> Result<ArrayRef> {
     let s = strs(&c.args[0]);
     Ok(int32_rows(c.rows, |i| {
-        Some(str_at(s, i)?.chars().next().map_or(0, |ch| ch as i32))
+        Some(
+            str_at(s, i)?
+                .as_bytes()
+                .first()
+                .map_or(0, |b| *b as i8 as i32),
+        )
     }))
 }
 

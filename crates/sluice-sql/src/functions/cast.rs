@@ -1,0 +1,356 @@
+//! `CAST` with Flink's rules where Arrow's cast differs (Flink docs, "Type Conversion
+//! Functions" and "Data Types > Casting"):
+//! - to STRING: a timestamp is `yyyy-MM-dd HH:mm:ss[.fraction]` with as many fraction
+//!   digits as its precision (an LTZ instant in the session time zone), a DOUBLE or FLOAT
+//!   is Java's `Double.toString` (`1.0E10`, `0.5`), a BOOLEAN is `TRUE` / `FALSE`;
+//! - a floating-point number to an integer saturates (NaN is 0), as Java's `(int)`; an
+//!   integer to a narrower integer wraps, as Java's;
+//! - a number too large for a DECIMAL(p, s) is NULL;
+//! - to TIME: whole seconds (Flink's TIME is TIME(0)).
+//!
+//! [`flink_casts`] replaces each such `Expr::Cast` in a planned query by [`FlinkCast`].
+
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use chrono::{Datelike, Timelike};
+use datafusion_common::arrow::array::{Array, ArrayRef, AsArray, Int64Array};
+use datafusion_common::arrow::compute::{cast, cast_with_options, CastOptions};
+use datafusion_common::arrow::datatypes::{
+    DataType, Float32Type, Float64Type, Int64Type, TimeUnit,
+};
+use datafusion_common::tree_node::{Transformed, TreeNode};
+use datafusion_common::{DFSchema, Result};
+use datafusion_expr::expr::ScalarFunction;
+use datafusion_expr::{
+    ColumnarValue, Expr, ExprSchemable, LogicalPlan, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl,
+    Signature, Volatility,
+};
+use sluice_common::time::Tz;
+
+use super::rows::string_rows;
+
+/// Whether casting `from` to `to` follows a Flink rule Arrow's cast lacks.
+fn is_flink_rule(from: &DataType, to: &DataType) -> bool {
+    use DataType::*;
+    match (from, to) {
+        (Timestamp(_, _) | Float32 | Float64 | Boolean, Utf8 | LargeUtf8 | Utf8View) => true,
+        (Float32 | Float64, t) if t.is_integer() => true,
+        (f, t) if f.is_integer() && t.is_integer() => int_width(t) < int_width(f),
+        (f, Decimal128(_, _)) if f.is_numeric() => true,
+        (_, Time32(_) | Time64(_)) => true,
+        _ => false,
+    }
+}
+
+fn int_width(t: &DataType) -> u32 {
+    match t {
+        DataType::Int8 | DataType::UInt8 => 8,
+        DataType::Int16 | DataType::UInt16 => 16,
+        DataType::Int32 | DataType::UInt32 => 32,
+        _ => 64,
+    }
+}
+
+/// `CAST(x AS to)` with Flink's rules.
+pub(crate) struct FlinkCast {
+    to: DataType,
+    zone: Tz,
+    signature: Signature,
+}
+
+impl std::fmt::Debug for FlinkCast {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FlinkCast({})", self.to)
+    }
+}
+impl PartialEq for FlinkCast {
+    fn eq(&self, o: &Self) -> bool {
+        self.to == o.to && self.zone.to_string() == o.zone.to_string()
+    }
+}
+impl Eq for FlinkCast {}
+impl Hash for FlinkCast {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.to.hash(state);
+        self.zone.to_string().hash(state);
+    }
+}
+
+impl ScalarUDFImpl for FlinkCast {
+    fn name(&self) -> &str {
+        "$cast"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(self.to.clone())
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
+        let a = args.args[0].to_array(if scalar { 1 } else { args.number_rows })?;
+        let out = flink_cast(&a, &self.to, &self.zone)?;
+        Ok(if scalar {
+            ColumnarValue::Scalar(datafusion_common::ScalarValue::try_from_array(&out, 0)?)
+        } else {
+            ColumnarValue::Array(out)
+        })
+    }
+}
+
+/// Java's `Double.toString` / `Float.toString`: plain between 10^-3 and 10^7 (at least one
+/// fraction digit), otherwise `d.dddE[-]n`; the shortest digits that read back.
+fn java_float(v: f64, shortest: String) -> String {
+    if v.is_nan() {
+        return "NaN".into();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { "Infinity" } else { "-Infinity" }.into();
+    }
+    if v == 0.0 {
+        return if v.is_sign_negative() { "-0.0" } else { "0.0" }.into();
+    }
+    let a = v.abs();
+    if (1e-3..1e7).contains(&a) {
+        return if shortest.contains('.') {
+            shortest
+        } else {
+            format!("{shortest}.0")
+        };
+    }
+    // Scientific: Rust's `{:e}` gives `1.234e-5` / `1e10`.
+    let sci = shortest;
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let mantissa = if mantissa.contains('.') {
+        mantissa.to_string()
+    } else {
+        format!("{mantissa}.0")
+    };
+    format!("{mantissa}E{exp}")
+}
+
+fn flink_cast(a: &ArrayRef, to: &DataType, zone: &Tz) -> Result<ArrayRef> {
+    use DataType::*;
+    let rows = a.len();
+    Ok(match (a.data_type(), to) {
+        (Timestamp(unit, tz), Utf8 | LargeUtf8 | Utf8View) => {
+            let digits = match unit {
+                TimeUnit::Second => 0,
+                TimeUnit::Millisecond => 3,
+                TimeUnit::Microsecond => 6,
+                TimeUnit::Nanosecond => 9,
+            };
+            let nanos = cast(a, &Timestamp(TimeUnit::Nanosecond, None))?;
+            let nanos = nanos
+                .as_primitive::<datafusion_common::arrow::datatypes::TimestampNanosecondType>();
+            let out = string_rows(rows, |i| {
+                if nanos.is_null(i) {
+                    return None;
+                }
+                let mut ns = nanos.value(i);
+                if tz.is_some() {
+                    let ms = ns.div_euclid(1_000_000);
+                    ns += (sluice_common::time::utc_to_local_ms(zone, ms) - ms) * 1_000_000;
+                }
+                let t = chrono::DateTime::from_timestamp_nanos(ns).naive_utc();
+                let mut s = format!(
+                    "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
+                    t.year(),
+                    t.month(),
+                    t.day(),
+                    t.hour(),
+                    t.minute(),
+                    t.second()
+                );
+                if digits > 0 {
+                    let frac = format!("{:09}", t.nanosecond());
+                    s.push('.');
+                    s.push_str(&frac[..digits]);
+                }
+                Some(s)
+            });
+            cast(&out, to)?
+        }
+        (Float64, Utf8 | LargeUtf8 | Utf8View) => {
+            let v = a.as_primitive::<Float64Type>();
+            let out = string_rows(rows, |i| {
+                (!v.is_null(i)).then(|| {
+                    let x = v.value(i);
+                    let a = x.abs();
+                    let shortest = if a != 0.0 && !(1e-3..1e7).contains(&a) {
+                        format!("{x:e}")
+                    } else {
+                        format!("{x}")
+                    };
+                    java_float(x, shortest)
+                })
+            });
+            cast(&out, to)?
+        }
+        (Float32, Utf8 | LargeUtf8 | Utf8View) => {
+            let v = a.as_primitive::<Float32Type>();
+            let out = string_rows(rows, |i| {
+                (!v.is_null(i)).then(|| {
+                    let x = v.value(i);
+                    let a = x.abs();
+                    let shortest = if a != 0.0 && !(1e-3..1e7).contains(&a) {
+                        format!("{x:e}")
+                    } else {
+                        format!("{x}")
+                    };
+                    java_float(x as f64, shortest)
+                })
+            });
+            cast(&out, to)?
+        }
+        (Boolean, Utf8 | LargeUtf8 | Utf8View) => {
+            let v = a.as_boolean();
+            let out = string_rows(rows, |i| {
+                (!v.is_null(i)).then(|| if v.value(i) { "TRUE" } else { "FALSE" }.to_string())
+            });
+            cast(&out, to)?
+        }
+        (Float32 | Float64, t) if t.is_integer() => {
+            let v = cast(a, &Float64)?;
+            let v = v.as_primitive::<Float64Type>();
+            // Java: (long) for BIGINT, else (int) and then narrowing.
+            let wide: Int64Array = v
+                .iter()
+                .map(|x| {
+                    x.map(|x| {
+                        if *t == Int64 {
+                            x as i64
+                        } else {
+                            x as i32 as i64
+                        }
+                    })
+                })
+                .collect();
+            wrap_integers(&(Arc::new(wide) as ArrayRef), t)?
+        }
+        (f, t) if f.is_integer() && t.is_integer() => wrap_integers(a, t)?,
+        (_, Decimal128(_, _)) => cast_with_options(
+            a,
+            to,
+            &CastOptions {
+                safe: true,
+                ..Default::default()
+            },
+        )?,
+        (_, Time32(_) | Time64(_)) => {
+            let t = cast(a, to)?;
+            let secs = cast(&cast(&t, &Time32(TimeUnit::Second))?, to)?;
+            secs
+        }
+        _ => cast(a, to)?,
+    })
+}
+
+/// Integers to a narrower integer type, keeping the low bits (Java's narrowing).
+fn wrap_integers(a: &ArrayRef, t: &DataType) -> Result<ArrayRef> {
+    let wide = cast(a, &DataType::Int64)?;
+    let wrapped: Int64Array = wide
+        .as_primitive::<Int64Type>()
+        .iter()
+        .map(|x| {
+            x.map(|x| match t {
+                DataType::Int8 => x as i8 as i64,
+                DataType::Int16 => x as i16 as i64,
+                DataType::Int32 => x as i32 as i64,
+                _ => x,
+            })
+        })
+        .collect();
+    Ok(cast(&wrapped, t)?)
+}
+
+/// One expression over `schema` with its Flink-rule casts replaced.
+fn casts_in(e: Expr, schema: &DFSchema, zone: Tz) -> Result<Transformed<Expr>> {
+    e.transform_up(|e| match e {
+        Expr::Cast(c) => {
+            let from = c.expr.get_type(schema)?;
+            if !is_flink_rule(&from, c.field.data_type()) {
+                return Ok(Transformed::no(Expr::Cast(c)));
+            }
+            let udf = ScalarUDF::new_from_impl(FlinkCast {
+                to: c.field.data_type().clone(),
+                zone,
+                signature: Signature::any(1, Volatility::Immutable),
+            });
+            Ok(Transformed::yes(Expr::ScalarFunction(
+                ScalarFunction::new_udf(Arc::new(udf), vec![*c.expr]),
+            )))
+        }
+        other => Ok(Transformed::no(other)),
+    })
+}
+
+/// [`flink_casts`] for one expression (a computed column) over `schema`.
+pub(crate) fn flink_casts_in_expr(e: Expr, schema: &DFSchema, zone: Tz) -> Result<Expr> {
+    casts_in(e, schema, zone).map(|t| t.data)
+}
+
+/// Replaces the casts of a planned query that follow a Flink rule by [`FlinkCast`]. Output
+/// columns keep their names (nodes above refer to them by name); `GROUP BY` expressions are
+/// left alone for the same reason.
+pub(crate) fn flink_casts(plan: LogicalPlan, zone: Tz) -> Result<LogicalPlan> {
+    plan.transform_up_with_subqueries(|node| {
+        let mut schema = DFSchema::empty();
+        for input in node.inputs() {
+            schema.merge(input.schema());
+        }
+        let named = matches!(node, LogicalPlan::Projection(_) | LogicalPlan::Aggregate(_));
+        let group_len = match &node {
+            LogicalPlan::Aggregate(a) => a.group_expr.len(),
+            _ => 0,
+        };
+        let mut position = 0;
+        let changed = node.map_expressions(|e| {
+            let i = position;
+            position += 1;
+            if i < group_len {
+                return Ok(Transformed::no(e));
+            }
+            let old_name = e.schema_name().to_string();
+            let t = casts_in(e, &schema, zone)?;
+            if named && t.transformed && !matches!(t.data, Expr::Alias(_)) {
+                return Ok(Transformed::yes(t.data.alias(old_name)));
+            }
+            Ok(t)
+        })?;
+        if changed.transformed {
+            changed.data.recompute_schema().map(Transformed::yes)
+        } else {
+            Ok(changed)
+        }
+    })
+    .map(|t| t.data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doubles_print_as_java_does() {
+        let j = |x: f64| {
+            let a = x.abs();
+            let s = if a != 0.0 && !(1e-3..1e7).contains(&a) {
+                format!("{x:e}")
+            } else {
+                format!("{x}")
+            };
+            java_float(x, s)
+        };
+        assert_eq!(j(1e10), "1.0E10");
+        assert_eq!(j(0.5), "0.5");
+        assert_eq!(j(3.0), "3.0");
+        assert_eq!(j(1.234e-5), "1.234E-5");
+        assert_eq!(j(-2.5e7), "-2.5E7");
+        assert_eq!(j(1234567.0), "1234567.0");
+    }
+}
