@@ -294,41 +294,10 @@ pub(crate) fn flink_casts_in_expr(e: Expr, schema: &DFSchema, zone: Tz) -> Resul
     casts_in(e, schema, zone).map(|t| t.data)
 }
 
-/// Replaces the casts of a planned query that follow a Flink rule by [`FlinkCast`]. Output
-/// columns keep their names (nodes above refer to them by name); `GROUP BY` expressions are
-/// left alone for the same reason.
+/// Replaces the casts of a planned query that follow a Flink rule by [`FlinkCast`] (output
+/// names kept: [`super::rewrite`]).
 pub(crate) fn flink_casts(plan: LogicalPlan, zone: Tz) -> Result<LogicalPlan> {
-    plan.transform_up_with_subqueries(|node| {
-        let mut schema = DFSchema::empty();
-        for input in node.inputs() {
-            schema.merge(input.schema());
-        }
-        let named = matches!(node, LogicalPlan::Projection(_) | LogicalPlan::Aggregate(_));
-        let group_len = match &node {
-            LogicalPlan::Aggregate(a) => a.group_expr.len(),
-            _ => 0,
-        };
-        let mut position = 0;
-        let changed = node.map_expressions(|e| {
-            let i = position;
-            position += 1;
-            if i < group_len {
-                return Ok(Transformed::no(e));
-            }
-            let old_name = e.schema_name().to_string();
-            let t = casts_in(e, &schema, zone)?;
-            if named && t.transformed && !matches!(t.data, Expr::Alias(_)) {
-                return Ok(Transformed::yes(t.data.alias(old_name)));
-            }
-            Ok(t)
-        })?;
-        if changed.transformed {
-            changed.data.recompute_schema().map(Transformed::yes)
-        } else {
-            Ok(changed)
-        }
-    })
-    .map(|t| t.data)
+    super::rewrite::rewrite_plan(plan, &|e, schema| casts_in(e, schema, zone))
 }
 
 #[cfg(test)]

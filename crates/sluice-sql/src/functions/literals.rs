@@ -23,35 +23,7 @@ pub(crate) fn int_literals_in_expr(e: Expr) -> Result<Expr> {
     narrow(e).map(|t| t.data)
 }
 
-/// A plan with its integer literals narrowed. Output columns keep their names (a
-/// changed unnamed expression is aliased to its old name, since nodes above refer to
-/// it by name); `GROUP BY` expressions are left as they are for the same reason.
+/// A plan with its integer literals narrowed (output names kept: [`super::rewrite`]).
 pub(crate) fn int_literals(plan: LogicalPlan) -> Result<LogicalPlan> {
-    plan.transform_up_with_subqueries(|node| {
-        let named = matches!(node, LogicalPlan::Projection(_) | LogicalPlan::Aggregate(_));
-        let group_len = match &node {
-            LogicalPlan::Aggregate(a) => a.group_expr.len(),
-            _ => 0,
-        };
-        let mut position = 0;
-        let changed = node.map_expressions(|e| {
-            let i = position;
-            position += 1;
-            if i < group_len {
-                return Ok(Transformed::no(e));
-            }
-            let old_name = e.schema_name().to_string();
-            let t = narrow(e)?;
-            if named && t.transformed && !matches!(t.data, Expr::Alias(_)) {
-                return Ok(Transformed::yes(t.data.alias(old_name)));
-            }
-            Ok(t)
-        })?;
-        if changed.transformed {
-            changed.data.recompute_schema().map(Transformed::yes)
-        } else {
-            Ok(changed)
-        }
-    })
-    .map(|t| t.data)
+    super::rewrite::rewrite_plan(plan, &|e, _| narrow(e))
 }

@@ -18,6 +18,7 @@ pub(crate) mod literals;
 mod misc;
 mod planner;
 mod regex;
+mod rewrite;
 mod rows;
 mod string;
 pub(crate) mod syntax;

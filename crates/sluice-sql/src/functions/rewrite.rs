@@ -1,0 +1,48 @@
+//! Rewriting every expression of a planned query while the plan stays valid: output columns
+//! keep their names (a changed unnamed expression is aliased to its old name, since nodes
+//! above refer to it by name), `GROUP BY` expressions are left as they are for the same
+//! reason, and each node's schema is recomputed. Used by the rewrites that give Flink's
+//! types and values (`literals`, `cast`, `decimal`).
+
+use datafusion_common::tree_node::Transformed;
+use datafusion_common::{DFSchema, Result};
+use datafusion_expr::{Expr, LogicalPlan};
+
+/// `plan` with `f(expression, schema of the node's inputs)` applied to the expressions of
+/// every node (subqueries included).
+pub(crate) fn rewrite_plan(
+    plan: LogicalPlan,
+    f: &dyn Fn(Expr, &DFSchema) -> Result<Transformed<Expr>>,
+) -> Result<LogicalPlan> {
+    plan.transform_up_with_subqueries(|node| {
+        let mut schema = DFSchema::empty();
+        for input in node.inputs() {
+            schema.merge(input.schema());
+        }
+        let named = matches!(node, LogicalPlan::Projection(_) | LogicalPlan::Aggregate(_));
+        let group_len = match &node {
+            LogicalPlan::Aggregate(a) => a.group_expr.len(),
+            _ => 0,
+        };
+        let mut position = 0;
+        let changed = node.map_expressions(|e| {
+            let i = position;
+            position += 1;
+            if i < group_len {
+                return Ok(Transformed::no(e));
+            }
+            let old_name = e.schema_name().to_string();
+            let t = f(e, &schema)?;
+            if named && t.transformed && !matches!(t.data, Expr::Alias(_)) {
+                return Ok(Transformed::yes(t.data.alias(old_name)));
+            }
+            Ok(t)
+        })?;
+        if changed.transformed {
+            changed.data.recompute_schema().map(Transformed::yes)
+        } else {
+            Ok(changed)
+        }
+    })
+    .map(|t| t.data)
+}
