@@ -134,9 +134,8 @@ impl Planner {
         let mut rewriter = TypeCoercionRewriter::new(schema);
         let expr = expr
             .rewrite(&mut rewriter)
-            .and_then(|e| {
-                crate::functions::cast::flink_casts_in_expr(e.data, schema, self.time_zone)
-            })
+            .and_then(|e| crate::functions::decimal::flink_decimals_in_expr(e.data, schema))
+            .and_then(|e| crate::functions::cast::flink_casts_in_expr(e, schema, self.time_zone))
             .map_err(|e| df_error(e, &self.catalog))?;
         Ok(expr)
     }
@@ -326,6 +325,7 @@ impl Planner {
             .execute_and_check(plan, &ctx.options, |_, _| {})
             .map_err(|e| df_error(e, &self.catalog))?;
         let plan = rewrite_needed_simplifications(plan)
+            .and_then(crate::functions::decimal::flink_decimals)
             .and_then(|p| crate::functions::cast::flink_casts(p, self.time_zone))
             .map_err(|e| df_error(e, &self.catalog))?;
         joins::check_scalar_subqueries(&plan)?;

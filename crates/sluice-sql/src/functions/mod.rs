@@ -11,6 +11,7 @@
 mod aggregates;
 mod arithmetic;
 pub(crate) mod cast;
+pub(crate) mod decimal;
 mod hash;
 mod java_time;
 mod json;

@@ -1,0 +1,305 @@
+//! DECIMAL arithmetic with Flink's result types and rounding (Flink's
+//! `LogicalTypeMerging.find{Addition,Multiplication,Division,Modulo}DecimalType`; values are
+//! Java `BigDecimal` results rounded half up to the result scale, NULL when they do not fit
+//! the result precision). DataFusion's rules give other scales (DECIMAL(10, 3) / INT is
+//! DECIMAL(21, 14) in Flink and has fewer digits in DataFusion). An integer operand is the
+//! DECIMAL Flink makes of it: TINYINT (3, 0), SMALLINT (5, 0), INT (10, 0), BIGINT (19, 0).
+//!
+//! [`flink_decimals`] replaces each `+ - * / %` of two DECIMAL operands (after DataFusion's
+//! type coercion) by [`DecimalOp`].
+
+use std::sync::Arc;
+
+use datafusion_common::arrow::array::{Array, ArrayRef, AsArray, Decimal128Array};
+use datafusion_common::arrow::datatypes::{i256, DataType, Decimal128Type};
+use datafusion_common::tree_node::{Transformed, TreeNode};
+use datafusion_common::{exec_err, DFSchema, Result};
+use datafusion_expr::expr::{BinaryExpr, ScalarFunction};
+use datafusion_expr::{
+    ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs, ScalarUDF,
+    ScalarUDFImpl, Signature, Volatility,
+};
+
+const MAX_PRECISION: i32 = 38;
+/// Flink's `MINIMUM_ADJUSTED_SCALE`.
+const MIN_ADJUSTED_SCALE: i32 = 6;
+
+/// Flink's `adjustPrecisionScale`: a precision above 38 keeps the integer digits and
+/// gives up scale, down to 6 digits.
+fn adjust(precision: i32, scale: i32) -> (u8, i8) {
+    if precision <= MAX_PRECISION {
+        return (precision.max(1) as u8, scale as i8);
+    }
+    let digits = precision - scale;
+    let scale = (MAX_PRECISION - digits).max(scale.min(MIN_ADJUSTED_SCALE));
+    (MAX_PRECISION as u8, scale as i8)
+}
+
+/// The result type of `(p1, s1) op (p2, s2)`.
+fn result_type(op: Operator, (p1, s1): (i32, i32), (p2, s2): (i32, i32)) -> (u8, i8) {
+    match op {
+        Operator::Plus | Operator::Minus => {
+            let scale = s1.max(s2);
+            adjust((p1 - s1).max(p2 - s2) + scale + 1, scale)
+        }
+        Operator::Multiply => adjust(p1 + p2 + 1, s1 + s2),
+        Operator::Divide => {
+            let scale = MIN_ADJUSTED_SCALE.max(s1 + p2 + 1);
+            adjust(p1 - s1 + s2 + scale, scale)
+        }
+        _ => {
+            let scale = s1.max(s2);
+            adjust((p1 - s1).min(p2 - s2) + scale, scale)
+        }
+    }
+}
+
+/// The DECIMAL type Flink gives an operand.
+fn flink_decimal(e: &Expr, schema: &DFSchema) -> Result<Option<(i32, i32)>> {
+    let inner = match e {
+        Expr::Cast(c) => c.expr.get_type(schema)?,
+        other => other.get_type(schema)?,
+    };
+    Ok(match inner {
+        DataType::Int8 => Some((3, 0)),
+        DataType::Int16 => Some((5, 0)),
+        DataType::Int32 => Some((10, 0)),
+        DataType::Int64 => Some((19, 0)),
+        DataType::Decimal128(p, s) => Some((p as i32, s as i32)),
+        _ => match e.get_type(schema)? {
+            DataType::Decimal128(p, s) => Some((p as i32, s as i32)),
+            _ => None,
+        },
+    })
+}
+
+/// `a op b` on DECIMALs, Flink's way.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(crate) struct DecimalOp {
+    op: Operator,
+    result: (u8, i8),
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for DecimalOp {
+    fn name(&self) -> &str {
+        match self.op {
+            Operator::Plus => "$decimal_plus",
+            Operator::Minus => "$decimal_minus",
+            Operator::Multiply => "$decimal_multiply",
+            Operator::Divide => "$decimal_divide",
+            _ => "$decimal_modulo",
+        }
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Decimal128(self.result.0, self.result.1))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let scalar = args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let n = if scalar { 1 } else { args.number_rows };
+        let a = args.args[0].to_array(n)?;
+        let b = args.args[1].to_array(n)?;
+        let out = self.apply(&a, &b)?;
+        Ok(if scalar {
+            ColumnarValue::Scalar(datafusion_common::ScalarValue::try_from_array(&out, 0)?)
+        } else {
+            ColumnarValue::Array(out)
+        })
+    }
+}
+
+fn pow10(k: u32) -> Option<i256> {
+    i256::from_i128(10).checked_pow(k)
+}
+
+/// `v / 10^k` rounded half away from zero.
+fn round_down_digits(v: i256, k: u32) -> Option<i256> {
+    if k == 0 {
+        return Some(v);
+    }
+    let d = pow10(k)?;
+    let q = v.checked_div(d)?;
+    let r = v.checked_rem(d)?;
+    let twice = r.wrapping_abs().checked_mul(i256::from_i128(2))?;
+    Some(if twice >= d {
+        q.checked_add(v.signum())?
+    } else {
+        q
+    })
+}
+
+/// `v` (at scale `from`) at scale `to`, rounded half up when digits are dropped.
+fn rescale(v: i256, from: i32, to: i32) -> Option<i256> {
+    if to >= from {
+        v.checked_mul(pow10((to - from) as u32)?)
+    } else {
+        round_down_digits(v, (from - to) as u32)
+    }
+}
+
+impl DecimalOp {
+    fn apply(&self, a: &ArrayRef, b: &ArrayRef) -> Result<ArrayRef> {
+        let (p, s) = self.result;
+        let (DataType::Decimal128(_, sa), DataType::Decimal128(_, sb)) =
+            (a.data_type(), b.data_type())
+        else {
+            return exec_err!(
+                "DECIMAL arithmetic over {} and {}",
+                a.data_type(),
+                b.data_type()
+            );
+        };
+        let (sa, sb, s) = (*sa as i32, *sb as i32, s as i32);
+        let (av, bv) = (
+            a.as_primitive::<Decimal128Type>(),
+            b.as_primitive::<Decimal128Type>(),
+        );
+        let limit = pow10(p as u32).expect("10^38 fits i256");
+        let mut out = Vec::with_capacity(a.len());
+        for i in 0..a.len() {
+            if av.is_null(i) || bv.is_null(i) {
+                out.push(None);
+                continue;
+            }
+            let (x, y) = (i256::from_i128(av.value(i)), i256::from_i128(bv.value(i)));
+            let r = match self.op {
+                Operator::Plus | Operator::Minus | Operator::Modulo => {
+                    let common = sa.max(sb);
+                    let (x, y) = (rescale(x, sa, common), rescale(y, sb, common));
+                    let (Some(x), Some(y)) = (x, y) else {
+                        out.push(None);
+                        continue;
+                    };
+                    let r = match self.op {
+                        Operator::Plus => x.checked_add(y),
+                        Operator::Minus => x.checked_sub(y),
+                        _ if y == i256::ZERO => return exec_err!("DECIMAL modulo by zero"),
+                        _ => x.checked_rem(y),
+                    };
+                    r.and_then(|r| rescale(r, common, s))
+                }
+                Operator::Multiply => x.checked_mul(y).and_then(|r| rescale(r, sa + sb, s)),
+                _ => {
+                    if y == i256::ZERO {
+                        return exec_err!("DECIMAL division by zero");
+                    }
+                    // x / y at scale s: (x * 10^(s + sb - sa + 1)) / y, then round the
+                    // extra digit half up.
+                    let k = s + sb - sa + 1;
+                    let num = if k >= 0 {
+                        pow10(k as u32).and_then(|f| x.checked_mul(f))
+                    } else {
+                        round_down_digits(x, (-k) as u32)
+                    };
+                    num.and_then(|n| n.checked_div(y))
+                        .and_then(|q| round_down_digits(q, 1))
+                }
+            };
+            out.push(
+                r.filter(|r| r.wrapping_abs() < limit)
+                    .and_then(|r| r.to_i128()),
+            );
+        }
+        let out = Decimal128Array::from(out).with_precision_and_scale(p, s as i8)?;
+        Ok(Arc::new(out))
+    }
+}
+
+/// One expression with its DECIMAL arithmetic replaced.
+fn decimals_in(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
+    e.transform_up(|e| match e {
+        Expr::BinaryExpr(BinaryExpr { left, op, right })
+            if matches!(
+                op,
+                Operator::Plus
+                    | Operator::Minus
+                    | Operator::Multiply
+                    | Operator::Divide
+                    | Operator::Modulo
+            ) =>
+        {
+            let both_decimal = matches!(left.get_type(schema)?, DataType::Decimal128(_, _))
+                && matches!(right.get_type(schema)?, DataType::Decimal128(_, _));
+            let types = (
+                flink_decimal(&left, schema)?,
+                flink_decimal(&right, schema)?,
+            );
+            match (both_decimal, types) {
+                (true, (Some(l), Some(r))) => {
+                    let udf = ScalarUDF::new_from_impl(DecimalOp {
+                        op,
+                        result: result_type(op, l, r),
+                        signature: Signature::any(2, Volatility::Immutable),
+                    });
+                    Ok(Transformed::yes(Expr::ScalarFunction(
+                        ScalarFunction::new_udf(Arc::new(udf), vec![*left, *right]),
+                    )))
+                }
+                _ => Ok(Transformed::no(Expr::BinaryExpr(BinaryExpr {
+                    left,
+                    op,
+                    right,
+                }))),
+            }
+        }
+        other => Ok(Transformed::no(other)),
+    })
+}
+
+/// [`flink_decimals`] for one expression over `schema`.
+pub(crate) fn flink_decimals_in_expr(e: Expr, schema: &DFSchema) -> Result<Expr> {
+    decimals_in(e, schema).map(|t| t.data)
+}
+
+/// A planned query with Flink's DECIMAL arithmetic (output names kept:
+/// [`super::rewrite`]).
+pub(crate) fn flink_decimals(plan: LogicalPlan) -> Result<LogicalPlan> {
+    super::rewrite::rewrite_plan(plan, &decimals_in)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion_common::arrow::compute::cast;
+
+    #[test]
+    fn result_types_are_flinks() {
+        assert_eq!(result_type(Operator::Divide, (10, 3), (10, 0)), (21, 14));
+        assert_eq!(result_type(Operator::Multiply, (10, 3), (10, 0)), (21, 3));
+        assert_eq!(result_type(Operator::Plus, (10, 3), (10, 0)), (14, 3));
+        assert_eq!(result_type(Operator::Divide, (38, 10), (38, 10)), (38, 6));
+    }
+
+    #[test]
+    fn division_rounds_half_up() {
+        let op = DecimalOp {
+            op: Operator::Divide,
+            result: result_type(Operator::Divide, (10, 2), (10, 0)),
+            signature: Signature::any(2, Volatility::Immutable),
+        };
+        let a: ArrayRef = Arc::new(
+            Decimal128Array::from(vec![-50, 200])
+                .with_precision_and_scale(10, 2)
+                .unwrap(),
+        );
+        let b: ArrayRef = Arc::new(
+            Decimal128Array::from(vec![3, 3])
+                .with_precision_and_scale(10, 0)
+                .unwrap(),
+        );
+        let out = op.apply(&a, &b).unwrap();
+        let out = cast(&out, &DataType::Utf8).unwrap();
+        let out = out.as_string::<i32>();
+        assert_eq!(out.value(0), "-0.1666666666667");
+        assert_eq!(out.value(1), "0.6666666666667");
+    }
+}
