@@ -116,6 +116,8 @@ impl Planner {
 
     fn parser_options() -> ParserOptions {
         ParserOptions::new()
+            // Flink (Calcite) types `2.5` as DECIMAL(2, 1), not DOUBLE.
+            .with_parse_float_as_decimal(true)
             .with_enable_ident_normalization(false)
             .with_map_string_types_to_utf8view(false)
             .with_collect_spans(true)

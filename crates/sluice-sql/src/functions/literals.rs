@@ -1,6 +1,7 @@
 //! Literal types as Flink gives them: an integer literal that fits in INT is an `INT`
 //! (Calcite); DataFusion's SQL planner makes every integer literal a `BIGINT`, so `i * 2`
-//! over an INT column would be BIGINT where Flink has INT. Run on the plan from
+//! over an INT column would be BIGINT where Flink has INT; a decimal literal below 1 counts
+//! its leading zero in the precision. Run on the plan from
 //! DataFusion's SQL planner, before type coercion.
 
 use datafusion_common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
@@ -13,6 +14,14 @@ fn narrow(e: Expr) -> Result<Transformed<Expr>> {
         Expr::Literal(ScalarValue::Int64(Some(v)), meta) if i32::try_from(v).is_ok() => Ok(
             Transformed::yes(Expr::Literal(ScalarValue::Int32(Some(v as i32)), meta)),
         ),
+        // `0.1` is DECIMAL(2, 1) in Calcite (the zero before the point counts), DECIMAL(1, 1)
+        // in DataFusion.
+        Expr::Literal(ScalarValue::Decimal128(v, p, s), meta) if p as i16 == s as i16 && p < 38 => {
+            Ok(Transformed::yes(Expr::Literal(
+                ScalarValue::Decimal128(v, p + 1, s),
+                meta,
+            )))
+        }
         e @ Expr::AggregateFunction(_) => Ok(Transformed::new(e, false, TreeNodeRecursion::Jump)),
         other => Ok(Transformed::no(other)),
     })

@@ -3,7 +3,8 @@
 //! `$floor_to(t, 'UNIT')` / `$ceil_to(t, 'UNIT')`, and the time-unit keyword that
 //! `TIMESTAMPADD` / `TIMESTAMPDIFF` take first becomes a string literal, `IF(c, a, b)`
 //! becomes `CASE WHEN c THEN a ELSE b END`, `IFNULL(a, b)` becomes `COALESCE(a, b)`, and
-//! `GREATEST` / `LEAST` become NULL when an argument is NULL (Flink) around DataFusion's
+//! a number with an exponent (`1e1`) is cast to DOUBLE, `GREATEST` / `LEAST` become NULL
+//! when an argument is NULL (Flink) around DataFusion's
 //! `$greatest` / `$least` (which skip NULLs). Names starting with `$` cannot be written
 //! in SQL, so these stay internal.
 
@@ -94,6 +95,18 @@ impl VisitorMut for FlinkSyntax {
                     "$ceil_to"
                 };
                 *expr = internal_call(name, args);
+            }
+            // A number with an exponent is a DOUBLE (Calcite); other numbers with a point
+            // are DECIMAL (the planner parses them so).
+            ast::Expr::Value(v) if matches!(&v.value, Value::Number(n, _) if n.contains(['e', 'E'])) =>
+            {
+                *expr = ast::Expr::Cast {
+                    kind: ast::CastKind::Cast,
+                    expr: Box::new(expr.clone()),
+                    data_type: ast::DataType::Double(ast::ExactNumberInfo::None),
+                    array: false,
+                    format: None,
+                };
             }
             ast::Expr::Function(f) if plain_args(f).is_some() => {
                 let name = f.name.to_string().to_ascii_lowercase();
