@@ -22,7 +22,8 @@
 //! Sluice must fail too (an error, never a value). Where Flink's value is a Flink bug (an
 //! hour of -3 before 1970), a `! reason` line and a `~ TYPE [values]` line derived by
 //! hand say what Sluice gives instead; the test checks that line. Rows are read as JSON lines through the
-//! filesystem connector by both engines, in the session time zone UTC.
+//! filesystem connector by both engines, in the session time zone UTC unless a `zone NAME`
+//! line after `table` names another.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -33,6 +34,8 @@ use sluice::{Engine, EngineConfig};
 
 struct Block {
     file: String,
+    /// The session time zone (`zone` line; UTC by default).
+    zone: Option<String>,
     columns: String,
     rows: Vec<String>,
     exprs: Vec<(usize, String, Option<String>)>,
@@ -49,8 +52,10 @@ fn parse(path: &Path) -> Vec<Block> {
         }
         let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
         match word {
+            "zone" => blocks.last_mut().unwrap().zone = Some(rest.to_string()),
             "table" => blocks.push(Block {
                 file: file.clone(),
+                zone: None,
                 columns: rest.to_string(),
                 rows: vec![],
                 exprs: vec![],
@@ -182,7 +187,12 @@ fn run_block(block: &Block, dir: &Path, index: usize, failures: &mut Vec<String>
     let data = dir.join(format!("{}-{index}.json", block.file));
     std::fs::write(&data, block.rows.join("\n") + "\n").unwrap();
     let mut engine = Engine::new(EngineConfig::default());
-    engine.set("table.local-time-zone", "UTC").unwrap();
+    engine
+        .set(
+            "table.local-time-zone",
+            block.zone.as_deref().unwrap_or("UTC"),
+        )
+        .unwrap();
     engine.set("parallelism.default", "1").unwrap();
     engine
         .sql(&format!(

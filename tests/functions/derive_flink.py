@@ -116,7 +116,9 @@ def derive(env, path, tmp):
     for n, line in enumerate(lines):
         word = line.split(" ", 1)[0]
         if word == "table":
-            blocks.append({"columns": line[6:], "rows": [], "exprs": []})
+            blocks.append({"columns": line[6:], "rows": [], "exprs": [], "zone": "UTC"})
+        elif word == "zone":
+            blocks[-1]["zone"] = line[5:].strip()
         elif word == "row":
             blocks[-1]["rows"].append(line[4:])
         elif word == "expr":
@@ -130,6 +132,7 @@ def derive(env, path, tmp):
         env.execute_sql(
             f"CREATE TEMPORARY TABLE {table} ({block['columns']}) WITH "
             f"('connector' = 'filesystem', 'path' = '{data}', 'format' = 'json')")
+        env.get_config().set("table.local-time-zone", block["zone"])
         exprs = [e for _, e in block["exprs"]]
         # Expressions are written against `t`.
         exprs_t = [re.sub(r"\bt\.", f"{table}.", e) for e in exprs]

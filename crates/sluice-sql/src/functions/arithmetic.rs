@@ -282,8 +282,16 @@ fn sign(c: &Call) -> Result<ArrayRef> {
 }
 
 /// `MOD(a, b)`: the remainder of `a / b` with the sign of `a` (Java's `%`), in the type of
-/// `b` for integers (Calcite's `NULLABLE_MOD`).
+/// `b` for integers (Calcite's `NULLABLE_MOD`), Flink's DECIMAL type when one is a DECIMAL
+/// (computed exactly, not in DOUBLE).
 fn mod_type(t: &[DataType], _: &[Option<&datafusion_common::ScalarValue>]) -> Result<DataType> {
+    let decimal = |x: &DataType| matches!(x, DataType::Decimal128(_, _));
+    let float = |x: &DataType| matches!(x, DataType::Float32 | DataType::Float64);
+    if (decimal(&t[0]) || decimal(&t[1])) && !t.iter().any(float) {
+        if let Some(d) = super::decimal::modulo_type(&t[0], &t[1]) {
+            return Ok(d);
+        }
+    }
     match (&t[0], &t[1]) {
         (a, b) if a.is_integer() && b.is_integer() => Ok(b.clone()),
         (a, b) => Ok(if a == b { a.clone() } else { DataType::Float64 }),
@@ -309,6 +317,9 @@ fn modulo(c: &Call) -> Result<ArrayRef> {
         }
         let out: ArrayRef = Arc::new(PrimitiveArray::<Int64Type>::from(out));
         return Ok(cast(&out, t)?);
+    }
+    if matches!(t, DataType::Decimal128(_, _)) {
+        return super::decimal::modulo(&c.args[0], &c.args[1], t);
     }
     let a = cast(&c.args[0], t)?;
     let b = cast(&c.args[1], t)?;

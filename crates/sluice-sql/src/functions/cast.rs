@@ -6,7 +6,8 @@
 //! - a floating-point number to an integer saturates (NaN is 0), as Java's `(int)`; an
 //!   integer to a narrower integer wraps, as Java's;
 //! - a number too large for a DECIMAL(p, s) is NULL;
-//! - to TIME: whole seconds (Flink's TIME is TIME(0)).
+//! - to TIME: whole seconds (Flink's TIME is TIME(0));
+//! - a TIMESTAMP_LTZ to TIMESTAMP or DATE: its wall-clock time in the session time zone.
 //!
 //! [`flink_casts`] replaces each such `Expr::Cast` in a planned query by [`FlinkCast`].
 
@@ -39,6 +40,7 @@ fn is_flink_rule(from: &DataType, to: &DataType) -> bool {
         (f, t) if f.is_integer() && t.is_integer() => int_width(t) < int_width(f),
         (f, Decimal128(_, _)) if f.is_numeric() => true,
         (_, Time32(_) | Time64(_)) => true,
+        (Timestamp(_, Some(_)), Timestamp(_, None) | Date32) => true,
         _ => false,
     }
 }
@@ -241,6 +243,17 @@ fn flink_cast(a: &ArrayRef, to: &DataType, zone: &Tz) -> Result<ArrayRef> {
                 ..Default::default()
             },
         )?,
+        (Timestamp(_, Some(_)), Timestamp(_, None) | Date32) => {
+            // The instant's wall-clock time in the session time zone.
+            let ms = cast(a, &Timestamp(TimeUnit::Millisecond, None))?;
+            let ms =
+                ms.as_primitive::<datafusion_common::arrow::datatypes::TimestampMillisecondType>();
+            let local: datafusion_common::arrow::array::TimestampMillisecondArray = ms
+                .iter()
+                .map(|v| v.map(|v| sluice_common::time::utc_to_local_ms(zone, v)))
+                .collect();
+            cast(&(Arc::new(local) as ArrayRef), to)?
+        }
         (_, Time32(_) | Time64(_)) => {
             let t = cast(a, to)?;
             let secs = cast(&cast(&t, &Time32(TimeUnit::Second))?, to)?;

@@ -54,10 +54,30 @@ fn result_type(op: Operator, (p1, s1): (i32, i32), (p2, s2): (i32, i32)) -> (u8,
     }
 }
 
+/// The DECIMAL type DataFusion's type coercion gives an integer (an implicit cast to it
+/// stands for Flink's own DECIMAL of that integer).
+fn coerced_integer(t: &DataType) -> Option<DataType> {
+    Some(match t {
+        DataType::Int8 => DataType::Decimal128(3, 0),
+        DataType::Int16 => DataType::Decimal128(5, 0),
+        DataType::Int32 => DataType::Decimal128(10, 0),
+        DataType::Int64 => DataType::Decimal128(20, 0),
+        _ => return None,
+    })
+}
+
 /// The DECIMAL type Flink gives an operand.
 fn flink_decimal(e: &Expr, schema: &DFSchema) -> Result<Option<(i32, i32)>> {
     let inner = match e {
-        Expr::Cast(c) => c.expr.get_type(schema)?,
+        // Only DataFusion's coercion of an integer; a user's CAST keeps its type.
+        Expr::Cast(c) => {
+            let inner = c.expr.get_type(schema)?;
+            if coerced_integer(&inner).as_ref() == Some(c.field.data_type()) {
+                inner
+            } else {
+                c.field.data_type().clone()
+            }
+        }
         other => other.get_type(schema)?,
     };
     Ok(match inner {
@@ -214,9 +234,92 @@ impl DecimalOp {
     }
 }
 
-/// One expression with its DECIMAL arithmetic replaced.
+/// `e` cast from a floating-point type to a DECIMAL: the floating-point expression.
+fn float_cast_to_decimal(e: &Expr, schema: &DFSchema) -> Result<Option<Expr>> {
+    if let Expr::Cast(c) = e {
+        if matches!(c.field.data_type(), DataType::Decimal128(_, _))
+            && matches!(
+                c.expr.get_type(schema)?,
+                DataType::Float32 | DataType::Float64
+            )
+        {
+            return Ok(Some((*c.expr).clone()));
+        }
+    }
+    Ok(None)
+}
+
+/// `MOD(a, b)` with a DECIMAL argument: the result type (`a`, `b` as Flink types them:
+/// an integer as its DECIMAL).
+pub(crate) fn modulo_type(a: &DataType, b: &DataType) -> Option<DataType> {
+    let flink = |t: &DataType| match t {
+        DataType::Decimal128(p, s) => Some((*p as i32, *s as i32)),
+        DataType::Int8 => Some((3, 0)),
+        DataType::Int16 => Some((5, 0)),
+        DataType::Int32 => Some((10, 0)),
+        DataType::Int64 => Some((19, 0)),
+        _ => None,
+    };
+    let (p, s) = result_type(Operator::Modulo, flink(a)?, flink(b)?);
+    Some(DataType::Decimal128(p, s))
+}
+
+/// `MOD(a, b)` of DECIMALs (integers cast to DECIMAL) into `result`.
+pub(crate) fn modulo(a: &ArrayRef, b: &ArrayRef, result: &DataType) -> Result<ArrayRef> {
+    let DataType::Decimal128(p, s) = result else {
+        return exec_err!("MOD: a DECIMAL result was expected, found {result}");
+    };
+    let as_decimal = |x: &ArrayRef| -> Result<ArrayRef> {
+        Ok(match x.data_type() {
+            DataType::Decimal128(_, _) => Arc::clone(x),
+            _ => datafusion_common::arrow::compute::cast(x, &DataType::Decimal128(38, 0))?,
+        })
+    };
+    let op = DecimalOp {
+        op: Operator::Modulo,
+        result: (*p, *s),
+        signature: Signature::any(2, Volatility::Immutable),
+    };
+    op.apply(&as_decimal(a)?, &as_decimal(b)?)
+}
+
+/// One expression with its DECIMAL arithmetic replaced, and DECIMAL compared with DOUBLE
+/// as DOUBLE (Flink; DataFusion casts the DOUBLE to DECIMAL, which a large DOUBLE does not
+/// fit).
 fn decimals_in(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
     e.transform_up(|e| match e {
+        Expr::BinaryExpr(BinaryExpr { left, op, right })
+            if matches!(
+                op,
+                Operator::Eq
+                    | Operator::NotEq
+                    | Operator::Lt
+                    | Operator::LtEq
+                    | Operator::Gt
+                    | Operator::GtEq
+                    | Operator::IsDistinctFrom
+                    | Operator::IsNotDistinctFrom
+            ) =>
+        {
+            let (l, r) = (
+                float_cast_to_decimal(&left, schema)?,
+                float_cast_to_decimal(&right, schema)?,
+            );
+            let double = |e: Expr| e.cast_to(&DataType::Float64, schema);
+            Ok(match (l, r) {
+                (Some(l), None) => Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(
+                    Box::new(l),
+                    op,
+                    Box::new(double(*right)?),
+                ))),
+                (None, Some(r)) => Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(
+                    Box::new(double(*left)?),
+                    op,
+                    Box::new(r),
+                ))),
+                _ => Transformed::no(Expr::BinaryExpr(BinaryExpr { left, op, right })),
+            })
+        }
         Expr::BinaryExpr(BinaryExpr { left, op, right })
             if matches!(
                 op,

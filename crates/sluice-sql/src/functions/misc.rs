@@ -110,12 +110,14 @@ fn is_decimal(c: &Call) -> Result<ArrayRef> {
 }
 
 /// `TRANSLATE(s, from, to)`: each character of `from` in `s` replaced by the character at
-/// the same place in `to`, or removed when `to` is shorter.
+/// the same place in `to`, or removed when `to` is shorter; a NULL `from` or `to` counts as
+/// empty (Flink 2.3).
 fn translate(c: &Call) -> Result<ArrayRef> {
     let (s, from, to) = (strs(&c.args[0]), strs(&c.args[1]), strs(&c.args[2]));
     Ok(string_rows(c.rows, |i| {
-        let from: Vec<char> = str_at(from, i)?.chars().collect();
-        let to: Vec<char> = str_at(to, i)?.chars().collect();
+        // Flink: a NULL `from` changes nothing, a NULL `to` deletes.
+        let from: Vec<char> = str_at(from, i).unwrap_or("").chars().collect();
+        let to: Vec<char> = str_at(to, i).unwrap_or("").chars().collect();
         Some(
             str_at(s, i)?
                 .chars()

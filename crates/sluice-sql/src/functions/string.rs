@@ -341,7 +341,7 @@ fn reverse(c: &Call) -> Result<ArrayRef> {
 }
 
 /// `LPAD(s, len, pad)` / `RPAD`: `s` padded (or cut) to `len` characters; NULL for a
-/// negative `len` or, when padding is needed, an empty `pad`.
+/// negative `len` or an empty `pad` (Flink 2.3, even when nothing is padded).
 fn pad(c: &Call, at_left: bool) -> Result<ArrayRef> {
     let s = strs(&c.args[0]);
     let len = ints(&c.args[1]);
@@ -351,13 +351,13 @@ fn pad(c: &Call, at_left: bool) -> Result<ArrayRef> {
         if len < 0 {
             return None;
         }
+        if p.is_empty() {
+            return None;
+        }
         let len = len as usize;
         let chars: Vec<char> = s.chars().collect();
         if chars.len() >= len {
             return Some(chars[..len].iter().collect());
-        }
-        if p.is_empty() {
-            return None;
         }
         let fill: String = p.chars().cycle().take(len - chars.len()).collect();
         Some(if at_left {
@@ -466,7 +466,11 @@ fn split_index(c: &Call) -> Result<ArrayRef> {
             return None;
         }
         if d.is_empty() {
-            return (idx == 0).then(|| s.to_string());
+            // Flink: an empty delimiter splits at every whitespace character.
+            return s
+                .split(char::is_whitespace)
+                .nth(idx as usize)
+                .map(str::to_string);
         }
         s.split(d).nth(idx as usize).map(str::to_string)
     }))
