@@ -589,12 +589,14 @@ fn ceil_to(c: &Call) -> Result<ArrayRef> {
     floor_ceil(c, true)
 }
 
-/// `TIMESTAMPADD(unit, n, t)`: `t` plus `n` units (months clamp the day to the month's end).
+/// `TIMESTAMPADD(unit, n, t)`: `t` plus `n` units (months clamp the day to the month's end;
+/// weeks and smaller units of a TIMESTAMP_LTZ are elapsed time, as Flink).
 fn timestampadd(c: &Call) -> Result<ArrayRef> {
     let units = strs(&c.args[0]);
     let n = ints(&c.args[1]);
     let a = &c.args[2];
     let mut out = Vec::with_capacity(c.rows);
+    let mut instants: Vec<Option<usize>> = Vec::new();
     for i in 0..c.rows {
         let (Some(unit), Some(n), Some(t)) =
             (str_at(units, i), int_at(n, i), wall_clock(a, i, &c.zone))
@@ -612,7 +614,28 @@ fn timestampadd(c: &Call) -> Result<ArrayRef> {
         let micros = |step: i64| -> Option<NaiveDateTime> {
             naive(micros_of(&t).checked_add(n.checked_mul(step)?)?)
         };
-        let r = match unit.to_ascii_uppercase().as_str() {
+        let unit = unit.to_ascii_uppercase();
+        // An instant plus weeks, days, hours, ... is elapsed time, also across a DST change
+        // (Flink: 01:30 EDT + 1 hour is 01:30 EST, + 1 day is 00:30 EST the next day).
+        let elapsed = match unit.as_str() {
+            "WEEK" => Some(7 * MICROS_PER_DAY),
+            "DAY" => Some(MICROS_PER_DAY),
+            "HOUR" => Some(3_600_000_000),
+            "MINUTE" => Some(60_000_000),
+            "SECOND" => Some(1_000_000),
+            "MILLISECOND" => Some(1000),
+            "MICROSECOND" => Some(1),
+            _ => None,
+        };
+        if let (DataType::Timestamp(_, Some(_)), Some(step)) = (a.data_type(), elapsed) {
+            let instant = epoch_micros(a, i).and_then(|us| us.checked_add(n.checked_mul(step)?));
+            // Back to wall-clock time so that the column is built one way; the later
+            // instant of an ambiguous time is kept by building from instants below.
+            instants.push(Some(i));
+            out.push(instant);
+            continue;
+        }
+        let r = match unit.as_str() {
             "YEAR" => months(n * 12),
             "QUARTER" => months(n * 3),
             "MONTH" => months(n),
@@ -627,7 +650,27 @@ fn timestampadd(c: &Call) -> Result<ArrayRef> {
         };
         out.push(r.map(|t| micros_of(&t)));
     }
-    temporal_rows(a.data_type(), &c.zone, out)
+    if instants.is_empty() {
+        return temporal_rows(a.data_type(), &c.zone, out);
+    }
+    // Rows computed on instants stay instants; the others go from wall-clock time to
+    // instants as `temporal_rows` does.
+    let instant: Vec<Option<i64>> = out
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            if instants.contains(&Some(i)) {
+                *v
+            } else {
+                v.map(|us| {
+                    let ms = us.div_euclid(1000);
+                    us + (sluice_common::time::local_to_utc_ms(&c.zone, ms) - ms) * 1000
+                })
+            }
+        })
+        .collect();
+    let micros = TimestampMicrosecondArray::from(instant).with_timezone("UTC");
+    Ok(cast(&(Arc::new(micros) as ArrayRef), a.data_type())?)
 }
 
 /// `TIMESTAMPDIFF(unit, t1, t2)`: whole units from `t1` to `t2` (months by calendar).
@@ -660,7 +703,21 @@ fn timestampdiff(c: &Call) -> Result<ArrayRef> {
             }
             Some(m)
         };
-        let d = y - x;
+        // Weeks and smaller between instants are elapsed time (across a DST change too).
+        let elapsed_units = matches!(
+            unit.to_ascii_uppercase().as_str(),
+            "WEEK" | "DAY" | "HOUR" | "MINUTE" | "SECOND" | "MILLISECOND" | "MICROSECOND"
+        );
+        let instants = matches!(a.data_type(), DataType::Timestamp(_, Some(_)))
+            && matches!(b.data_type(), DataType::Timestamp(_, Some(_)));
+        let d = match (
+            elapsed_units && instants,
+            epoch_micros(a, i),
+            epoch_micros(b, i),
+        ) {
+            (true, Some(ex), Some(ey)) => ey - ex,
+            _ => y - x,
+        };
         let v = match unit.to_ascii_uppercase().as_str() {
             "YEAR" => months().map(|m| m / 12),
             "QUARTER" => months().map(|m| m / 3),
