@@ -1100,6 +1100,7 @@ fn object_name(name: &ast::ObjectName) -> String {
 
 /// Parses a query after lifting out window table function calls and `MATCH_RECOGNIZE`.
 fn parse_query_tokens(tokens: Vec<TokenWithSpan>) -> Result<QueryStatement> {
+    let tokens = drop_json_object_key_words(tokens);
     let (tokens, window_tvfs, match_recognize) = lift_table_functions(tokens)?;
     let mut p = Parser::new(&DIALECT).with_tokens_with_locations(tokens);
     let query = p.parse_query().map_err(sql_err)?;
@@ -1120,6 +1121,43 @@ fn next_meaningful(tokens: &[TokenWithSpan], mut i: usize) -> Option<usize> {
         i += 1;
     }
     None
+}
+
+/// Drops the optional `KEY` before a key in `JSON_OBJECT(KEY 'k' VALUE v, ...)` (Flink's
+/// syntax; sqlparser reads `'k' VALUE v` only).
+fn drop_json_object_key_words(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let mut out: Vec<TokenWithSpan> = Vec::with_capacity(tokens.len());
+    // For each open parenthesis: whether it opens a JSON_OBJECT call.
+    let mut parens: Vec<bool> = Vec::new();
+    let mut last: Option<Token> = None;
+    for (i, t) in tokens.iter().enumerate() {
+        match &t.token {
+            Token::LParen => {
+                parens.push(matches!(&last, Some(Token::Word(w)) if w.value.eq_ignore_ascii_case("JSON_OBJECT")));
+            }
+            Token::RParen => {
+                parens.pop();
+            }
+            Token::Word(w)
+                if w.value.eq_ignore_ascii_case("KEY")
+                    && w.quote_style.is_none()
+                    && parens.last() == Some(&true)
+                    && matches!(last, Some(Token::LParen | Token::Comma))
+                    && next_meaningful(&tokens, i + 1).is_some_and(|n| {
+                        !matches!(&tokens[n].token, Token::Comma | Token::RParen)
+                            && !word_is(&tokens[n].token, "VALUE")
+                    }) =>
+            {
+                continue;
+            }
+            _ => {}
+        }
+        if !is_trivia(&t.token) {
+            last = Some(t.token.clone());
+        }
+        out.push(t.clone());
+    }
+    out
 }
 
 /// Index of the `)` matching the `(` at `open`.

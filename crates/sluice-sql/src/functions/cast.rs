@@ -135,6 +135,17 @@ fn java_float(v: f64, shortest: String) -> String {
     format!("{mantissa}E{exp}")
 }
 
+/// `x` as Java's `Double.toString` writes it.
+pub(crate) fn java_double(x: f64) -> String {
+    let a = x.abs();
+    let shortest = if a != 0.0 && !(1e-3..1e7).contains(&a) {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
+    };
+    java_float(x, shortest)
+}
+
 fn flink_cast(a: &ArrayRef, to: &DataType, zone: &Tz) -> Result<ArrayRef> {
     use DataType::*;
     let rows = a.len();

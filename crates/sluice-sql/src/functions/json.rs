@@ -48,7 +48,114 @@ pub(crate) const FUNCTIONS: &[Def] = &[
         returns!(DataType::Utf8),
         json_string,
     ),
+    Def::new(
+        "$json_object",
+        &[&[Str, Any], &[Str]],
+        returns!(DataType::Utf8),
+        json_object,
+    )
+    .variadic(),
+    Def::new(
+        "$json_array",
+        &[&[Str, Any], &[Str]],
+        returns!(DataType::Utf8),
+        json_array,
+    )
+    .variadic(),
 ];
+
+/// Row `i` of `a` as JSON text: JSON text already (`raw`, a nested JSON_OBJECT or
+/// JSON_ARRAY), or a value encoded as Flink's JSON functions encode it (strings quoted,
+/// numbers and booleans as they are, a DOUBLE as Jackson writes it: `1.0E+20`, temporal
+/// values as their text). `None` for NULL.
+fn json_of(a: &ArrayRef, i: usize, raw: bool) -> Result<Option<String>> {
+    use datafusion_common::ScalarValue as S;
+    let v = S::try_from_array(a, i)?;
+    if v.is_null() {
+        return Ok(None);
+    }
+    let quoted = |s: &str| Value::String(s.to_string()).to_string();
+    Ok(Some(match v {
+        S::Utf8(Some(s)) | S::LargeUtf8(Some(s)) | S::Utf8View(Some(s)) if raw => s,
+        S::Utf8(Some(s)) | S::LargeUtf8(Some(s)) | S::Utf8View(Some(s)) => quoted(&s),
+        S::Boolean(Some(b)) => b.to_string(),
+        S::Float32(Some(x)) => java_json_double(x as f64),
+        S::Float64(Some(x)) => java_json_double(x),
+        S::Int8(_) | S::Int16(_) | S::Int32(_) | S::Int64(_) | S::Decimal128(..) => v.to_string(),
+        other => quoted(&other.to_string()),
+    }))
+}
+
+/// A DOUBLE as Flink's JSON functions write it (Jackson: `2.5`, `1.0E+20`).
+fn java_json_double(x: f64) -> String {
+    if !x.is_finite() {
+        return Value::String(super::cast::java_double(x)).to_string();
+    }
+    let text = super::cast::java_double(x);
+    match text.split_once('E') {
+        Some((m, e)) if !e.starts_with('-') => format!("{m}E+{e}"),
+        _ => text,
+    }
+}
+
+/// The mode (`NULL` / `ABSENT` on NULL) and value kinds of a JSON constructor call.
+fn constructor_mode(c: &Call) -> (bool, Vec<bool>) {
+    let spec = super::rows::str_at(strs(&c.args[0]), 0)
+        .unwrap_or("NULL:")
+        .to_string();
+    let (mode, kinds) = spec.split_once(':').unwrap_or(("NULL", ""));
+    (mode == "ABSENT", kinds.chars().map(|k| k == 'j').collect())
+}
+
+/// `JSON_OBJECT(k VALUE v, ...)` (planned as `$json_object`): an object of the pairs, keys
+/// sorted (as Flink writes them); a NULL value is `null` (NULL ON NULL, the default) or left
+/// out (ABSENT ON NULL).
+fn json_object(c: &Call) -> Result<ArrayRef> {
+    let (absent, raw) = constructor_mode(c);
+    let mut out = Vec::with_capacity(c.rows);
+    for i in 0..c.rows {
+        let mut members = std::collections::BTreeMap::new();
+        for (pair, chunk) in c.args[1..].chunks(2).enumerate() {
+            let Some(key) = str_at(strs(&chunk[0]), i).map(str::to_string) else {
+                return datafusion_common::exec_err!("JSON_OBJECT: a key is NULL");
+            };
+            match json_of(&chunk[1], i, raw.get(pair).copied().unwrap_or(false))? {
+                Some(v) => {
+                    members.insert(key, v);
+                }
+                None if absent => {}
+                None => {
+                    members.insert(key, "null".to_string());
+                }
+            }
+        }
+        let body: Vec<String> = members
+            .iter()
+            .map(|(k, v)| format!("{}:{v}", Value::String(k.clone())))
+            .collect();
+        out.push(Some(format!("{{{}}}", body.join(","))));
+    }
+    Ok(string_rows(c.rows, |i| out[i].clone()))
+}
+
+/// `JSON_ARRAY(v, ...)` (planned as `$json_array`): an array of the values; a NULL value is
+/// left out (ABSENT ON NULL, the default) or `null` (NULL ON NULL).
+fn json_array(c: &Call) -> Result<ArrayRef> {
+    let (absent, raw) = constructor_mode(c);
+    let mut out = Vec::with_capacity(c.rows);
+    for i in 0..c.rows {
+        let mut items = Vec::new();
+        for (k, a) in c.args[1..].iter().enumerate() {
+            match json_of(a, i, raw.get(k).copied().unwrap_or(false))? {
+                Some(v) => items.push(v),
+                None if absent => {}
+                None => items.push("null".to_string()),
+            }
+        }
+        out.push(Some(format!("[{}]", items.join(","))));
+    }
+    Ok(string_rows(c.rows, |i| out[i].clone()))
+}
 
 #[derive(Debug, PartialEq)]
 enum Step {

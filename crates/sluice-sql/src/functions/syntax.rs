@@ -23,6 +23,88 @@ fn string(s: &str) -> ast::Expr {
     ast::Expr::Value(Value::SingleQuotedString(s.to_string()).into())
 }
 
+/// `JSON_OBJECT('k' VALUE v, ... [NULL|ABSENT ON NULL])` / `JSON_ARRAY(v, ... [...])` as
+/// `$json_object('<mode>:<kinds>', k1, v1, ...)` / `$json_array('<mode>:<kinds>', v1, ...)`:
+/// the mode is `NULL` or `ABSENT` (Flink's defaults: NULL ON NULL for objects, ABSENT ON
+/// NULL for arrays), and a kind per value says whether it is JSON already (`j`: a nested
+/// JSON_OBJECT / JSON_ARRAY) or a value to encode (`v`). `None` for other argument forms.
+fn json_constructor(f: &ast::Function) -> Option<ast::Expr> {
+    let object = f.name.to_string().eq_ignore_ascii_case("json_object");
+    let FunctionArguments::List(list) = &f.args else {
+        return Some(internal_call(
+            if object {
+                "$json_object"
+            } else {
+                "$json_array"
+            },
+            vec![string(if object { "NULL:" } else { "ABSENT:" })],
+        ));
+    };
+    let mut mode = if object { "NULL" } else { "ABSENT" };
+    for clause in &list.clauses {
+        match clause {
+            ast::FunctionArgumentClause::JsonNullClause(ast::JsonNullClause::NullOnNull) => {
+                mode = "NULL"
+            }
+            ast::FunctionArgumentClause::JsonNullClause(ast::JsonNullClause::AbsentOnNull) => {
+                mode = "ABSENT"
+            }
+            _ => return None,
+        }
+    }
+    let is_json = |e: &ast::Expr| {
+        matches!(e, ast::Expr::Function(g) if matches!(
+            g.name.0.first().and_then(|p| p.as_ident()).map(|i| i.value.as_str()),
+            Some("$json_object" | "$json_array")
+        ))
+    };
+    let mut kinds = String::new();
+    let mut args = Vec::new();
+    for a in &list.args {
+        match (object, a) {
+            (
+                true,
+                FunctionArg::ExprNamed {
+                    name,
+                    arg: FunctionArgExpr::Expr(v),
+                    operator: ast::FunctionArgOperator::Value,
+                },
+            ) => {
+                args.push(name.clone());
+                kinds.push(if is_json(v) { 'j' } else { 'v' });
+                args.push(v.clone());
+            }
+            (
+                true,
+                FunctionArg::Named {
+                    name,
+                    arg: FunctionArgExpr::Expr(v),
+                    operator: ast::FunctionArgOperator::Value,
+                },
+            ) => {
+                // The parser reads the key `'k'` as a quoted name.
+                args.push(string(&name.value));
+                kinds.push(if is_json(v) { 'j' } else { 'v' });
+                args.push(v.clone());
+            }
+            (false, FunctionArg::Unnamed(FunctionArgExpr::Expr(v))) => {
+                kinds.push(if is_json(v) { 'j' } else { 'v' });
+                args.push(v.clone());
+            }
+            _ => return None,
+        }
+    }
+    args.insert(0, string(&format!("{mode}:{kinds}")));
+    Some(internal_call(
+        if object {
+            "$json_object"
+        } else {
+            "$json_array"
+        },
+        args,
+    ))
+}
+
 /// The arguments of a plain call `f(a, b, ...)` (no DISTINCT, ORDER BY, FILTER or OVER).
 fn plain_args(f: &ast::Function) -> Option<Vec<ast::Expr>> {
     if f.over.is_some() || f.filter.is_some() {
@@ -107,6 +189,17 @@ impl VisitorMut for FlinkSyntax {
                     array: false,
                     format: None,
                 };
+            }
+            ast::Expr::Function(f)
+                if f.over.is_none()
+                    && matches!(
+                        f.name.to_string().to_ascii_lowercase().as_str(),
+                        "json_object" | "json_array"
+                    ) =>
+            {
+                if let Some(call) = json_constructor(f) {
+                    *expr = call;
+                }
             }
             ast::Expr::Function(f) if plain_args(f).is_some() => {
                 let name = f.name.to_string().to_ascii_lowercase();
