@@ -40,6 +40,7 @@ pub(crate) const FUNCTIONS: &[Def] = &[
     Def::new("ceiling", &[&[Number]], integral_type, ceil),
     Def::new("floor", &[&[Number]], integral_type, floor),
     Def::new("sign", &[&[Number]], sign_type, sign),
+    Def::new("abs", &[&[Number]], sign_type, abs),
     Def::new("mod", &[&[Number, Number]], mod_type, modulo),
     Def::new("bin", &[&[Int]], returns!(DataType::Utf8), bin),
     Def::new("hex", &[&[Int], &[Str]], returns!(DataType::Utf8), hex),
@@ -278,6 +279,27 @@ fn sign(c: &Call) -> Result<ArrayRef> {
             Arc::new(out.with_precision_and_scale(*p, *s)?)
         }
         other => return exec_err!("SIGN: unexpected argument type {other}"),
+    })
+}
+
+/// `ABS(x)`: in the type of `x`; the smallest integer stays itself (Java's `Math.abs`
+/// wraps; DataFusion's errors).
+fn abs(c: &Call) -> Result<ArrayRef> {
+    let x = &c.args[0];
+    Ok(match x.data_type() {
+        DataType::Int8 => signum::<Int8Type>(x, |v| v.wrapping_abs()),
+        DataType::Int16 => signum::<Int16Type>(x, |v| v.wrapping_abs()),
+        DataType::Int32 => signum::<Int32Type>(x, |v| v.wrapping_abs()),
+        DataType::Int64 => signum::<Int64Type>(x, |v| v.wrapping_abs()),
+        DataType::Float32 => signum::<Float32Type>(x, |v| v.abs()),
+        DataType::Float64 => signum::<Float64Type>(x, |v| v.abs()),
+        DataType::Decimal128(p, s) => {
+            let out = x
+                .as_primitive::<Decimal128Type>()
+                .unary::<_, Decimal128Type>(|v| v.wrapping_abs());
+            Arc::new(out.with_precision_and_scale(*p, *s)?)
+        }
+        other => return exec_err!("ABS: unexpected argument type {other}"),
     })
 }
 

@@ -38,7 +38,6 @@ pub use temporal::ToTimestampLtz;
 /// Flink functions taken from DataFusion unchanged: (Flink name, DataFusion name). Each
 /// one's values and result type are checked against Flink's by the conformance table.
 const DATAFUSION_SCALARS: &[(&str, &str)] = &[
-    ("abs", "abs"),
     ("acos", "acos"),
     ("asin", "asin"),
     ("atan", "atan"),
@@ -59,7 +58,6 @@ const DATAFUSION_SCALARS: &[(&str, &str)] = &[
     ("tan", "tan"),
     ("tanh", "tanh"),
     ("coalesce", "coalesce"),
-    ("nullif", "nullif"),
     // Behind GREATEST / LEAST, which are NULL when an argument is (functions::syntax).
     ("$greatest", "greatest"),
     ("$least", "least"),
@@ -290,6 +288,11 @@ impl FunctionRegistry {
             .scalars
             .keys()
             .chain(self.aggregates.keys())
+            .map(String::as_str)
+            .chain(syntax::REWRITTEN.iter().copied())
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+            .iter()
             .filter(|n| !n.starts_with('$'))
             .map(|n| n.to_uppercase())
             .collect();

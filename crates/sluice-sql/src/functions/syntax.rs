@@ -17,6 +17,19 @@ use datafusion_sql::sqlparser::ast::{
     ObjectName, Value, VisitMut, VisitorMut,
 };
 
+/// Functions planned by the rewrites here rather than looked up by name (`SHOW FUNCTIONS`
+/// lists them too).
+pub(crate) const REWRITTEN: &[&str] = &[
+    "if",
+    "ifnull",
+    "nullif",
+    "greatest",
+    "least",
+    "json_object",
+    "json_array",
+    "extract",
+];
+
 struct FlinkSyntax;
 
 fn string(s: &str) -> ast::Expr {
@@ -215,6 +228,24 @@ impl VisitorMut for FlinkSyntax {
                                 result: args[1].clone(),
                             }],
                             else_result: Some(Box::new(args[2].clone())),
+                        };
+                        return ControlFlow::Continue(());
+                    }
+                    // NULLIF(a, b) has a's type (Flink); DataFusion's takes the common type.
+                    ("nullif", 2) => {
+                        *expr = ast::Expr::Case {
+                            case_token: AttachedToken::empty(),
+                            end_token: AttachedToken::empty(),
+                            operand: None,
+                            conditions: vec![ast::CaseWhen {
+                                condition: ast::Expr::BinaryOp {
+                                    left: Box::new(args[0].clone()),
+                                    op: ast::BinaryOperator::Eq,
+                                    right: Box::new(args[1].clone()),
+                                },
+                                result: ast::Expr::Value(Value::Null.into()),
+                            }],
+                            else_result: Some(Box::new(args[0].clone())),
                         };
                         return ControlFlow::Continue(());
                     }
