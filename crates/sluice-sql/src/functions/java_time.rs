@@ -67,6 +67,11 @@ impl Pattern {
                 while chars.get(i + n) == Some(&c) {
                     n += 1;
                 }
+                if c == 'S' && n > 9 {
+                    return Err(format!(
+                        "more than 9 fraction digits ('S' x {n}) in '{pattern}' (nanoseconds are the finest)"
+                    ));
+                }
                 pieces.push(Piece::Field(c, n));
                 i += n;
             } else {
@@ -389,5 +394,6 @@ mod tests {
             Some(t("2024-02-29 00:00:00"))
         );
         assert!(Pattern::compile("yyyy-MM-dd'T'HH:mm:ssXXX").is_err());
+        assert!(Pattern::compile("ss.SSSSSSSSSS").is_err());
     }
 }
