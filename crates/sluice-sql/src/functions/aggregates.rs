@@ -105,23 +105,13 @@ impl AggregateUDFImpl for FlinkAvg {
     }
 }
 
-/// `v` wrapped to the width of the integer type `t` (Flink sums an INT column's AVG in INT,
-/// wrapping as Java's `int`: AVG(42, 0, 2147483647) is -715827869).
-fn wrap_to(v: i64, t: &DataType) -> i64 {
-    match t {
-        DataType::Int8 => v as i8 as i64,
-        DataType::Int16 => v as i16 as i64,
-        DataType::Int32 => v as i32 as i64,
-        _ => v,
-    }
-}
-
 /// Sum and count; retractable.
 #[derive(Debug)]
 struct AvgAccumulator {
     kind: Kind,
     result: DataType,
-    /// Integer sum (wrapping as Java's `long`) or a decimal's unscaled sum.
+    /// Integer sum, kept in the result type and wrapping as Java does (Flink sums an INT
+    /// column's AVG in INT: AVG(42, 0, 2147483647) is -715827869), or a decimal's unscaled sum.
     int_sum: i128,
     float_sum: f64,
     count: i64,
@@ -134,7 +124,7 @@ impl AvgAccumulator {
                 let v = cast(values, &DataType::Int64)?;
                 for x in v.as_primitive::<Int64Type>().iter().flatten() {
                     let sum = (self.int_sum as i64).wrapping_add(sign.wrapping_mul(x));
-                    self.int_sum = wrap_to(sum, &self.result) as i128;
+                    self.int_sum = super::cast::wrap_to(sum, &self.result) as i128;
                     self.count += sign;
                 }
             }
@@ -221,7 +211,7 @@ impl Accumulator for AvgAccumulator {
                 Kind::Integer => {
                     let s = states[0].as_primitive::<Int64Type>().value(i);
                     let sum = (self.int_sum as i64).wrapping_add(s);
-                    self.int_sum = wrap_to(sum, &self.result) as i128;
+                    self.int_sum = super::cast::wrap_to(sum, &self.result) as i128;
                 }
                 Kind::Float => self.float_sum += states[0].as_primitive::<Float64Type>().value(i),
                 Kind::Decimal { .. } => {
@@ -320,39 +310,8 @@ fn to_flink_type(v: ArrayRef, t: &DataType) -> Result<ArrayRef> {
     if v.data_type() == t {
         return Ok(v);
     }
-    if t.is_integer() && matches!(v.data_type(), DataType::Float64) {
-        let saturated: datafusion_common::arrow::array::Int64Array = v
-            .as_primitive::<Float64Type>()
-            .iter()
-            .map(|x| {
-                x.map(|x| {
-                    if *t == DataType::Int64 {
-                        x as i64
-                    } else {
-                        x as i32 as i64
-                    }
-                })
-            })
-            .collect();
-        let saturated: ArrayRef = Arc::new(saturated);
-        return to_flink_type(saturated, t);
-    }
-    if t.is_integer() && v.data_type().is_integer() {
-        // Java's integers wrap.
-        let wide = cast(&v, &DataType::Int64)?;
-        let wrapped: datafusion_common::arrow::array::Int64Array = wide
-            .as_primitive::<Int64Type>()
-            .iter()
-            .map(|x| {
-                x.map(|x| match t {
-                    DataType::Int8 => x as i8 as i64,
-                    DataType::Int16 => x as i16 as i64,
-                    DataType::Int32 => x as i32 as i64,
-                    _ => x,
-                })
-            })
-            .collect();
-        return Ok(cast(&wrapped, t)?);
+    if t.is_integer() && (v.data_type().is_integer() || v.data_type().is_floating()) {
+        return super::cast::java_integer(&v, t);
     }
     Ok(cast(&v, t)?)
 }

@@ -227,25 +227,7 @@ fn flink_cast(a: &ArrayRef, to: &DataType, zone: &Tz) -> Result<ArrayRef> {
             });
             cast(&out, to)?
         }
-        (Float32 | Float64, t) if t.is_integer() => {
-            let v = cast(a, &Float64)?;
-            let v = v.as_primitive::<Float64Type>();
-            // Java: (long) for BIGINT, else (int) and then narrowing.
-            let wide: Int64Array = v
-                .iter()
-                .map(|x| {
-                    x.map(|x| {
-                        if *t == Int64 {
-                            x as i64
-                        } else {
-                            x as i32 as i64
-                        }
-                    })
-                })
-                .collect();
-            wrap_integers(&(Arc::new(wide) as ArrayRef), t)?
-        }
-        (f, t) if f.is_integer() && t.is_integer() => wrap_integers(a, t)?,
+        (f, t) if (f.is_integer() || f.is_floating()) && t.is_integer() => java_integer(a, t)?,
         (_, Decimal128(_, _)) => cast_with_options(
             a,
             to,
@@ -274,21 +256,40 @@ fn flink_cast(a: &ArrayRef, to: &DataType, zone: &Tz) -> Result<ArrayRef> {
     })
 }
 
-/// Integers to a narrower integer type, keeping the low bits (Java's narrowing).
-fn wrap_integers(a: &ArrayRef, t: &DataType) -> Result<ArrayRef> {
-    let wide = cast(a, &DataType::Int64)?;
-    let wrapped: Int64Array = wide
-        .as_primitive::<Int64Type>()
-        .iter()
-        .map(|x| {
-            x.map(|x| match t {
-                DataType::Int8 => x as i8 as i64,
-                DataType::Int16 => x as i16 as i64,
-                DataType::Int32 => x as i32 as i64,
-                _ => x,
+/// `v` narrowed to the integer type `t` keeping the low bits, as Java narrows integers.
+pub(crate) fn wrap_to(v: i64, t: &DataType) -> i64 {
+    match t {
+        DataType::Int8 => v as i8 as i64,
+        DataType::Int16 => v as i16 as i64,
+        DataType::Int32 => v as i32 as i64,
+        _ => v,
+    }
+}
+
+/// Integers or floating-point numbers to the integer type `t` as Java converts them: a
+/// floating-point number saturates (`(long)` for BIGINT, `(int)` then narrowing for the
+/// others; NaN is 0), an integer keeps its low bits.
+pub(crate) fn java_integer(a: &ArrayRef, t: &DataType) -> Result<ArrayRef> {
+    let wide: Int64Array = if a.data_type().is_floating() {
+        let v = cast(a, &DataType::Float64)?;
+        v.as_primitive::<Float64Type>()
+            .iter()
+            .map(|x| {
+                x.map(|x| {
+                    if *t == DataType::Int64 {
+                        x as i64
+                    } else {
+                        x as i32 as i64
+                    }
+                })
             })
-        })
-        .collect();
+            .collect()
+    } else {
+        cast(a, &DataType::Int64)?
+            .as_primitive::<Int64Type>()
+            .clone()
+    };
+    let wrapped: Int64Array = wide.iter().map(|x| x.map(|x| wrap_to(x, t))).collect();
     Ok(cast(&wrapped, t)?)
 }
 
