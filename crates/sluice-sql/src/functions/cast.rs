@@ -137,13 +137,19 @@ fn java_float(v: f64, shortest: String) -> String {
 
 /// `x` as Java's `Double.toString` writes it.
 pub(crate) fn java_double(x: f64) -> String {
-    let a = x.abs();
+    java_text(x, x)
+}
+
+/// `x` (an `f64` or an `f32`, whose own shortest digits Java's `Float.toString` uses) as
+/// Java writes it; `v` is its value.
+fn java_text<T: std::fmt::Display + std::fmt::LowerExp>(x: T, v: f64) -> String {
+    let a = v.abs();
     let shortest = if a != 0.0 && !(1e-3..1e7).contains(&a) {
         format!("{x:e}")
     } else {
         format!("{x}")
     };
-    java_float(x, shortest)
+    java_float(v, shortest)
 }
 
 fn flink_cast(a: &ArrayRef, to: &DataType, zone: &Tz) -> Result<ArrayRef> {
@@ -190,33 +196,13 @@ fn flink_cast(a: &ArrayRef, to: &DataType, zone: &Tz) -> Result<ArrayRef> {
         }
         (Float64, Utf8 | LargeUtf8 | Utf8View) => {
             let v = a.as_primitive::<Float64Type>();
-            let out = string_rows(rows, |i| {
-                (!v.is_null(i)).then(|| {
-                    let x = v.value(i);
-                    let a = x.abs();
-                    let shortest = if a != 0.0 && !(1e-3..1e7).contains(&a) {
-                        format!("{x:e}")
-                    } else {
-                        format!("{x}")
-                    };
-                    java_float(x, shortest)
-                })
-            });
+            let out = string_rows(rows, |i| (!v.is_null(i)).then(|| java_double(v.value(i))));
             cast(&out, to)?
         }
         (Float32, Utf8 | LargeUtf8 | Utf8View) => {
             let v = a.as_primitive::<Float32Type>();
             let out = string_rows(rows, |i| {
-                (!v.is_null(i)).then(|| {
-                    let x = v.value(i);
-                    let a = x.abs();
-                    let shortest = if a != 0.0 && !(1e-3..1e7).contains(&a) {
-                        format!("{x:e}")
-                    } else {
-                        format!("{x}")
-                    };
-                    java_float(x as f64, shortest)
-                })
+                (!v.is_null(i)).then(|| java_text(v.value(i), v.value(i) as f64))
             });
             cast(&out, to)?
         }
@@ -331,15 +317,7 @@ mod tests {
 
     #[test]
     fn doubles_print_as_java_does() {
-        let j = |x: f64| {
-            let a = x.abs();
-            let s = if a != 0.0 && !(1e-3..1e7).contains(&a) {
-                format!("{x:e}")
-            } else {
-                format!("{x}")
-            };
-            java_float(x, s)
-        };
+        let j = java_double;
         assert_eq!(j(1e10), "1.0E10");
         assert_eq!(j(0.5), "0.5");
         assert_eq!(j(3.0), "3.0");
