@@ -93,14 +93,7 @@ impl ScalarUDFImpl for FlinkCast {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
-        let a = args.args[0].to_array(if scalar { 1 } else { args.number_rows })?;
-        let out = flink_cast(&a, &self.to, &self.zone)?;
-        Ok(if scalar {
-            ColumnarValue::Scalar(datafusion_common::ScalarValue::try_from_array(&out, 0)?)
-        } else {
-            ColumnarValue::Array(out)
-        })
+        super::udf::on_arrays(&args, true, |a, _| flink_cast(&a[0], &self.to, &self.zone))
     }
 }
 

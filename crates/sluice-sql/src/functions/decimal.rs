@@ -121,19 +121,7 @@ impl ScalarUDFImpl for DecimalOp {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let scalar = args
-            .args
-            .iter()
-            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
-        let n = if scalar { 1 } else { args.number_rows };
-        let a = args.args[0].to_array(n)?;
-        let b = args.args[1].to_array(n)?;
-        let out = self.apply(&a, &b)?;
-        Ok(if scalar {
-            ColumnarValue::Scalar(datafusion_common::ScalarValue::try_from_array(&out, 0)?)
-        } else {
-            ColumnarValue::Array(out)
-        })
+        super::udf::on_arrays(&args, true, |a, _| self.apply(&a[0], &a[1]))
     }
 }
 

@@ -266,17 +266,6 @@ impl ScalarUDFImpl for FlinkScalar {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let rows = args.number_rows;
-        let all_scalar = args
-            .args
-            .iter()
-            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
-        // Constant arguments are evaluated once, on one row.
-        let n = if all_scalar && !self.signature.volatility.eq(&Volatility::Volatile) {
-            1
-        } else {
-            rows
-        };
         let types: Vec<DataType> = args
             .arg_fields
             .iter()
@@ -286,33 +275,54 @@ impl ScalarUDFImpl for FlinkScalar {
             .matching_arity(&types)
             .map(|(k, _)| k)
             .unwrap_or_default();
-        let arrays = args
-            .args
-            .iter()
-            .enumerate()
-            .map(|(i, a)| {
-                let a = a.to_array(n)?;
-                match kinds.get(i) {
+        let volatile = self.signature.volatility == Volatility::Volatile;
+        on_arrays(&args, !volatile, |arrays, n| {
+            let arrays = arrays
+                .into_iter()
+                .enumerate()
+                .map(|(i, a)| match kinds.get(i) {
                     Some(Arg::Int) if a.data_type() != &DataType::Int64 => Ok(
                         datafusion_common::arrow::compute::cast(&a, &DataType::Int64)?,
                     ),
                     _ => Ok(a),
-                }
+                })
+                .collect::<Result<Vec<_>>>()?;
+            (self.eval)(&Call {
+                args: arrays,
+                rows: n,
+                return_type: args.return_field.data_type(),
+                zone: self.zone,
             })
-            .collect::<Result<Vec<_>>>()?;
-        let call = Call {
-            args: arrays,
-            rows: n,
-            return_type: args.return_field.data_type(),
-            zone: self.zone,
-        };
-        let out = (self.eval)(&call)?;
-        debug_assert_eq!(out.len(), n);
-        if n == 1 && rows != 1 {
-            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
-        } else {
-            Ok(ColumnarValue::Array(out))
-        }
+        })
+    }
+}
+
+/// Runs `f` over the arguments as arrays of `n` rows and returns its column: when every
+/// argument is a constant and `fold` allows, on one row, giving a constant (a function of
+/// constants is evaluated once per batch, not per row).
+pub(crate) fn on_arrays(
+    args: &ScalarFunctionArgs,
+    fold: bool,
+    f: impl FnOnce(Vec<ArrayRef>, usize) -> Result<ArrayRef>,
+) -> Result<ColumnarValue> {
+    let rows = args.number_rows;
+    let constant = fold
+        && args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+    let n = if constant { 1 } else { rows };
+    let arrays = args
+        .args
+        .iter()
+        .map(|a| a.to_array(n))
+        .collect::<Result<Vec<_>>>()?;
+    let out = f(arrays, n)?;
+    debug_assert_eq!(out.len(), n);
+    if constant {
+        Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
+    } else {
+        Ok(ColumnarValue::Array(out))
     }
 }
 
