@@ -2,6 +2,8 @@
 //! `fancy-regex` (backreferences and look-around as Java has them). As Flink, a pattern
 //! that does not compile gives NULL (FALSE for `REGEXP`), not an error.
 
+use std::sync::Arc;
+
 use datafusion_common::arrow::array::{ArrayRef, StringArray};
 use datafusion_common::arrow::datatypes::DataType;
 use datafusion_common::Result;
@@ -108,16 +110,16 @@ fn java_classes(pattern: &str) -> String {
 }
 
 /// The compiled pattern of each row (`None`: NULL or not a valid pattern), compiled once
-/// per distinct pattern text.
-fn regexes(a: &StringArray, rows: usize) -> Vec<Option<Regex>> {
-    let mut cache: Vec<(String, Option<Regex>)> = Vec::new();
+/// per distinct pattern text and shared by its rows.
+fn regexes(a: &StringArray, rows: usize) -> Vec<Option<Arc<Regex>>> {
+    let mut cache: Vec<(String, Option<Arc<Regex>>)> = Vec::new();
     (0..rows)
         .map(|i| {
             let p = str_at(a, i)?;
             if let Some((_, r)) = cache.iter().find(|(t, _)| t == p) {
                 return r.clone();
             }
-            let r = Regex::new(&java_classes(p)).ok();
+            let r = Regex::new(&java_classes(p)).ok().map(Arc::new);
             cache.push((p.to_string(), r.clone()));
             r
         })

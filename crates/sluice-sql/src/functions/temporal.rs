@@ -366,9 +366,9 @@ fn temporal_rows(like: &DataType, zone: &Tz, values: Vec<Option<i64>>) -> Result
 }
 
 /// A pattern argument: compiled once when constant.
-fn patterns(c: &Call, arg: usize) -> Result<Vec<Option<Pattern>>> {
+fn patterns(c: &Call, arg: usize) -> Result<Vec<Option<Arc<Pattern>>>> {
     let a = strs(&c.args[arg]);
-    let mut cache: Vec<(String, Pattern)> = Vec::new();
+    let mut cache: Vec<(String, Arc<Pattern>)> = Vec::new();
     let mut out = Vec::with_capacity(c.rows);
     for i in 0..c.rows {
         let Some(p) = str_at(a, i) else {
@@ -379,8 +379,8 @@ fn patterns(c: &Call, arg: usize) -> Result<Vec<Option<Pattern>>> {
             out.push(Some(compiled.clone()));
             continue;
         }
-        let compiled = Pattern::compile(p).or_else(|e| exec_err!("{e}"))?;
-        cache.push((p.to_string(), compiled.clone()));
+        let compiled = Arc::new(Pattern::compile(p).or_else(|e| exec_err!("{e}"))?);
+        cache.push((p.to_string(), Arc::clone(&compiled)));
         out.push(Some(compiled));
     }
     Ok(out)
@@ -767,7 +767,7 @@ fn parse_rows(c: &Call, fmt: usize, reading: Reading) -> Result<Vec<Option<Naive
         .map(|i| {
             let text = str_at(s, i)?;
             let pattern = match &p {
-                Some(p) => Some(p[i].as_ref()?),
+                Some(p) => Some(p[i].as_deref()?),
                 None => None,
             };
             match (reading, pattern) {
@@ -820,7 +820,12 @@ fn from_unixtime(c: &Call) -> Result<ArrayRef> {
     let p = if c.args.len() > 1 {
         patterns(c, 1)?
     } else {
-        vec![Some(Pattern::compile("yyyy-MM-dd HH:mm:ss").expect("valid")); c.rows]
+        vec![
+            Some(Arc::new(
+                Pattern::compile("yyyy-MM-dd HH:mm:ss").expect("valid")
+            ));
+            c.rows
+        ]
     };
     Ok(string_rows(c.rows, |i| {
         let ms = int_at(secs, i)?.checked_mul(1000)?;
