@@ -290,11 +290,8 @@ impl FunctionRegistry {
             .chain(self.aggregates.keys())
             .map(String::as_str)
             .chain(syntax::REWRITTEN.iter().copied())
-            .map(str::to_string)
-            .collect::<Vec<_>>()
-            .iter()
             .filter(|n| !n.starts_with('$'))
-            .map(|n| n.to_uppercase())
+            .map(str::to_uppercase)
             .collect();
         names.into_iter().collect()
     }
