@@ -324,17 +324,26 @@ fn wall_clock(a: &ArrayRef, i: usize, zone: &Tz) -> Option<NaiveDateTime> {
     naive(local_micros(a, i, zone)?)
 }
 
+/// The instant (epoch µs) of wall-clock microseconds `us` in `zone`.
+fn local_to_instant(zone: &Tz, us: i64) -> i64 {
+    let ms = us.div_euclid(1000);
+    us + (sluice_common::time::local_to_utc_ms(zone, ms) - ms) * 1000
+}
+
 /// Builds a column of `like`'s type from wall-clock microseconds (LTZ: back to instants).
 fn temporal_rows(like: &DataType, zone: &Tz, values: Vec<Option<i64>>) -> Result<ArrayRef> {
-    let to_instant = |us: i64| -> i64 {
-        if matches!(like, DataType::Timestamp(_, Some(_))) {
-            let ms = us.div_euclid(1000);
-            us + (sluice_common::time::local_to_utc_ms(zone, ms) - ms) * 1000
-        } else {
-            us
-        }
-    };
-    let v = values.into_iter().map(|o| o.map(to_instant));
+    let ltz = matches!(like, DataType::Timestamp(_, Some(_)));
+    let instants = values
+        .into_iter()
+        .map(|o| o.map(|us| if ltz { local_to_instant(zone, us) } else { us }))
+        .collect();
+    instant_rows(like, instants)
+}
+
+/// Builds a column of `like`'s type from epoch microseconds (for a type without a zone,
+/// the wall-clock time read as UTC).
+fn instant_rows(like: &DataType, values: Vec<Option<i64>>) -> Result<ArrayRef> {
+    let v = values.into_iter();
     Ok(match like {
         DataType::Date32 => Arc::new(
             v.map(|o| o.map(|us| us.div_euclid(MICROS_PER_DAY) as i32))
@@ -595,29 +604,24 @@ fn timestampadd(c: &Call) -> Result<ArrayRef> {
     let units = strs(&c.args[0]);
     let n = ints(&c.args[1]);
     let a = &c.args[2];
+    let ltz = matches!(a.data_type(), DataType::Timestamp(_, Some(_)));
+    // Epoch microseconds of each result (for a type without a zone, the wall-clock time).
     let mut out = Vec::with_capacity(c.rows);
-    let mut instants: Vec<Option<usize>> = Vec::new();
     for i in 0..c.rows {
-        let (Some(unit), Some(n), Some(t)) =
-            (str_at(units, i), int_at(n, i), wall_clock(a, i, &c.zone))
-        else {
+        let (Some(unit), Some(n)) = (str_at(units, i), int_at(n, i)) else {
             out.push(None);
             continue;
         };
-        let months = |m: i64| -> Option<NaiveDateTime> {
-            if m >= 0 {
-                t.checked_add_months(chrono::Months::new(u32::try_from(m).ok()?))
-            } else {
-                t.checked_sub_months(chrono::Months::new(u32::try_from(-m).ok()?))
-            }
-        };
-        let micros = |step: i64| -> Option<NaiveDateTime> {
-            naive(micros_of(&t).checked_add(n.checked_mul(step)?)?)
-        };
         let unit = unit.to_ascii_uppercase();
-        // An instant plus weeks, days, hours, ... is elapsed time, also across a DST change
+        let months = match unit.as_str() {
+            "YEAR" => Some(12),
+            "QUARTER" => Some(3),
+            "MONTH" => Some(1),
+            _ => None,
+        };
+        // Weeks and smaller are elapsed time, for an instant also across a DST change
         // (Flink: 01:30 EDT + 1 hour is 01:30 EST, + 1 day is 00:30 EST the next day).
-        let elapsed = match unit.as_str() {
+        let step = match unit.as_str() {
             "WEEK" => Some(7 * MICROS_PER_DAY),
             "DAY" => Some(MICROS_PER_DAY),
             "HOUR" => Some(3_600_000_000),
@@ -627,50 +631,29 @@ fn timestampadd(c: &Call) -> Result<ArrayRef> {
             "MICROSECOND" => Some(1),
             _ => None,
         };
-        if let (DataType::Timestamp(_, Some(_)), Some(step)) = (a.data_type(), elapsed) {
-            let instant = epoch_micros(a, i).and_then(|us| us.checked_add(n.checked_mul(step)?));
-            // Back to wall-clock time so that the column is built one way; the later
-            // instant of an ambiguous time is kept by building from instants below.
-            instants.push(Some(i));
-            out.push(instant);
-            continue;
-        }
-        let r = match unit.as_str() {
-            "YEAR" => months(n * 12),
-            "QUARTER" => months(n * 3),
-            "MONTH" => months(n),
-            "WEEK" => micros(7 * MICROS_PER_DAY),
-            "DAY" => micros(MICROS_PER_DAY),
-            "HOUR" => micros(3_600_000_000),
-            "MINUTE" => micros(60_000_000),
-            "SECOND" => micros(1_000_000),
-            "MILLISECOND" => micros(1000),
-            "MICROSECOND" => micros(1),
-            other => return exec_err!("TIMESTAMPADD: unknown time unit {other}"),
-        };
-        out.push(r.map(|t| micros_of(&t)));
-    }
-    if instants.is_empty() {
-        return temporal_rows(a.data_type(), &c.zone, out);
-    }
-    // Rows computed on instants stay instants; the others go from wall-clock time to
-    // instants as `temporal_rows` does.
-    let instant: Vec<Option<i64>> = out
-        .iter()
-        .enumerate()
-        .map(|(i, v)| {
-            if instants.contains(&Some(i)) {
-                *v
-            } else {
-                v.map(|us| {
-                    let ms = us.div_euclid(1000);
-                    us + (sluice_common::time::local_to_utc_ms(&c.zone, ms) - ms) * 1000
+        let r = match (months, step) {
+            (Some(per), _) => wall_clock(a, i, &c.zone).and_then(|t| {
+                let m = n.checked_mul(per)?;
+                let t = if m >= 0 {
+                    t.checked_add_months(chrono::Months::new(u32::try_from(m).ok()?))
+                } else {
+                    t.checked_sub_months(chrono::Months::new(u32::try_from(-m).ok()?))
+                }?;
+                let us = micros_of(&t);
+                Some(if ltz {
+                    local_to_instant(&c.zone, us)
+                } else {
+                    us
                 })
+            }),
+            (None, Some(step)) => {
+                epoch_micros(a, i).and_then(|us| us.checked_add(n.checked_mul(step)?))
             }
-        })
-        .collect();
-    let micros = TimestampMicrosecondArray::from(instant).with_timezone("UTC");
-    Ok(cast(&(Arc::new(micros) as ArrayRef), a.data_type())?)
+            (None, None) => return exec_err!("TIMESTAMPADD: unknown time unit {unit}"),
+        };
+        out.push(r);
+    }
+    instant_rows(a.data_type(), out)
 }
 
 /// `TIMESTAMPDIFF(unit, t1, t2)`: whole units from `t1` to `t2` (months by calendar).
