@@ -217,14 +217,10 @@ fn flink_cast(a: &ArrayRef, to: &DataType, zone: &Tz) -> Result<ArrayRef> {
         )?,
         (Timestamp(_, Some(_)), Timestamp(_, None) | Date32) => {
             // The instant's wall-clock time in the session time zone.
-            let ms = cast(a, &Timestamp(TimeUnit::Millisecond, None))?;
-            let ms =
-                ms.as_primitive::<datafusion_common::arrow::datatypes::TimestampMillisecondType>();
-            let local: datafusion_common::arrow::array::TimestampMillisecondArray = ms
-                .iter()
-                .map(|v| v.map(|v| sluice_common::time::utc_to_local_ms(zone, v)))
+            let local = (0..rows)
+                .map(|i| super::temporal::local_micros(a, i, zone))
                 .collect();
-            cast(&(Arc::new(local) as ArrayRef), to)?
+            super::temporal::instant_rows(to, local)?
         }
         (_, Time32(_) | Time64(_)) => {
             let t = cast(a, to)?;

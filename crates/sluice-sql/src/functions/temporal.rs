@@ -300,7 +300,7 @@ fn epoch_micros(a: &ArrayRef, i: usize) -> Option<i64> {
 }
 
 /// Wall-clock microseconds of row `i` (LTZ instants shifted into `zone`).
-fn local_micros(a: &ArrayRef, i: usize, zone: &Tz) -> Option<i64> {
+pub(crate) fn local_micros(a: &ArrayRef, i: usize, zone: &Tz) -> Option<i64> {
     let us = epoch_micros(a, i)?;
     Some(match a.data_type() {
         DataType::Timestamp(_, Some(_)) => {
@@ -342,7 +342,7 @@ fn temporal_rows(like: &DataType, zone: &Tz, values: Vec<Option<i64>>) -> Result
 
 /// Builds a column of `like`'s type from epoch microseconds (for a type without a zone,
 /// the wall-clock time read as UTC).
-fn instant_rows(like: &DataType, values: Vec<Option<i64>>) -> Result<ArrayRef> {
+pub(crate) fn instant_rows(like: &DataType, values: Vec<Option<i64>>) -> Result<ArrayRef> {
     let v = values.into_iter();
     Ok(match like {
         DataType::Date32 => Arc::new(
