@@ -790,8 +790,6 @@ fn unix_timestamp(c: &Call) -> Result<ArrayRef> {
         }
         // Flink: Long.MIN_VALUE for text that does not parse.
         let Some(t) = t[i] else { return Some(i64::MIN) };
-        let local_ms = t.and_utc().timestamp_millis();
-        let _ = local_ms;
         Some(utc_ms_preferring_later(&c.zone, &t).div_euclid(1000))
     }))
 }
