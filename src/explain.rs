@@ -2,7 +2,7 @@
 //! each operator's parallelism, how its input is partitioned, and its state. Both read the
 //! same graph the runtime launches, so EXPLAIN shows what runs.
 
-use sluice_common::plan::{GroupOutput, OperatorSpec, PlanNode};
+use sluice_common::plan::{GroupOutput, OperatorSpec, OverCall, OverFrame, PlanNode};
 use sluice_common::Result;
 use sluice_runtime::graph::{Exchange, JobGraph, StageKind, Upstream};
 
@@ -112,6 +112,24 @@ fn state(node: &PlanNode, keys: Option<&[Vec<String>]>, ctx: &ExplainContext) ->
         OperatorSpec::MatchRecognize(_) => {
             format!("buffered rows and partial matches, {key_text}")
         }
+        OperatorSpec::OverAggregate(o) => {
+            let frame = match o.frame {
+                OverFrame::Rows { preceding: Some(n) } => format!("the last {n} rows"),
+                OverFrame::Range {
+                    preceding_ms: Some(ms),
+                } => format!("the rows of the last {ms} ms"),
+                _ => "accumulators".to_string(),
+            };
+            format!("rows waiting for the watermark and {frame} per partition, {key_text}")
+        }
+        OperatorSpec::Rank(_) if node.input().is_updating() => format!(
+            "every live row per partition (updating input), {key_text}{}",
+            if ttl.is_empty() { ", kept until retracted (no 'table.exec.state.ttl')".to_string() } else { ttl.clone() }
+        ),
+        OperatorSpec::Rank(r) => format!(
+            "the rows ranked <= {} per partition, {key_text}",
+            r.upper
+        ),
         OperatorSpec::Join(j) if j.window.is_some() => format!(
             "rows of each window, left {}, right {}, joined and dropped when the window fires",
             keyed(keys.and_then(|k| k.first())),
@@ -369,6 +387,51 @@ fn label(node: &PlanNode) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
+        OperatorSpec::OverAggregate(o) => format!(
+            "OverAggregate: partitionBy=[{}], orderBy=[{}], {}, calls=[{}]",
+            exprs(&o.partition_by),
+            node.input().schema.field(o.time_column).name(),
+            match o.frame {
+                OverFrame::Rows { preceding: None } => "ROWS UNBOUNDED PRECEDING".to_string(),
+                OverFrame::Rows { preceding: Some(n) } => format!("ROWS {n} PRECEDING"),
+                OverFrame::Range { preceding_ms: None } => "RANGE UNBOUNDED PRECEDING".to_string(),
+                OverFrame::Range {
+                    preceding_ms: Some(ms),
+                } => format!("RANGE {ms} ms PRECEDING"),
+            },
+            o.calls
+                .iter()
+                .map(|c| match c {
+                    OverCall::Aggregate(e) => e.to_string(),
+                    OverCall::Lag { value, offset, .. } => format!("LAG({value}, {offset})"),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        OperatorSpec::Rank(r) => {
+            let order = r
+                .order_by
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(", ");
+            if r.is_deduplication(node.input()) {
+                let keep = if r.order_by[0].asc { "first" } else { "last" };
+                format!(
+                    "Deduplicate: keep {keep} row, partitionBy=[{}], orderBy=[{order}], changelog output",
+                    exprs(&r.partition_by)
+                )
+            } else {
+                format!(
+                    "Rank: {}() in [{}, {}], partitionBy=[{}], orderBy=[{order}]{}, changelog output",
+                    r.function.sql(),
+                    r.lower,
+                    r.upper,
+                    exprs(&r.partition_by),
+                    if r.rank_column { ", with rank column" } else { "" }
+                )
+            }
+        }
         OperatorSpec::MatchRecognize(m) => format!(
             "MatchRecognize: pattern=({}){}, skip={:?}, {}, measures=[{}]",
             m.pattern,
@@ -400,6 +463,14 @@ fn label(node: &PlanNode) -> String {
 }
 
 /// Drops the placeholder qualifiers of lifted window calls (internal names).
+/// Expressions, comma-separated.
+fn exprs<E: ToString>(list: &[E]) -> String {
+    list.iter()
+        .map(|e| e.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn clean(text: &str) -> String {
     let mut line = text.to_string();
     while let Some(p) = line.find("__sluice_tvf_") {

@@ -202,6 +202,82 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
                 None => Box::new(join.with_state_ttl(env.state_ttl, env.clock.clone())),
             }
         }
+        OperatorSpec::OverAggregate(spec) => {
+            use crate::operators::over_aggregate::{OverAggregateOperator, OverCallExec};
+            use sluice_common::plan::OverCall;
+            let mut calls = Vec::new();
+            let mut args = Vec::new();
+            let mut lag_values = Vec::new();
+            for call in &spec.calls {
+                calls.push(match call {
+                    OverCall::Aggregate(e) => {
+                        let (mut lowered, mut functions) =
+                            lower_aggregates(std::slice::from_ref(e), in_schema)?;
+                        let call_args = lowered.remove(0).args;
+                        let first = args.len();
+                        let count = call_args.len();
+                        args.extend(call_args);
+                        OverCallExec::Aggregate {
+                            function: functions.remove(0),
+                            first,
+                            count,
+                        }
+                    }
+                    OverCall::Lag {
+                        value,
+                        offset,
+                        default,
+                    } => {
+                        lag_values.push(physical(value, in_schema)?);
+                        OverCallExec::Lag {
+                            value: lag_values.len() - 1,
+                            offset: *offset,
+                            default: default
+                                .as_ref()
+                                .map(|d| physical(d, in_schema))
+                                .transpose()?,
+                        }
+                    }
+                });
+            }
+            Box::new(OverAggregateOperator::new(
+                physical_all(&spec.partition_by, in_schema)?,
+                spec.time_column,
+                spec.frame,
+                calls,
+                args,
+                lag_values,
+                Arc::new(in_schema.as_arrow().clone()),
+                out_schema,
+                Arc::clone(metrics),
+            )?)
+        }
+        OperatorSpec::Rank(spec) => {
+            let order_by = spec
+                .order_by
+                .iter()
+                .map(|s| {
+                    Ok((
+                        physical(&s.expr, in_schema)?,
+                        datafusion_common::arrow::compute::SortOptions {
+                            descending: !s.asc,
+                            nulls_first: s.nulls_first,
+                        },
+                    ))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Box::new(crate::operators::rank::RankOperator::new(
+                spec.function,
+                physical_all(&spec.partition_by, in_schema)?,
+                order_by,
+                spec.lower,
+                spec.upper,
+                spec.rank_column,
+                !input.is_updating(),
+                Arc::new(in_schema.as_arrow().clone()),
+                out_schema,
+            )?)
+        }
         OperatorSpec::MatchRecognize(spec) => Box::new(
             crate::operators::match_recognize::operator::MatchRecognizeOperator::new(
                 spec.as_ref().clone(),

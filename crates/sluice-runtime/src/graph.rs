@@ -88,6 +88,14 @@ pub fn routing_keys(node: &PlanNode) -> Option<Vec<RoutingKeys>> {
                 })
                 .collect(),
         ),
+        OperatorSpec::OverAggregate(spec) => one(RoutingKeys {
+            exprs: spec.partition_by.clone(),
+            schema: node.input().schema.as_ref().clone(),
+        }),
+        OperatorSpec::Rank(spec) => one(RoutingKeys {
+            exprs: spec.partition_by.clone(),
+            schema: node.input().schema.as_ref().clone(),
+        }),
         OperatorSpec::MatchRecognize(spec) => {
             let schema = node.input().schema.as_ref();
             let exprs = spec

@@ -212,8 +212,8 @@ impl ContextProvider for SqlContext<'_> {
         self.functions.aggregates.get(name).cloned()
     }
 
-    fn get_window_meta(&self, _name: &str) -> Option<Arc<WindowUDF>> {
-        None
+    fn get_window_meta(&self, name: &str) -> Option<Arc<WindowUDF>> {
+        self.functions.windows.get(name).cloned()
     }
 
     fn get_variable_type(&self, _variable_names: &[String]) -> Option<DataType> {
@@ -233,7 +233,7 @@ impl ContextProvider for SqlContext<'_> {
     }
 
     fn udwf_names(&self) -> Vec<String> {
-        vec![]
+        self.functions.windows.keys().cloned().collect()
     }
 
     fn higher_order_function_names(&self) -> Vec<String> {

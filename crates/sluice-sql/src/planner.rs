@@ -38,6 +38,7 @@ use crate::catalog::{
 use crate::match_recognize::PlannedMatchRecognize;
 
 mod joins;
+mod ordered;
 use crate::parser::{CreateTable, QueryStatement, TvfKind, WindowTvfCall};
 
 /// Plans statements against a session catalog.
@@ -452,6 +453,9 @@ impl Planner {
             LogicalPlan::TableScan(scan) => self.lower_scan(scan),
             LogicalPlan::Projection(p) => self.lower_projection(p),
             LogicalPlan::Filter(f) => {
+                if let Some(top_n) = self.lower_top_n(f)? {
+                    return Ok(top_n);
+                }
                 let input = self.lower_filter_input(f)?;
                 Ok(Planned {
                     node: PlanNode {
@@ -476,7 +480,7 @@ impl Planner {
             LogicalPlan::Limit(_) => not_supported!("LIMIT on a continuous query"),
             LogicalPlan::Join(j) => self.lower_join(j),
             LogicalPlan::Union(u) => self.lower_union(u),
-            LogicalPlan::Window(_) => not_supported!("OVER windows"),
+            LogicalPlan::Window(w) => self.lower_over(w),
             LogicalPlan::Distinct(datafusion_expr::logical_plan::Distinct::All(input)) => {
                 // SELECT DISTINCT: an updating aggregate keyed by every column.
                 let planned = self.lower(input)?;
@@ -909,6 +913,11 @@ impl Planner {
 
     fn lower_projection(&self, p: &Projection) -> Result<Planned> {
         let input = self.lower(&p.input)?;
+        Ok(self.project(p, input))
+    }
+
+    /// `p` over its already planned input.
+    fn project(&self, p: &Projection, input: Planned) -> Planned {
         let in_schema = Arc::clone(&input.node.schema);
         // Where each output column comes from when it is a plain column reference.
         let passthrough: Vec<Option<usize>> = p
@@ -929,7 +938,7 @@ impl Planner {
                 partition_by: w.partition_by,
             })
         });
-        Ok(Planned {
+        Planned {
             node: PlanNode {
                 spec: OperatorSpec::Project {
                     exprs: p.expr.clone(),
@@ -939,7 +948,7 @@ impl Planner {
                 inputs: vec![input.node],
             },
             window,
-        })
+        }
     }
 
     fn lower_aggregate(&self, agg: &Aggregate) -> Result<Planned> {

@@ -4,6 +4,8 @@ pub mod group_aggregate;
 pub mod interval_join;
 pub mod join;
 pub mod match_recognize;
+pub mod over_aggregate;
+pub mod rank;
 pub mod session_aggregate;
 pub mod stateless;
 pub mod window_aggregate;

@@ -25,6 +25,7 @@ mod string;
 pub(crate) mod syntax;
 pub mod temporal;
 mod udf;
+mod window;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -79,7 +80,7 @@ const DEVIATIONS: &[(&str, &str)] = &[
 ];
 
 const COLLECTIONS: &str = "needs the ARRAY, MAP and ROW types (issue 18)";
-const OVER: &str = "OVER windows and ranking are not built yet (issue 16)";
+const OVER: &str = "Sluice has ROW_NUMBER, RANK and DENSE_RANK for Top-N and deduplication, and aggregates and LAG over OVER windows";
 const LEGACY_WINDOWS: &str = "legacy GROUP BY TUMBLE/HOP/SESSION windows are not built yet; use the window table functions (issue 18)";
 const BITMAP: &str = "the BITMAP type is not supported";
 const BYTES: &str = "the BYTES type is not supported yet (issue 18)";
@@ -127,14 +128,13 @@ pub const NOT_SUPPORTED: &[(&str, &str)] = &[
     ("parse_json", "the VARIANT type is not supported"),
     ("try_parse_json", "the VARIANT type is not supported"),
     ("ml_predict", "models are not supported"),
-    ("row_number", OVER),
-    ("rank", OVER),
-    ("dense_rank", OVER),
     ("percent_rank", OVER),
     ("cume_dist", OVER),
     ("ntile", OVER),
-    ("lag", OVER),
-    ("lead", OVER),
+    (
+        "lead",
+        "a streaming OVER window ends at the current row (Flink has no LEAD in streaming either); use LAG",
+    ),
     ("tumble_start", LEGACY_WINDOWS),
     ("tumble_end", LEGACY_WINDOWS),
     ("tumble_rowtime", LEGACY_WINDOWS),
@@ -210,6 +210,8 @@ pub const NOT_SUPPORTED: &[(&str, &str)] = &[
 pub(crate) struct FunctionRegistry {
     pub(crate) scalars: HashMap<String, Arc<ScalarUDF>>,
     pub(crate) aggregates: HashMap<String, Arc<AggregateUDF>>,
+    /// Window functions (`OVER (...)` only; planning only, see `window`).
+    pub(crate) windows: HashMap<String, Arc<datafusion_expr::WindowUDF>>,
     pub(crate) planners: Vec<Arc<dyn ExprPlanner>>,
 }
 
@@ -275,9 +277,14 @@ impl FunctionRegistry {
             Arc::new(datafusion_functions::core::planner::CoreFunctionPlanner::default()),
             Arc::new(datafusion_functions_aggregate::planner::AggregateFunctionPlanner),
         ];
+        let windows = window::window_functions()
+            .into_iter()
+            .map(|f| (f.name().to_string(), f))
+            .collect();
         FunctionRegistry {
             scalars,
             aggregates,
+            windows,
             planners,
         }
     }
@@ -288,6 +295,7 @@ impl FunctionRegistry {
             .scalars
             .keys()
             .chain(self.aggregates.keys())
+            .chain(self.windows.keys())
             .map(String::as_str)
             .chain(syntax::REWRITTEN.iter().copied())
             .filter(|n| !n.starts_with('$'))

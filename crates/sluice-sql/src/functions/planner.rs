@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion_common::Result;
-use datafusion_expr::expr::ScalarFunction;
-use datafusion_expr::planner::{ExprPlanner, PlannerResult};
+use datafusion_expr::expr::{ScalarFunction, WindowFunction, WindowFunctionParams};
+use datafusion_expr::planner::{ExprPlanner, PlannerResult, RawWindowExpr};
 use datafusion_expr::{Expr, ScalarUDF};
 
 /// Plans Flink's special-syntax functions onto the registry's functions.
@@ -38,6 +38,38 @@ fn call(f: &Arc<ScalarUDF>, args: Vec<Expr>) -> Result<PlannerResult<Vec<Expr>>>
 }
 
 impl ExprPlanner for FlinkSyntax {
+    /// `COUNT(*) OVER (...)` counts rows: `COUNT(1)`, keeping the name `count(*)` (as
+    /// DataFusion's aggregate planner does for `COUNT(*)` without OVER).
+    fn plan_window(&self, raw: RawWindowExpr) -> Result<PlannerResult<RawWindowExpr>> {
+        #[allow(deprecated)]
+        let star = raw.func_def.name() == "count"
+            && (raw.args.is_empty() || matches!(raw.args.as_slice(), [Expr::Wildcard { .. }]));
+        if !star {
+            return Ok(PlannerResult::Original(raw));
+        }
+        let window = |args: Vec<Expr>| {
+            Expr::from(WindowFunction {
+                fun: raw.func_def.clone(),
+                params: WindowFunctionParams {
+                    args,
+                    partition_by: raw.partition_by.clone(),
+                    order_by: raw.order_by.clone(),
+                    window_frame: raw.window_frame.clone(),
+                    filter: raw.filter.clone(),
+                    null_treatment: raw.null_treatment,
+                    distinct: raw.distinct,
+                },
+            })
+        };
+        let name = window(raw.args.clone()).schema_name().to_string();
+        // An INT literal: the literal typing pass (`literals.rs`) would rename a BIGINT one.
+        let counted = window(vec![Expr::Literal(
+            datafusion_common::ScalarValue::Int32(Some(1)),
+            None,
+        )]);
+        Ok(PlannerResult::Planned(counted.alias(name)))
+    }
+
     fn plan_substring(&self, args: Vec<Expr>) -> Result<PlannerResult<Vec<Expr>>> {
         call(&self.substring, args)
     }

@@ -19,7 +19,10 @@ pub(crate) fn rewrite_plan(
         for input in node.inputs() {
             schema.merge(input.schema());
         }
-        let named = matches!(node, LogicalPlan::Projection(_) | LogicalPlan::Aggregate(_));
+        let named = matches!(
+            node,
+            LogicalPlan::Projection(_) | LogicalPlan::Aggregate(_) | LogicalPlan::Window(_)
+        );
         let group_len = match &node {
             LogicalPlan::Aggregate(a) => a.group_expr.len(),
             _ => 0,

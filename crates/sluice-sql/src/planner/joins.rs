@@ -319,7 +319,7 @@ fn interval_bounds(
 }
 
 /// A constant day-time interval literal in ms (`None` for months, or anything else).
-fn fixed_interval_ms(e: &Expr) -> Option<i64> {
+pub(super) fn fixed_interval_ms(e: &Expr) -> Option<i64> {
     use datafusion_common::ScalarValue;
     match e {
         Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _) if v.months == 0 => {

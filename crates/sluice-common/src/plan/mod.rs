@@ -11,6 +11,9 @@ use std::fmt;
 use datafusion_common::DFSchemaRef;
 use datafusion_expr::Expr;
 
+mod ordered;
+pub use ordered::{OverCall, OverFrame, OverSpec, RankFunction, RankSpec};
+
 /// One node of the physical operator graph: an operator and the nodes feeding it.
 #[derive(Debug, Clone)]
 pub struct PlanNode {
@@ -34,7 +37,7 @@ impl PlanNode {
     /// `+I`, `-U`, `+U`, `-D`) rather than append-only.
     pub fn is_updating(&self) -> bool {
         match &self.spec {
-            OperatorSpec::GroupAggregate { .. } => true,
+            OperatorSpec::GroupAggregate { .. } | OperatorSpec::Rank(_) => true,
             // An interval or window join emits a padded row once, when its partners can no
             // longer come (its bounds or its window passed).
             OperatorSpec::Join(spec) if spec.interval.is_some() || spec.window.is_some() => {
@@ -53,6 +56,7 @@ impl PlanNode {
             OperatorSpec::Source(_)
             | OperatorSpec::WindowAssign { .. }
             | OperatorSpec::WindowAggregate(_)
+            | OperatorSpec::OverAggregate(_)
             | OperatorSpec::MatchRecognize(_) => false,
             OperatorSpec::Filter { .. }
             | OperatorSpec::Project { .. }
@@ -98,6 +102,12 @@ pub enum OperatorSpec {
         /// The aggregate function calls.
         aggregates: Vec<Expr>,
     },
+    /// `agg(...) OVER (...)`: per row, aggregates over the rows before it in its
+    /// partition (see [`OverSpec`]). Output: the input's columns, then one per call.
+    OverAggregate(Box<OverSpec>),
+    /// Top-N and deduplication: the rows ranked within a range in their partition (see
+    /// [`RankSpec`]). Output: the input's columns (then the rank); a changelog.
+    Rank(Box<RankSpec>),
     /// `UNION ALL` of its inputs (two or more, with the same column types): every row of
     /// every input, in arrival order; the output schema's names are the first input's.
     /// The watermark is the minimum over the inputs (the runtime's input gate); an

@@ -1,0 +1,125 @@
+//! Plans of the ordered operators (Flink SQL "Over Aggregation", "Top-N",
+//! "Deduplication"): rows of a partition put in order and numbered or aggregated over
+//! the rows before them.
+
+use datafusion_expr::{Expr, SortExpr};
+
+/// `agg(...) OVER (PARTITION BY ... ORDER BY rowtime <frame>)` (Flink SQL "Over
+/// Aggregation"). Output: every input column, then one column per call, in order. Each
+/// row leaves once the watermark reaches its event time, in event-time order, with the
+/// calls evaluated over its frame; the output keeps the input's event-time attribute and
+/// is append-only.
+///
+/// Lateness (Flink's `RowTime*PrecedingFunction`): a row whose time is not after the last
+/// time its partition already emitted cannot be placed any more; it is dropped and counted
+/// (`late_rows_dropped`).
+#[derive(Debug, Clone)]
+pub struct OverSpec {
+    /// `PARTITION BY` expressions over the input (none: one partition).
+    pub partition_by: Vec<Expr>,
+    /// The input's event-time attribute the partition is ordered by (ascending).
+    pub time_column: usize,
+    /// Which earlier rows each row's aggregates cover.
+    pub frame: OverFrame,
+    /// The calls, one output column each.
+    pub calls: Vec<OverCall>,
+}
+
+/// The frame of an OVER window: from some rows (or some time) before the current row up
+/// to the current row (Flink allows only `CURRENT ROW` as the end).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OverFrame {
+    /// `ROWS BETWEEN n PRECEDING AND CURRENT ROW` (`None`: `UNBOUNDED PRECEDING`): the
+    /// current row and the `n` rows before it in (time, arrival) order.
+    Rows {
+        /// Rows before the current one.
+        preceding: Option<u64>,
+    },
+    /// `RANGE BETWEEN INTERVAL ... PRECEDING AND CURRENT ROW` (`None`: `UNBOUNDED
+    /// PRECEDING`, the default frame): every row of the partition with time in
+    /// `[t - preceding_ms, t]`, both ends inclusive, peers with the same time included
+    /// (so peers get the same values).
+    Range {
+        /// The interval (ms).
+        preceding_ms: Option<i64>,
+    },
+}
+
+/// One call of an OVER window.
+#[derive(Debug, Clone)]
+pub enum OverCall {
+    /// An aggregate function over the frame: an `Expr::AggregateFunction` over the input.
+    Aggregate(Expr),
+    /// `LAG(value [, offset [, default]])`: `value` of the row `offset` rows before the
+    /// current one in the partition (in (time, arrival) order, whatever the frame), or
+    /// `default` (NULL when absent) when there is no such row.
+    Lag {
+        /// The value, over the input.
+        value: Expr,
+        /// Rows back (>= 1).
+        offset: u64,
+        /// The value when there is no such row, over the input, of `value`'s type.
+        default: Option<Expr>,
+    },
+}
+
+/// The numbering function of a Top-N (Flink SQL "Top-N").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RankFunction {
+    /// `ROW_NUMBER()`: 1, 2, 3, ... (rows with equal sort keys in arrival order).
+    RowNumber,
+    /// `RANK()`: peers share a number; a gap follows them.
+    Rank,
+    /// `DENSE_RANK()`: peers share a number; no gap.
+    DenseRank,
+}
+
+impl RankFunction {
+    /// The SQL name.
+    pub fn sql(self) -> &'static str {
+        match self {
+            RankFunction::RowNumber => "ROW_NUMBER",
+            RankFunction::Rank => "RANK",
+            RankFunction::DenseRank => "DENSE_RANK",
+        }
+    }
+}
+
+/// Top-N (Flink SQL "Top-N", "Deduplication"): `ROW_NUMBER() | RANK() | DENSE_RANK() OVER
+/// (PARTITION BY ... ORDER BY ...)` filtered to the ranks `lower..=upper`. Output: every
+/// input column, then the rank (`BIGINT`) when `rank_column`. The output is updating: the
+/// rows in the range as the input changes. Over an append-only input a partition keeps
+/// only the rows that can still rank within `upper`; over an updating input every live
+/// row (a deleted row leaves the ranking wherever it is and the next one moves up).
+///
+/// Rows with equal sort keys (peers) are ordered by arrival, the earlier first (Flink's
+/// rule; `../shared/cases/README.md` rule 9). `ROW_NUMBER() ... = 1` ordered by the
+/// event-time attribute alone is deduplication (EXPLAIN calls it `Deduplicate`).
+#[derive(Debug, Clone)]
+pub struct RankSpec {
+    /// The numbering function.
+    pub function: RankFunction,
+    /// `PARTITION BY` expressions over the input (none: one partition).
+    pub partition_by: Vec<Expr>,
+    /// `ORDER BY` over the input.
+    pub order_by: Vec<SortExpr>,
+    /// The smallest rank kept (>= 1).
+    pub lower: u64,
+    /// The largest rank kept.
+    pub upper: u64,
+    /// The rank is an output column (the last one).
+    pub rank_column: bool,
+}
+
+impl RankSpec {
+    /// `ROW_NUMBER() ... = 1` ordered by `input`'s event-time attribute alone: Flink's
+    /// deduplication (keep the first row of each partition when ascending, the last when
+    /// descending).
+    pub fn is_deduplication(&self, input: &super::PlanNode) -> bool {
+        let by_time = input.rowtime.is_some_and(|t| {
+            matches!(self.order_by.as_slice(), [s] if matches!(&s.expr,
+                Expr::Column(c) if input.schema.index_of_column(c).ok() == Some(t)))
+        });
+        by_time && self.function == RankFunction::RowNumber && self.lower == 1 && self.upper == 1
+    }
+}

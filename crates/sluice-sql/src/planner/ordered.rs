@@ -1,0 +1,413 @@
+//! OVER windows, Top-N and deduplication (Flink SQL "Over Aggregation", "Top-N",
+//! "Deduplication").
+//!
+//! DataFusion plans every `f(...) OVER (...)` as a `Window` node that appends one column
+//! per call to its input. An aggregate or `LAG` there becomes an `OverAggregate`. A
+//! ranking function (`ROW_NUMBER`, `RANK`, `DENSE_RANK`) can only run as a Top-N: a
+//! `WHERE` over it in an outer query must bound its result (`rn <= N`, `rn < N`, `rn =
+//! N`, `BETWEEN`); the `Window` then becomes a `Rank` carrying the bounds, and the
+//! projections and filters between the two are planned over it.
+
+use std::sync::Arc;
+
+use datafusion_common::ScalarValue;
+use datafusion_expr::expr::{AggregateFunction, WindowFunction, WindowFunctionParams};
+use datafusion_expr::logical_plan::{Filter, LogicalPlan, Window};
+use datafusion_expr::utils::{conjunction, split_conjunction};
+use datafusion_expr::{
+    BinaryExpr, Expr, ExprSchemable, Operator, WindowFrameBound, WindowFrameUnits,
+    WindowFunctionDefinition,
+};
+use sluice_common::plan::{
+    OperatorSpec, OverCall, OverFrame, OverSpec, PlanNode, RankFunction, RankSpec,
+};
+use sluice_common::{not_supported, plan_err, Result};
+
+use super::{unalias, Planned, Planner};
+
+/// The ranking functions and how they number peers.
+fn rank_function(wf: &WindowFunction) -> Option<RankFunction> {
+    match &wf.fun {
+        WindowFunctionDefinition::WindowUDF(f) => match f.name() {
+            "row_number" => Some(RankFunction::RowNumber),
+            "rank" => Some(RankFunction::Rank),
+            "dense_rank" => Some(RankFunction::DenseRank),
+            _ => None,
+        },
+        WindowFunctionDefinition::AggregateUDF(_) => None,
+    }
+}
+
+fn window_function(e: &Expr) -> Result<&WindowFunction> {
+    match unalias(e) {
+        Expr::WindowFunction(wf) => Ok(wf),
+        other => plan_err!("expected a window function, found {other}"),
+    }
+}
+
+/// The rank bounds a filter puts on a ranking column: `lower..=upper`, and the conjuncts
+/// that do not bound it.
+struct RankBounds {
+    lower: u64,
+    upper: u64,
+    rest: Vec<Expr>,
+}
+
+impl Planner {
+    /// `Window` not under a Top-N filter: an OVER aggregation.
+    pub(super) fn lower_over(&self, w: &Window) -> Result<Planned> {
+        let input = self.lower(&w.input)?;
+        let in_schema = Arc::clone(&input.node.schema);
+        let first = window_function(&w.window_expr[0])?;
+        let params = &first.params;
+        let mut calls = Vec::new();
+        for e in &w.window_expr {
+            let wf = window_function(e)?;
+            if let Some(f) = rank_function(wf) {
+                return not_supported!(
+                    "{}() without a bound on its result: a ranking of an unbounded stream runs \
+                     only as a Top-N, filtered in an outer query (SELECT * FROM (SELECT ..., {}() \
+                     OVER (...) AS rn FROM t) WHERE rn <= N)",
+                    f.sql(),
+                    f.sql()
+                );
+            }
+            let p = &wf.params;
+            if p.partition_by != params.partition_by
+                || p.order_by != params.order_by
+                || p.window_frame != params.window_frame
+            {
+                return not_supported!(
+                    "OVER windows with different PARTITION BY, ORDER BY or frames in one SELECT \
+                     (Flink allows one); compute them in separate queries and join them"
+                );
+            }
+            if p.filter.is_some() {
+                return not_supported!("FILTER (WHERE ...) on an OVER aggregate");
+            }
+            calls.push(match &wf.fun {
+                WindowFunctionDefinition::AggregateUDF(f) => {
+                    OverCall::Aggregate(Expr::AggregateFunction(AggregateFunction::new_udf(
+                        Arc::clone(f),
+                        p.args.clone(),
+                        p.distinct,
+                        None,
+                        vec![],
+                        p.null_treatment,
+                    )))
+                }
+                WindowFunctionDefinition::WindowUDF(f) if f.name() == "lag" => {
+                    lag_call(&p.args, &in_schema)?
+                }
+                WindowFunctionDefinition::WindowUDF(f) => {
+                    return not_supported!("{} in an OVER window", f.name().to_uppercase())
+                }
+            });
+        }
+        let time_column = over_order(params, &input.node)?;
+        let frame = over_frame(params)?;
+        Ok(Planned {
+            node: PlanNode {
+                spec: OperatorSpec::OverAggregate(Box::new(OverSpec {
+                    partition_by: params.partition_by.clone(),
+                    time_column,
+                    frame,
+                    calls,
+                })),
+                schema: Arc::clone(&w.schema),
+                rowtime: input.node.rowtime,
+                inputs: vec![input.node],
+            },
+            window: None,
+        })
+    }
+
+    /// A filter that bounds a ranking function's result computed below it (through
+    /// projections, aliases and other filters): a Top-N. `None`: not one.
+    pub(super) fn lower_top_n(&self, f: &Filter) -> Result<Option<Planned>> {
+        let conjuncts: Vec<Expr> = split_conjunction(&f.predicate).into_iter().cloned().collect();
+        let mut bounds = RankBounds {
+            lower: 1,
+            upper: u64::MAX,
+            rest: Vec::new(),
+        };
+        let mut window = None;
+        for c in conjuncts {
+            match rank_bound(&c, f, &mut bounds) {
+                Some(w) => window = Some(w),
+                None => bounds.rest.push(c),
+            }
+        }
+        let Some(window) = window else {
+            return Ok(None);
+        };
+        if bounds.upper == u64::MAX {
+            return not_supported!(
+                "a Top-N without an upper bound on the rank (WHERE rn <= N, rn < N, rn = N or \
+                 rn BETWEEN M AND N)"
+            );
+        }
+        let ranked = self.lower_ranked(&f.input, window, &bounds)?;
+        let Some(rest) = conjunction(bounds.rest) else {
+            return Ok(Some(ranked));
+        };
+        Ok(Some(Planned {
+            node: PlanNode {
+                spec: OperatorSpec::Filter { predicate: rest },
+                schema: Arc::clone(&ranked.node.schema),
+                rowtime: ranked.node.rowtime,
+                inputs: vec![ranked.node],
+            },
+            window: ranked.window,
+        }))
+    }
+
+    /// Plans the chain from a Top-N filter down to its `Window` (`target`), the window as
+    /// a `Rank`.
+    fn lower_ranked(
+        &self,
+        plan: &LogicalPlan,
+        target: *const Window,
+        bounds: &RankBounds,
+    ) -> Result<Planned> {
+        match plan {
+            LogicalPlan::SubqueryAlias(a) => Ok(super::reschema(
+                self.lower_ranked(&a.input, target, bounds)?,
+                Arc::clone(&a.schema),
+            )),
+            LogicalPlan::Projection(p) => {
+                let input = self.lower_ranked(&p.input, target, bounds)?;
+                Ok(self.project(p, input))
+            }
+            LogicalPlan::Filter(f) => {
+                let input = self.lower_ranked(&f.input, target, bounds)?;
+                Ok(Planned {
+                    node: PlanNode {
+                        spec: OperatorSpec::Filter {
+                            predicate: f.predicate.clone(),
+                        },
+                        schema: Arc::clone(&input.node.schema),
+                        rowtime: input.node.rowtime,
+                        inputs: vec![input.node],
+                    },
+                    window: input.window,
+                })
+            }
+            LogicalPlan::Window(w) if std::ptr::eq(w, target) => self.lower_rank(w, bounds),
+            other => plan_err!("unexpected {} under a Top-N", other.display()),
+        }
+    }
+
+    fn lower_rank(&self, w: &Window, bounds: &RankBounds) -> Result<Planned> {
+        let wf = window_function(&w.window_expr[0])?;
+        let function = rank_function(wf).expect("the Top-N matcher found a ranking function");
+        let input = self.lower(&w.input)?;
+        let p = &wf.params;
+        if p.order_by.is_empty() {
+            return not_supported!(
+                "{}() OVER without ORDER BY (a Top-N needs an order)",
+                function.sql()
+            );
+        }
+        Ok(Planned {
+            node: PlanNode {
+                spec: OperatorSpec::Rank(Box::new(RankSpec {
+                    function,
+                    partition_by: p.partition_by.clone(),
+                    order_by: p.order_by.clone(),
+                    lower: bounds.lower,
+                    upper: bounds.upper,
+                    rank_column: true,
+                })),
+                schema: Arc::clone(&w.schema),
+                rowtime: None,
+                inputs: vec![input.node],
+            },
+            window: None,
+        })
+    }
+}
+
+/// `LAG(value [, offset [, default]])` with a constant offset.
+fn lag_call(args: &[Expr], schema: &datafusion_common::DFSchema) -> Result<OverCall> {
+    let value = args[0].clone();
+    let offset = match args.get(1) {
+        None => 1,
+        Some(e) => match literal_u64(e) {
+            Some(n) if n >= 1 => n,
+            _ => return plan_err!("LAG's offset must be a constant integer >= 1, found {e}"),
+        },
+    };
+    let default = match args.get(2) {
+        None => None,
+        Some(d) => Some(d.clone().cast_to(&value.get_type(schema)?, schema)?),
+    };
+    Ok(OverCall::Lag {
+        value,
+        offset,
+        default,
+    })
+}
+
+/// The event-time column an OVER window is ordered by (Flink: a time attribute,
+/// ascending).
+fn over_order(params: &WindowFunctionParams, input: &PlanNode) -> Result<usize> {
+    let rowtime_name = input
+        .rowtime
+        .map(|r| input.schema.field(r).name().clone());
+    let hint = match &rowtime_name {
+        Some(n) => format!("ORDER BY {n} (its event-time attribute)"),
+        None => "an input with an event-time attribute (WATERMARK FOR ...)".to_string(),
+    };
+    let [order] = params.order_by.as_slice() else {
+        return not_supported!(
+            "an OVER window ordered by {} expressions: a streaming OVER window needs {hint}",
+            params.order_by.len()
+        );
+    };
+    let column = match unalias(&order.expr) {
+        Expr::Column(c) => input.schema.index_of_column(c).ok(),
+        _ => None,
+    };
+    match (column, input.rowtime) {
+        (Some(c), Some(r)) if c == r && order.asc => Ok(c),
+        (Some(c), Some(r)) if c == r => not_supported!(
+            "an OVER window ordered by its time attribute descending: a streaming OVER window \
+             orders ascending"
+        ),
+        _ => not_supported!(
+            "an OVER window ordered by {}: a streaming OVER window needs {hint} (processing-time \
+             OVER windows come with PROCTIME(), issue 15)",
+            order.expr
+        ),
+    }
+}
+
+fn over_frame(params: &WindowFunctionParams) -> Result<OverFrame> {
+    let frame = &params.window_frame;
+    if !matches!(frame.end_bound, WindowFrameBound::CurrentRow) {
+        return not_supported!(
+            "an OVER window frame ending at {} (Flink's streaming OVER windows end at CURRENT ROW)",
+            frame.end_bound
+        );
+    }
+    let preceding = match &frame.start_bound {
+        WindowFrameBound::Preceding(v) if v.is_null() => None,
+        WindowFrameBound::Preceding(v) => Some(v.clone()),
+        WindowFrameBound::CurrentRow => Some(ScalarValue::UInt64(Some(0))),
+        WindowFrameBound::Following(_) => {
+            return not_supported!("an OVER window frame starting after the current row")
+        }
+    };
+    match frame.units {
+        WindowFrameUnits::Rows => Ok(OverFrame::Rows {
+            preceding: match preceding {
+                None => None,
+                Some(v) => Some(
+                    literal_u64(&Expr::Literal(v.clone(), None))
+                        .ok_or_else(|| sluice_common::SluiceError::Plan(format!(
+                            "ROWS BETWEEN n PRECEDING needs a constant row count, found {v}"
+                        )))?,
+                ),
+            },
+        }),
+        WindowFrameUnits::Range => Ok(OverFrame::Range {
+            preceding_ms: match preceding {
+                None => None,
+                Some(ScalarValue::UInt64(Some(0))) => Some(0),
+                Some(v) => Some(
+                    super::joins::fixed_interval_ms(&Expr::Literal(v.clone(), None)).ok_or_else(
+                        || {
+                            sluice_common::SluiceError::NotSupported(format!(
+                                "RANGE BETWEEN {v} PRECEDING: a RANGE frame over event time \
+                                 needs a day-time interval (RANGE BETWEEN INTERVAL '10' SECOND \
+                                 PRECEDING AND CURRENT ROW)"
+                            ))
+                        },
+                    )?,
+                ),
+            },
+        }),
+        WindowFrameUnits::Groups => not_supported!("GROUPS frames in OVER windows"),
+    }
+}
+
+/// A non-negative integer constant.
+fn literal_u64(e: &Expr) -> Option<u64> {
+    match unalias(e) {
+        Expr::Literal(v, _) => match v {
+            ScalarValue::Int8(Some(n)) => u64::try_from(*n).ok(),
+            ScalarValue::Int16(Some(n)) => u64::try_from(*n).ok(),
+            ScalarValue::Int32(Some(n)) => u64::try_from(*n).ok(),
+            ScalarValue::Int64(Some(n)) => u64::try_from(*n).ok(),
+            ScalarValue::UInt8(Some(n)) => Some(*n as u64),
+            ScalarValue::UInt16(Some(n)) => Some(*n as u64),
+            ScalarValue::UInt32(Some(n)) => Some(*n as u64),
+            ScalarValue::UInt64(Some(n)) => Some(*n),
+            _ => None,
+        },
+        Expr::Cast(c) => literal_u64(&c.expr),
+        Expr::TryCast(c) => literal_u64(&c.expr),
+        _ => None,
+    }
+}
+
+/// If `c` bounds the result of a ranking function below `f` (`rank <= N`, `rank < N`,
+/// `rank = N`, `rank >= M`, `rank > M`, either way round, or `rank BETWEEN M AND N`),
+/// narrows `bounds` and returns the `Window` computing the rank.
+fn rank_bound(c: &Expr, f: &Filter, bounds: &mut RankBounds) -> Option<*const Window> {
+    let (column, lo, hi) = match unalias(c) {
+        Expr::Between(b) if !b.negated => {
+            (&*b.expr, literal_u64(&b.low)?, literal_u64(&b.high)?)
+        }
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
+            let (column, op, n) = match (literal_u64(left), literal_u64(right)) {
+                (None, Some(n)) => (&**left, *op, n),
+                (Some(n), None) => (&**right, op.swap()?, n),
+                _ => return None,
+            };
+            match op {
+                Operator::LtEq => (column, 1, n),
+                Operator::Lt => (column, 1, n.checked_sub(1)?),
+                Operator::Eq => (column, n, n),
+                Operator::GtEq => (column, n, u64::MAX),
+                Operator::Gt => (column, n + 1, u64::MAX),
+                _ => return None,
+            }
+        }
+        _ => return None,
+    };
+    let Expr::Column(col) = unalias(column) else {
+        return None;
+    };
+    let index = f.input.schema().index_of_column(col).ok()?;
+    let window = ranking_window(&f.input, index)?;
+    bounds.lower = bounds.lower.max(lo.max(1));
+    bounds.upper = bounds.upper.min(hi);
+    Some(window)
+}
+
+/// The `Window` whose ranking function column `index` of `plan` is, through aliases,
+/// projections (a plain column) and filters.
+fn ranking_window(plan: &LogicalPlan, index: usize) -> Option<*const Window> {
+    match plan {
+        LogicalPlan::SubqueryAlias(a) => ranking_window(&a.input, index),
+        LogicalPlan::Filter(f) => ranking_window(&f.input, index),
+        LogicalPlan::Projection(p) => match unalias(&p.expr[index]) {
+            Expr::Column(c) => ranking_window(&p.input, p.input.schema().index_of_column(c).ok()?),
+            _ => None,
+        },
+        LogicalPlan::Window(w) => {
+            let n = w.input.schema().fields().len();
+            let [e] = w.window_expr.as_slice() else {
+                return None;
+            };
+            let wf = match unalias(e) {
+                Expr::WindowFunction(wf) => wf,
+                _ => return None,
+            };
+            (index == n && rank_function(wf).is_some()).then_some(w as *const Window)
+        }
+        _ => None,
+    }
+}
