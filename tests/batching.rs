@@ -70,6 +70,14 @@ const QUERIES: &[&str] = &[
     "SELECT a.k, a.v, b.c FROM ev a LEFT JOIN (SELECT k, COUNT(*) AS c FROM ev WHERE v > 900 GROUP BY k) b ON a.k = b.k WHERE a.v < 30",
     "SELECT k, COUNT(*) FROM ev WHERE k IN (SELECT k FROM ev WHERE v > 995) AND v NOT IN (SELECT v + 1 FROM ev WHERE k = 'k3' AND v IS NOT NULL) GROUP BY k",
     "SELECT k, v FROM ev o WHERE v > 980 AND NOT EXISTS (SELECT 1 FROM ev i WHERE i.k = o.k AND i.v > o.v)",
+    // OVER windows (late rows dropped by each row's watermark), Top-N over append-only and
+    // updating input (rows deleted when a count passes 150), deduplication.
+    "SELECT k, v, ts, SUM(v) OVER w, MIN(v) OVER w, COUNT(*) OVER w FROM ev WINDOW w AS (PARTITION BY k ORDER BY ts ROWS BETWEEN 3 PRECEDING AND CURRENT ROW)",
+    "SELECT k, v, ts, COUNT(v) OVER w, MAX(v) OVER w, LAG(v, 2) OVER w FROM ev WINDOW w AS (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL '2' SECOND PRECEDING AND CURRENT ROW)",
+    "SELECT k, v, AVG(v) OVER (PARTITION BY k ORDER BY ts) FROM ev",
+    "SELECT * FROM (SELECT k, v, ts, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC) AS rn FROM ev) WHERE rn <= 3",
+    "SELECT k, c, r FROM (SELECT k, c, DENSE_RANK() OVER (ORDER BY c DESC) AS r FROM (SELECT k, COUNT(*) AS c FROM ev GROUP BY k HAVING COUNT(*) < 150)) WHERE r <= 4",
+    "SELECT k, v, ts FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts DESC) AS rn FROM ev) WHERE rn = 1",
 ];
 
 fn run(query: &str, batch_size: usize, seed: Option<u64>) -> String {

@@ -477,6 +477,21 @@ const MR_HISTORY_QUERY: &str = "SELECT k, a, b, m FROM events MATCH_RECOGNIZE (P
     AFTER MATCH SKIP TO NEXT ROW PATTERN (A B{1,3}?) \
     DEFINE B AS B.v > A.v + 20)";
 
+/// OVER windows: a bounded ROWS frame with LAG (rows waiting for the watermark, frame rows
+/// and LAG rows in state) and the unbounded default frame (accumulator state).
+const OVER_QUERY: &str = "SELECT k, v, ts, SUM(v) OVER w AS s, LAG(v) OVER w AS p FROM events \
+    WINDOW w AS (PARTITION BY k ORDER BY ts ROWS BETWEEN 5 PRECEDING AND CURRENT ROW)";
+const OVER_SINK: &str = "k INT, v INT, ts TIMESTAMP(3), s INT, p INT";
+const OVER_UNBOUNDED_QUERY: &str = "SELECT k, v, COUNT(*) OVER w AS c, MAX(v) OVER w AS m \
+    FROM events WINDOW w AS (PARTITION BY k ORDER BY ts)";
+const OVER_UNBOUNDED_SINK: &str = "k INT, v INT, c BIGINT, m INT";
+/// Top-N over an updating input (rows move between partitions as counts grow) and
+/// keep-last deduplication (ties of equal times ranked by arrival).
+const TOP_N_QUERY: &str = "SELECT * FROM (SELECT v, cnt, ROW_NUMBER() OVER (PARTITION BY cnt \
+    ORDER BY v DESC) AS rn FROM (SELECT v, COUNT(*) AS cnt FROM events GROUP BY v)) WHERE rn <= 2";
+const DEDUP_QUERY: &str = "SELECT k, v, ts FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k \
+    ORDER BY ts DESC) AS rn FROM events) WHERE rn = 1";
+
 /// Two keyed operators (two exchanges at parallelism > 1) over a window aggregate.
 const AGG_OF_AGG_QUERY: &str = "SELECT cnt, COUNT(*) AS windows, MIN(total) AS low \
     FROM (SELECT k, window_start, COUNT(*) AS cnt, SUM(v) AS total \
@@ -601,6 +616,10 @@ fn randomized_failures_exactly_once() {
         (APPEND_JOIN_QUERY, Some(APPEND_JOIN_SINK)),
         (INTERVAL_JOIN_QUERY, Some(APPEND_JOIN_SINK)),
         (WINDOW_JOIN_QUERY, Some(WINDOW_JOIN_SINK)),
+        (OVER_QUERY, Some(OVER_SINK)),
+        (OVER_UNBOUNDED_QUERY, Some(OVER_UNBOUNDED_SINK)),
+        (TOP_N_QUERY, None),
+        (DEDUP_QUERY, None),
     ];
     let mut failures = Vec::new();
     let mut restarts = 0;
@@ -651,6 +670,8 @@ fn randomized_failures_at_least_once() {
         (APPEND_JOIN_QUERY, APPEND_JOIN_SINK),
         (INTERVAL_JOIN_QUERY, APPEND_JOIN_SINK),
         (WINDOW_JOIN_QUERY, WINDOW_JOIN_SINK),
+        (OVER_QUERY, OVER_SINK),
+        (OVER_UNBOUNDED_QUERY, OVER_UNBOUNDED_SINK),
     ] {
         let dir = generated_case(query);
         let expected = failure_free(&dir, sink);
@@ -855,7 +876,8 @@ fn restore_at_another_parallelism() {
     }
 }
 
-/// Every stateful operator (window, session, updating aggregate, MATCH_RECOGNIZE, join) writes
+/// Every stateful operator (window, session, updating aggregate, MATCH_RECOGNIZE, join, OVER,
+/// Top-N) writes
 /// its keyed state in the one layout of `state::snapshot`: `key_group` (UInt32, below
 /// the max parallelism), then the key columns `key_0`... (here the key `k`, 0..=4), then
 /// its own state columns; and each subtask holds only the key groups it owns.
@@ -869,6 +891,8 @@ fn every_stateful_operator_snapshots_in_the_common_layout() {
         (MR_QUERY, Some(MR_SINK), "kind"),
         (GROUP_QUERY, None, "rows"),
         (APPEND_JOIN_QUERY, Some(APPEND_JOIN_SINK), "input"),
+        (OVER_QUERY, Some(OVER_SINK), "kind"),
+        (DEDUP_QUERY, None, "seq"),
     ] {
         let dir = generated_case(query);
         let chk = temp_dir("chk");
