@@ -877,9 +877,8 @@ fn restore_at_another_parallelism() {
 }
 
 /// Every stateful operator (window, session, updating aggregate, MATCH_RECOGNIZE, join, OVER,
-/// Top-N) writes
-/// its keyed state in the one layout of `state::snapshot`: `key_group` (UInt32, below
-/// the max parallelism), then the key columns `key_0`... (here the key `k`, 0..=4), then
+/// Top-N) writes its keyed state in the one layout of `state::snapshot`: `key_group`
+/// (UInt32, below the max parallelism), then the key columns `key_0`... (here the key `k`, 0..=4), then
 /// its own state columns; and each subtask holds only the key groups it owns.
 #[test]
 fn every_stateful_operator_snapshots_in_the_common_layout() {

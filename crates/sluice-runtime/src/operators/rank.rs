@@ -360,3 +360,139 @@ impl Operator for RankOperator {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion_common::arrow::array::Int32Array;
+    use datafusion_common::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion_physical_expr::expressions::col;
+
+    /// Top 2 of `v` descending over one partition, rows `(k, v)`.
+    fn top2(function: RankFunction, rank_column: bool, append_only: bool) -> RankOperator {
+        let input = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int32, true),
+            Field::new("v", DataType::Int32, true),
+        ]));
+        let mut fields = input.fields().to_vec();
+        if rank_column {
+            fields.push(Arc::new(Field::new("rn", DataType::Int64, false)));
+        }
+        let descending = SortOptions {
+            descending: true,
+            nulls_first: true,
+        };
+        RankOperator::new(
+            function,
+            vec![],
+            vec![(col("v", &input).unwrap(), descending)],
+            1,
+            2,
+            rank_column,
+            append_only,
+            Arc::clone(&input),
+            Arc::new(Schema::new(fields)),
+        )
+        .unwrap()
+    }
+
+    /// Pushes one batch of `(k, v, kind)` rows; the changes as `"+I k v rn"` strings.
+    fn push(op: &mut RankOperator, rows: &[(i32, i32, RowKind)]) -> Vec<String> {
+        let data = RecordBatch::try_new(
+            Arc::clone(&op.in_schema),
+            vec![
+                Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.0))),
+                Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.1))),
+            ],
+        )
+        .unwrap();
+        let batch = StreamBatch {
+            data,
+            row_watermarks: None,
+            ops: Some(Int8Array::from_iter_values(rows.iter().map(|r| r.2 as i8))),
+        };
+        let mut out = Collector::default();
+        op.process_batch(batch, &mut out).unwrap();
+        let mut changes = Vec::new();
+        for m in out.take() {
+            let crate::message::Message::Data(b) = m else {
+                continue;
+            };
+            for i in 0..b.num_rows() {
+                let mut s = b.row_kind(i).short().to_string();
+                for c in b.data.columns() {
+                    let v = datafusion_common::ScalarValue::try_from_array(c, i).unwrap();
+                    s.push_str(&format!(" {v}"));
+                }
+                changes.push(s);
+            }
+        }
+        changes
+    }
+
+    const I: RowKind = RowKind::Insert;
+    const D: RowKind = RowKind::Delete;
+
+    /// Flink's `AppendOnlyTopNFunction` with the row number: each rank position whose row
+    /// changed is updated (`-U` the row it had, `+U` the row it has now).
+    #[test]
+    fn row_number_updates_each_position_that_changed() {
+        let mut op = top2(RankFunction::RowNumber, true, true);
+        assert_eq!(push(&mut op, &[(1, 5, I)]), ["+I 1 5 1"]);
+        assert_eq!(push(&mut op, &[(2, 7, I)]), ["-U 1 5 1", "+U 2 7 1", "+I 1 5 2"]);
+        assert_eq!(push(&mut op, &[(3, 6, I)]), ["-U 1 5 2", "+U 3 6 2"]);
+        // Equal to rank 2: the earlier arrival stays ahead; nothing changes.
+        assert_eq!(push(&mut op, &[(4, 6, I)]), Vec::<String>::new());
+        assert_eq!(
+            push(&mut op, &[(5, 9, I)]),
+            ["-U 2 7 1", "+U 5 9 1", "-U 3 6 2", "+U 2 7 2"]
+        );
+        // Append-only input: only the top 2 are kept.
+        assert_eq!(op.state_rows(), Some(2));
+        // Mini-batch: one batch, one change per position.
+        assert_eq!(push(&mut op, &[(6, 10, I), (7, 11, I)]), [
+            "-U 5 9 1", "+U 7 11 1", "-U 2 7 2", "+U 6 10 2"
+        ]);
+    }
+
+    /// Over an updating input every live row is kept: a deleted top row lets the next
+    /// one move up, and a deleted row outside the top never comes back (shared case 044).
+    #[test]
+    fn a_deleted_row_leaves_the_ranking_wherever_it_is() {
+        let mut op = top2(RankFunction::RowNumber, false, false);
+        assert_eq!(push(&mut op, &[(1, 50, I), (2, 40, I)]), ["+I 1 50", "+I 2 40"]);
+        assert_eq!(push(&mut op, &[(3, 60, I)]), ["-D 2 40", "+I 3 60"]);
+        assert_eq!(op.state_rows(), Some(3));
+        // Row 2 is deleted outside the top 2: no change.
+        assert_eq!(push(&mut op, &[(2, 40, D)]), Vec::<String>::new());
+        // The top row goes: 50 moves up, nothing fills rank 2 (40 is gone).
+        assert_eq!(push(&mut op, &[(3, 60, D)]), ["-D 3 60"]);
+        assert_eq!(push(&mut op, &[(4, 10, I)]), ["+I 4 10"]);
+        // A retraction of a row never seen changes nothing.
+        assert_eq!(push(&mut op, &[(9, 99, D)]), Vec::<String>::new());
+    }
+
+    /// RANK gives peers one number and leaves a gap; rows whose rank passes the bound
+    /// leave; a snapshot restored into a new operator goes on the same way.
+    #[test]
+    fn rank_peers_and_restore() {
+        let mut op = top2(RankFunction::Rank, true, true);
+        assert_eq!(push(&mut op, &[(1, 5, I), (2, 5, I)]), ["+I 1 5 1", "+I 2 5 1"]);
+        // 7 ranks 1, the two 5s rank 2.
+        assert_eq!(
+            push(&mut op, &[(3, 7, I)]),
+            ["-D 1 5 1", "-D 2 5 1", "+I 3 7 1", "+I 1 5 2", "+I 2 5 2"]
+        );
+        let snapshot = op.snapshot_state(128).unwrap().unwrap();
+        let mut restored = top2(RankFunction::Rank, true, true);
+        restored.restore_state(&[snapshot]).unwrap();
+        // 8 ranks 1, 7 ranks 2, the 5s rank 3: out.
+        for o in [&mut op, &mut restored] {
+            assert_eq!(
+                push(o, &[(4, 8, I)]),
+                ["-D 3 7 1", "-D 1 5 2", "-D 2 5 2", "+I 4 8 1", "+I 3 7 2"]
+            );
+        }
+        assert_eq!(restored.partitions.slots().iter().map(|p| p.len()).sum::<usize>(), 2);
+    }
+}
