@@ -122,6 +122,8 @@ fn state(node: &PlanNode, keys: Option<&[Vec<String>]>, ctx: &ExplainContext) ->
             };
             format!("rows waiting for the watermark and {frame} per partition, {key_text}")
         }
+        OperatorSpec::Sort(_) => "rows waiting for the watermark, one global key".to_string(),
+        OperatorSpec::Limit { .. } => "the count of rows seen, one global key".to_string(),
         OperatorSpec::Rank(_) if node.input().is_updating() => format!(
             "every live row per partition (updating input), {key_text}{}",
             if ttl.is_empty() { ", kept until retracted (no 'table.exec.state.ttl')".to_string() } else { ttl.clone() }
@@ -408,6 +410,13 @@ fn label(node: &PlanNode) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
+        OperatorSpec::Sort(sort) => format!(
+            "Sort: orderBy=[{}], released by the watermark",
+            exprs(&sort.order_by)
+        ),
+        OperatorSpec::Limit { offset, fetch } => {
+            format!("Limit: offset={offset}, fetch={fetch}")
+        }
         OperatorSpec::Rank(r) => {
             let order = r
                 .order_by

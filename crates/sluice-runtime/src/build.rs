@@ -252,24 +252,20 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
                 Arc::clone(metrics),
             )?)
         }
+        OperatorSpec::Sort(spec) => Box::new(crate::operators::sort::SortOperator::new(
+            spec.time_column,
+            sort_keys(&spec.order_by[1..], in_schema)?,
+            Arc::new(in_schema.as_arrow().clone()),
+            Arc::clone(metrics),
+        )?),
+        OperatorSpec::Limit { offset, fetch } => {
+            Box::new(crate::operators::sort::LimitOperator::new(*offset, *fetch))
+        }
         OperatorSpec::Rank(spec) => {
-            let order_by = spec
-                .order_by
-                .iter()
-                .map(|s| {
-                    Ok((
-                        physical(&s.expr, in_schema)?,
-                        datafusion_common::arrow::compute::SortOptions {
-                            descending: !s.asc,
-                            nulls_first: s.nulls_first,
-                        },
-                    ))
-                })
-                .collect::<Result<Vec<_>>>()?;
             Box::new(crate::operators::rank::RankOperator::new(
                 spec.function,
                 physical_all(&spec.partition_by, in_schema)?,
-                order_by,
+                sort_keys(&spec.order_by, in_schema)?,
                 spec.lower,
                 spec.upper,
                 spec.rank_column,
@@ -292,6 +288,25 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
             ))
         }
     })
+}
+
+/// `ORDER BY` expressions as physical expressions with Arrow's sort options.
+fn sort_keys(
+    order_by: &[datafusion_expr::SortExpr],
+    in_schema: &DFSchema,
+) -> Result<Vec<(Arc<dyn datafusion_physical_expr::PhysicalExpr>, datafusion_common::arrow::compute::SortOptions)>> {
+    order_by
+        .iter()
+        .map(|s| {
+            Ok((
+                physical(&s.expr, in_schema)?,
+                datafusion_common::arrow::compute::SortOptions {
+                    descending: !s.asc,
+                    nulls_first: s.nulls_first,
+                },
+            ))
+        })
+        .collect()
 }
 
 /// Lowers aggregate calls: their argument and FILTER expressions, and DataFusion's

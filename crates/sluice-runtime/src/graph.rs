@@ -92,6 +92,11 @@ pub fn routing_keys(node: &PlanNode) -> Option<Vec<RoutingKeys>> {
             exprs: spec.partition_by.clone(),
             schema: node.input().schema.as_ref().clone(),
         }),
+        // A global order and a global count: one key, one subtask.
+        OperatorSpec::Sort(_) | OperatorSpec::Limit { .. } => one(RoutingKeys {
+            exprs: Vec::new(),
+            schema: node.input().schema.as_ref().clone(),
+        }),
         OperatorSpec::Rank(spec) => one(RoutingKeys {
             exprs: spec.partition_by.clone(),
             schema: node.input().schema.as_ref().clone(),

@@ -119,6 +119,25 @@ impl StreamBatch {
         })
     }
 
+    /// The batch cut into runs of rows that arrived under the same watermark: `(watermark,
+    /// rows)` in order. An operator that releases rows by event time releases what each
+    /// run's watermark made final before taking the run in.
+    pub fn watermark_runs(&self) -> Vec<(i64, std::ops::Range<usize>)> {
+        let n = self.num_rows();
+        let mut runs = Vec::new();
+        let mut start = 0;
+        while start < n {
+            let w = self.watermark_at(start);
+            let mut end = start + 1;
+            while end < n && self.watermark_at(end) == w {
+                end += 1;
+            }
+            runs.push((w, start..end));
+            start = end;
+        }
+        runs
+    }
+
     /// The watermark in effect when row `i` arrives (`i64::MIN` if none).
     #[inline]
     pub fn watermark_at(&self, i: usize) -> i64 {

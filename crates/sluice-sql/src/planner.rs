@@ -474,10 +474,8 @@ impl Planner {
                 Ok(reschema(input, Arc::clone(&a.schema)))
             }
             LogicalPlan::Aggregate(agg) => self.lower_aggregate(agg),
-            LogicalPlan::Sort(_) => not_supported!(
-                "ORDER BY on a continuous query (its result never ends, so it cannot be sorted)"
-            ),
-            LogicalPlan::Limit(_) => not_supported!("LIMIT on a continuous query"),
+            LogicalPlan::Sort(s) => self.lower_sort(s),
+            LogicalPlan::Limit(l) => self.lower_limit(l),
             LogicalPlan::Join(j) => self.lower_join(j),
             LogicalPlan::Union(u) => self.lower_union(u),
             LogicalPlan::Window(w) => self.lower_over(w),

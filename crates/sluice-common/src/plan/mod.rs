@@ -12,7 +12,7 @@ use datafusion_common::DFSchemaRef;
 use datafusion_expr::Expr;
 
 mod ordered;
-pub use ordered::{OverCall, OverFrame, OverSpec, RankFunction, RankSpec};
+pub use ordered::{OverCall, OverFrame, OverSpec, RankFunction, RankSpec, SortSpec};
 
 /// One node of the physical operator graph: an operator and the nodes feeding it.
 #[derive(Debug, Clone)]
@@ -57,10 +57,12 @@ impl PlanNode {
             | OperatorSpec::WindowAssign { .. }
             | OperatorSpec::WindowAggregate(_)
             | OperatorSpec::OverAggregate(_)
+            | OperatorSpec::Sort(_)
             | OperatorSpec::MatchRecognize(_) => false,
             OperatorSpec::Filter { .. }
             | OperatorSpec::Project { .. }
             | OperatorSpec::Union
+            | OperatorSpec::Limit { .. }
             | OperatorSpec::Sink(_) => self.inputs.iter().any(|i| i.is_updating()),
         }
     }
@@ -108,6 +110,16 @@ pub enum OperatorSpec {
     /// Top-N and deduplication: the rows ranked within a range in their partition (see
     /// [`RankSpec`]). Output: the input's columns (then the rank); a changelog.
     Rank(Box<RankSpec>),
+    /// A streaming sort on event time (see [`SortSpec`]). Output: the input's columns.
+    Sort(Box<SortSpec>),
+    /// `LIMIT fetch OFFSET offset` without `ORDER BY`: the rows `offset + 1 ..= offset +
+    /// fetch` in arrival order, then nothing (one subtask; append-only input).
+    Limit {
+        /// Rows skipped first.
+        offset: u64,
+        /// Rows passed on after them.
+        fetch: u64,
+    },
     /// `UNION ALL` of its inputs (two or more, with the same column types): every row of
     /// every input, in arrival order; the output schema's names are the first input's.
     /// The watermark is the minimum over the inputs (the runtime's input gate); an

@@ -123,3 +123,17 @@ impl RankSpec {
         by_time && self.function == RankFunction::RowNumber && self.lower == 1 && self.upper == 1
     }
 }
+
+/// `ORDER BY` starting with the event-time attribute ascending (Flink SQL "ORDER BY
+/// clause": a streaming sort must start with a time attribute ascending): rows wait until
+/// the watermark reaches their time, then leave in the order of `order_by` (time first,
+/// then the other keys, then arrival). Append-only; keeps the event-time attribute. A row
+/// at or before the last time already released cannot be placed any more: it is dropped
+/// and counted as late.
+#[derive(Debug, Clone)]
+pub struct SortSpec {
+    /// The input's event-time attribute (the first sort key).
+    pub time_column: usize,
+    /// The whole `ORDER BY`, over the input.
+    pub order_by: Vec<SortExpr>,
+}

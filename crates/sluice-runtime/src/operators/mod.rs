@@ -7,6 +7,7 @@ pub mod match_recognize;
 pub mod over_aggregate;
 pub mod rank;
 pub mod session_aggregate;
+pub mod sort;
 pub mod stateless;
 pub mod window_aggregate;
 pub mod window_assign;

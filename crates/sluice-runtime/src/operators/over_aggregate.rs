@@ -22,7 +22,7 @@ use datafusion_common::arrow::array::{
 };
 use datafusion_common::arrow::compute::concat;
 use datafusion_common::arrow::datatypes::{DataType, Int64Type, Int8Type, SchemaRef};
-use datafusion_common::arrow::row::{OwnedRow, RowConverter, SortField};
+use datafusion_common::arrow::row::RowConverter;
 use datafusion_common::ScalarValue;
 use datafusion_expr::Accumulator;
 use datafusion_physical_expr::aggregate::AggregateFunctionExpr;
@@ -37,7 +37,7 @@ use crate::metrics::JobMetrics;
 use crate::operator::{Collector, Operator};
 use crate::operators::stateless::batch_with_schema;
 use crate::state::keyed::KeyedValues;
-use crate::state::time::EventTimeBuffer;
+use crate::state::pending::{PendingRows, Released};
 use crate::state::{key_converter, SnapshotReader, SnapshotWriter};
 
 /// One call of the window, lowered.
@@ -90,10 +90,8 @@ pub struct OverAggregateOperator {
     lag_values: Vec<Arc<dyn PhysicalExpr>>,
     /// Rows kept by the LAG calls: the largest offset.
     lag_depth: usize,
-    /// Whole input rows (for rows waiting for the watermark).
-    row_converter: RowConverter,
     partitions: KeyedValues<Partition>,
-    pending: EventTimeBuffer<(u32, OwnedRow)>,
+    pending: PendingRows,
     watermark: i64,
     in_schema: SchemaRef,
     schema: SchemaRef,
@@ -128,13 +126,6 @@ impl OverAggregateOperator {
             })
             .max()
             .unwrap_or(0);
-        let row_converter = RowConverter::new(
-            in_schema
-                .fields()
-                .iter()
-                .map(|f| SortField::new(f.data_type().clone()))
-                .collect(),
-        )?;
         Ok(OverAggregateOperator {
             key_converter: key_converter(&key_types)?,
             partition_by,
@@ -144,9 +135,8 @@ impl OverAggregateOperator {
             args,
             lag_values,
             lag_depth,
-            row_converter,
             partitions: KeyedValues::new(),
-            pending: EventTimeBuffer::new(),
+            pending: PendingRows::new(Arc::clone(&in_schema))?,
             watermark: WATERMARK_MIN,
             in_schema,
             schema,
@@ -180,7 +170,7 @@ impl OverAggregateOperator {
     /// Takes in the rows of `batch` (none is released by this; see `release`).
     fn take_in(&mut self, data: &RecordBatch, rows: &[usize], ids: &[usize]) -> Result<()> {
         let times = time_values(data, self.time_column)?;
-        let converted = self.row_converter.convert_columns(data.columns())?;
+        let converted = self.pending.rows_of(data.columns())?;
         let mut late = 0;
         for &i in rows {
             let t = times[i];
@@ -189,8 +179,7 @@ impl OverAggregateOperator {
                 late += 1;
                 continue;
             }
-            self.pending
-                .push(t, (ids[i] as u32, converted.row(i).owned()));
+            self.pending.push(t, ids[i] as u32, converted.row(i));
         }
         JobMetrics::add(&self.metrics.late_rows_dropped, late);
         Ok(())
@@ -199,22 +188,16 @@ impl OverAggregateOperator {
     /// Releases the rows with time `<= limit` in (time, arrival) order with their calls
     /// evaluated.
     fn release(&mut self, limit: i64, out: &mut Collector) -> Result<()> {
-        let mut released = Vec::new();
-        self.pending.release(limit, &mut released);
-        if released.is_empty() {
+        let Some(Released { rows, times }) = self.pending.release(limit)? else {
             return Ok(());
-        }
-        let n = released.len();
-        let columns = self
-            .row_converter
-            .convert_rows(released.iter().map(|(_, (_, r))| r.row()))?;
-        let rows = batch_with_schema(&self.in_schema, columns, n)?;
+        };
+        let n = rows.num_rows();
         let args = evaluate_all(&self.args, &rows)?;
         let lag_values = evaluate_all(&self.lag_values, &rows)?;
         // Each partition's rows, in order.
         let mut order: Vec<(u32, Vec<usize>)> = Vec::new();
         let mut slot: HashMap<u32, usize> = HashMap::new();
-        for (i, (_, (p, _))) in released.iter().enumerate() {
+        for (i, (_, p)) in times.iter().enumerate() {
             let s = *slot.entry(*p).or_insert_with(|| {
                 order.push((*p, Vec::new()));
                 order.len() - 1
@@ -223,7 +206,7 @@ impl OverAggregateOperator {
         }
         let mut values: Vec<Vec<ScalarValue>> = vec![vec![ScalarValue::Null; n]; self.calls.len()];
         for (p, rows_of) in order {
-            self.compute(p as usize, &rows_of, &released, &rows, &args, &lag_values, &mut values)?;
+            self.compute(p as usize, &rows_of, &times, &rows, &args, &lag_values, &mut values)?;
         }
         let mut columns = rows.columns().to_vec();
         for (c, v) in values.into_iter().enumerate() {
@@ -245,7 +228,7 @@ impl OverAggregateOperator {
         &mut self,
         p: usize,
         rows_of: &[usize],
-        released: &[(i64, (u32, OwnedRow))],
+        times: &[(i64, u32)],
         rows: &RecordBatch,
         args: &[ArrayRef],
         lag_values: &[ArrayRef],
@@ -256,9 +239,9 @@ impl OverAggregateOperator {
         let mut k = 0;
         while k < rows_of.len() {
             // The current row and, under RANGE, its peers (same time).
-            let t = released[rows_of[k]].0;
+            let t = times[rows_of[k]].0;
             let mut end = k + 1;
-            while range && end < rows_of.len() && released[rows_of[end]].0 == t {
+            while range && end < rows_of.len() && times[rows_of[end]].0 == t {
                 end += 1;
             }
             let part = &mut self.partitions[p];
@@ -370,23 +353,14 @@ impl OverAggregateOperator {
 
     /// Takes in `batch`, releasing before each row what its watermark made final.
     fn process(&mut self, batch: StreamBatch, out: &mut Collector) -> Result<()> {
-        let data = &batch.data;
-        let ids = self.partition_ids(data)?;
-        let n = data.num_rows();
-        let mut start = 0;
-        while start < n {
-            let w = batch.watermark_at(start);
+        let ids = self.partition_ids(&batch.data)?;
+        for (w, run) in batch.watermark_runs() {
             if w > self.watermark {
                 self.release(w, out)?;
                 self.watermark = w;
             }
-            let mut end = start + 1;
-            while end < n && batch.watermark_at(end) <= self.watermark {
-                end += 1;
-            }
-            let rows: Vec<usize> = (start..end).collect();
-            self.take_in(data, &rows, &ids)?;
-            start = end;
+            let rows: Vec<usize> = run.collect();
+            self.take_in(&batch.data, &rows, &ids)?;
         }
         Ok(())
     }
@@ -412,7 +386,7 @@ fn new_partition(calls: &[OverCallExec], bounded: bool) -> Result<Partition> {
 }
 
 /// The event times (ms) of a timestamp column.
-fn time_values(data: &RecordBatch, column: usize) -> Result<Vec<i64>> {
+pub(crate) fn time_values(data: &RecordBatch, column: usize) -> Result<Vec<i64>> {
     let c = datafusion_common::arrow::compute::cast(
         data.column(column),
         &DataType::Timestamp(datafusion_common::arrow::datatypes::TimeUnit::Millisecond, None),
@@ -502,8 +476,8 @@ impl Operator for OverAggregateOperator {
         let mut ids: Vec<u32> = Vec::new();
         let mut kinds: Vec<i8> = Vec::new();
         let mut times: Vec<Option<i64>> = Vec::new();
-        let pending = self.pending.ordered();
-        for (t, (p, _)) in &pending {
+        let (pending, waiting) = self.pending.snapshot()?;
+        for (t, p) in &pending {
             ids.push(*p);
             kinds.push(PENDING);
             times.push(Some(*t));
@@ -562,9 +536,6 @@ impl Operator for OverAggregateOperator {
         let mut w = SnapshotWriter::new(key_columns, total, max_parallelism)?;
         w.column("kind", Arc::new(Int8Array::from(kinds)));
         w.column("time", Arc::new(Int64Array::from(times)));
-        let waiting = self
-            .row_converter
-            .convert_rows(pending.iter().map(|(_, (_, r))| r.row()))?;
         for (i, c) in waiting.into_iter().enumerate() {
             let after = new_null_array(c.data_type(), total - np);
             w.column(format!("row_{i}"), concat(&[c.as_ref(), after.as_ref()])?);
@@ -628,7 +599,7 @@ impl Operator for OverAggregateOperator {
             let row_columns = (0..in_cols)
                 .map(|i| reader.column(&format!("row_{i}")))
                 .collect::<Result<Vec<_>>>()?;
-            let waiting = self.row_converter.convert_columns(&row_columns)?;
+            let waiting = self.pending.rows_of(&row_columns)?;
             let args = reader.numbered("arg_");
             let lags = reader.numbered("lag_");
             let scalars = |cols: &[ArrayRef], r: usize| {
@@ -648,10 +619,10 @@ impl Operator for OverAggregateOperator {
                 let id = ids[r];
                 let time = times.is_valid(r).then(|| times.value(r));
                 match kinds.value(r) {
-                    PENDING => self.pending.push(
-                        time.unwrap_or_default(),
-                        (id as u32, waiting.row(r).owned()),
-                    ),
+                    PENDING => {
+                        self.pending
+                            .push(time.unwrap_or_default(), id as u32, waiting.row(r))
+                    }
                     FRAME => {
                         let values = scalars(&args, r)?;
                         let part = &mut self.partitions[id];

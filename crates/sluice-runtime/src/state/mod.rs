@@ -7,6 +7,8 @@
 //!   accumulators per key, one set per window in [`WindowAggregateState`]).
 //! - [`time`]: event-time timers per key (SESSION ends, `WITHIN`) and the buffer of rows
 //!   waiting for the watermark, released in event-time order (MATCH_RECOGNIZE).
+//! - [`pending`]: whole rows waiting for the watermark, released in (time, arrival) order
+//!   as a batch (OVER aggregation, the event-time sort).
 //! - [`snapshot`]: the common snapshot layout (`key_group`, `key_<k>`, state columns),
 //!   written with [`SnapshotWriter`], read with [`SnapshotReader`], encoded as Arrow IPC.
 //! - [`window`]: window aggregate state, namespaced by window.
@@ -15,6 +17,7 @@
 //! accumulator state arrays, buffered batches), which is what checkpoints write.
 
 pub mod keyed;
+pub mod pending;
 pub mod rows;
 pub mod snapshot;
 pub mod time;

@@ -12,14 +12,14 @@ use std::sync::Arc;
 
 use datafusion_common::ScalarValue;
 use datafusion_expr::expr::{AggregateFunction, WindowFunction, WindowFunctionParams};
-use datafusion_expr::logical_plan::{Filter, LogicalPlan, Window};
+use datafusion_expr::logical_plan::{Filter, Limit, LogicalPlan, Sort, Window};
 use datafusion_expr::utils::{conjunction, split_conjunction};
 use datafusion_expr::{
     BinaryExpr, Expr, ExprSchemable, Operator, WindowFrameBound, WindowFrameUnits,
     WindowFunctionDefinition,
 };
 use sluice_common::plan::{
-    OperatorSpec, OverCall, OverFrame, OverSpec, PlanNode, RankFunction, RankSpec,
+    OperatorSpec, OverCall, OverFrame, OverSpec, PlanNode, RankFunction, RankSpec, SortSpec,
 };
 use sluice_common::{not_supported, plan_err, Result};
 
@@ -42,6 +42,16 @@ fn window_function(e: &Expr) -> Result<&WindowFunction> {
     match unalias(e) {
         Expr::WindowFunction(wf) => Ok(wf),
         other => plan_err!("expected a window function, found {other}"),
+    }
+}
+
+/// The `Sort` a `LIMIT` applies to, through aliases and projections.
+fn sort_below(plan: &LogicalPlan) -> Option<*const LogicalPlan> {
+    match plan {
+        LogicalPlan::Sort(_) => Some(plan as *const LogicalPlan),
+        LogicalPlan::SubqueryAlias(a) => sort_below(&a.input),
+        LogicalPlan::Projection(p) => sort_below(&p.input),
+        _ => None,
     }
 }
 
@@ -147,7 +157,10 @@ impl Planner {
                  rn BETWEEN M AND N)"
             );
         }
-        let ranked = self.lower_ranked(&f.input, window, &bounds)?;
+        let ranked = self.lower_through(&f.input, window, &|plan| match plan {
+            LogicalPlan::Window(w) => self.lower_rank(w, &bounds),
+            _ => plan_err!("a Top-N without its window"),
+        })?;
         let Some(rest) = conjunction(bounds.rest) else {
             return Ok(Some(ranked));
         };
@@ -162,25 +175,28 @@ impl Planner {
         }))
     }
 
-    /// Plans the chain from a Top-N filter down to its `Window` (`target`), the window as
-    /// a `Rank`.
-    fn lower_ranked(
+    /// Plans the chain of aliases, projections and filters from `plan` down to the node
+    /// `target`, which `bottom` plans.
+    fn lower_through(
         &self,
         plan: &LogicalPlan,
-        target: *const Window,
-        bounds: &RankBounds,
+        target: *const LogicalPlan,
+        bottom: &dyn Fn(&LogicalPlan) -> Result<Planned>,
     ) -> Result<Planned> {
+        if std::ptr::eq(plan, target) {
+            return bottom(plan);
+        }
         match plan {
             LogicalPlan::SubqueryAlias(a) => Ok(super::reschema(
-                self.lower_ranked(&a.input, target, bounds)?,
+                self.lower_through(&a.input, target, bottom)?,
                 Arc::clone(&a.schema),
             )),
             LogicalPlan::Projection(p) => {
-                let input = self.lower_ranked(&p.input, target, bounds)?;
+                let input = self.lower_through(&p.input, target, bottom)?;
                 Ok(self.project(p, input))
             }
             LogicalPlan::Filter(f) => {
-                let input = self.lower_ranked(&f.input, target, bounds)?;
+                let input = self.lower_through(&f.input, target, bottom)?;
                 Ok(Planned {
                     node: PlanNode {
                         spec: OperatorSpec::Filter {
@@ -193,9 +209,117 @@ impl Planner {
                     window: input.window,
                 })
             }
-            LogicalPlan::Window(w) if std::ptr::eq(w, target) => self.lower_rank(w, bounds),
             other => plan_err!("unexpected {} under a Top-N", other.display()),
         }
+    }
+
+    /// `ORDER BY` without `LIMIT`: a streaming sort when it starts with the event-time
+    /// attribute ascending.
+    pub(super) fn lower_sort(&self, sort: &Sort) -> Result<Planned> {
+        if let Some(fetch) = sort.fetch {
+            return self.lower_top_n_sort(sort, 0, fetch as u64);
+        }
+        let input = self.lower(&sort.input)?;
+        let first = &sort.expr[0];
+        let column = match unalias(&first.expr) {
+            Expr::Column(c) => input.node.schema.index_of_column(c).ok(),
+            _ => None,
+        };
+        match input.node.rowtime {
+            Some(t) if column == Some(t) && first.asc => {
+                if input.node.is_updating() {
+                    return not_supported!("ORDER BY over an updating input");
+                }
+                Ok(Planned {
+                    node: PlanNode {
+                        spec: OperatorSpec::Sort(Box::new(SortSpec {
+                            time_column: t,
+                            order_by: sort.expr.clone(),
+                        })),
+                        schema: Arc::clone(&input.node.schema),
+                        rowtime: Some(t),
+                        inputs: vec![input.node],
+                    },
+                    window: None,
+                })
+            }
+            rowtime => not_supported!(
+                "ORDER BY {} on a continuous query: a streaming ORDER BY must start with the \
+                 event-time attribute ascending{}, or be bounded by LIMIT (a Top-N over the whole \
+                 stream)",
+                first,
+                rowtime
+                    .map(|t| format!(" (ORDER BY {} ...)", input.node.schema.field(t).name()))
+                    .unwrap_or_default()
+            ),
+        }
+    }
+
+    /// `LIMIT` (and `OFFSET`): over an `ORDER BY`, a Top-N over the whole stream; else the
+    /// first rows.
+    pub(super) fn lower_limit(&self, limit: &Limit) -> Result<Planned> {
+        // (Not `get_fetch_type`: integer literals here are INT, it reads BIGINT ones.)
+        let skip = match &limit.skip {
+            None => 0,
+            Some(e) => match literal_u64(e) {
+                Some(n) => n,
+                None => return not_supported!("OFFSET {e}: a constant row count is needed"),
+            },
+        };
+        let fetch = match &limit.fetch {
+            None => return not_supported!("OFFSET without LIMIT on a continuous query"),
+            Some(e) => match literal_u64(e) {
+                Some(n) => n,
+                None => return not_supported!("LIMIT {e}: a constant row count is needed"),
+            },
+        };
+        if let Some(sort) = sort_below(&limit.input) {
+            return self.lower_through(&limit.input, sort, &|plan| match plan {
+                LogicalPlan::Sort(s) => self.lower_top_n_sort(s, skip, fetch),
+                _ => plan_err!("a LIMIT without its ORDER BY"),
+            });
+        }
+        let input = self.lower(&limit.input)?;
+        if input.node.is_updating() {
+            return not_supported!(
+                "LIMIT over an updating input (its first rows may be retracted later); order it \
+                 (ORDER BY ... LIMIT n is a Top-N)"
+            );
+        }
+        Ok(Planned {
+            node: PlanNode {
+                spec: OperatorSpec::Limit {
+                    offset: skip,
+                    fetch,
+                },
+                schema: Arc::clone(&input.node.schema),
+                rowtime: input.node.rowtime,
+                inputs: vec![input.node],
+            },
+            window: input.window,
+        })
+    }
+
+    /// `ORDER BY ... LIMIT fetch OFFSET skip`: a Top-N over the whole stream without the
+    /// rank column.
+    fn lower_top_n_sort(&self, sort: &Sort, skip: u64, fetch: u64) -> Result<Planned> {
+        let input = self.lower(&sort.input)?;
+        Ok(Planned {
+            node: PlanNode {
+                spec: OperatorSpec::Rank(Box::new(RankSpec {
+                    function: RankFunction::RowNumber,
+                    partition_by: Vec::new(),
+                    order_by: sort.expr.clone(),
+                    lower: skip + 1,
+                    upper: skip.saturating_add(fetch),
+                    rank_column: false,
+                })),
+                schema: Arc::clone(&input.node.schema),
+                rowtime: None,
+                inputs: vec![input.node],
+            },
+            window: None,
+        })
     }
 
     fn lower_rank(&self, w: &Window, bounds: &RankBounds) -> Result<Planned> {
@@ -355,7 +479,7 @@ fn literal_u64(e: &Expr) -> Option<u64> {
 /// If `c` bounds the result of a ranking function below `f` (`rank <= N`, `rank < N`,
 /// `rank = N`, `rank >= M`, `rank > M`, either way round, or `rank BETWEEN M AND N`),
 /// narrows `bounds` and returns the `Window` computing the rank.
-fn rank_bound(c: &Expr, f: &Filter, bounds: &mut RankBounds) -> Option<*const Window> {
+fn rank_bound(c: &Expr, f: &Filter, bounds: &mut RankBounds) -> Option<*const LogicalPlan> {
     let (column, lo, hi) = match unalias(c) {
         Expr::Between(b) if !b.negated => {
             (&*b.expr, literal_u64(&b.low)?, literal_u64(&b.high)?)
@@ -389,7 +513,7 @@ fn rank_bound(c: &Expr, f: &Filter, bounds: &mut RankBounds) -> Option<*const Wi
 
 /// The `Window` whose ranking function column `index` of `plan` is, through aliases,
 /// projections (a plain column) and filters.
-fn ranking_window(plan: &LogicalPlan, index: usize) -> Option<*const Window> {
+fn ranking_window(plan: &LogicalPlan, index: usize) -> Option<*const LogicalPlan> {
     match plan {
         LogicalPlan::SubqueryAlias(a) => ranking_window(&a.input, index),
         LogicalPlan::Filter(f) => ranking_window(&f.input, index),
@@ -406,7 +530,7 @@ fn ranking_window(plan: &LogicalPlan, index: usize) -> Option<*const Window> {
                 Expr::WindowFunction(wf) => wf,
                 _ => return None,
             };
-            (index == n && rank_function(wf).is_some()).then_some(w as *const Window)
+            (index == n && rank_function(wf).is_some()).then_some(plan as *const LogicalPlan)
         }
         _ => None,
     }
