@@ -342,8 +342,10 @@ impl Planner {
     /// continuous query cannot run yet (named in the message).
     pub fn plan_query(&mut self, query: &QueryStatement) -> Result<PlanNode> {
         let plan = self.logical_plan(query)?;
-        let node = self.lower(&plan)?.node;
+        let mut node = self.lower(&plan)?.node;
         Self::check_runnable(&node)?;
+        let needed = vec![true; node.schema.fields().len()];
+        ordered::prune_rank_columns(&mut node, &needed);
         Ok(node)
     }
 

@@ -13,7 +13,8 @@
 //! it touched, the ranked rows in `lower..=upper` before and after are compared. With the
 //! rank column and `ROW_NUMBER`, each rank position whose row changed emits `-U old` /
 //! `+U new` (or `+I` / `-D` when the position was or becomes empty), as Flink does; else
-//! rows that left emit `-D` and rows that entered `+I`.
+//! rows that left emit `-D` and rows that entered `+I`, except that one row replacing one
+//! row (a deduplication keeping a new row) is `-U old` / `+U new`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -173,20 +174,30 @@ impl RankOperator {
         for e in &after {
             *counts.entry(key(e)).or_default() += 1;
         }
+        let mut left = Vec::new();
         for e in before {
             let c = counts.get_mut(&key(&e)).expect("counted");
             if *c < 0 {
                 *c += 1;
-                out.push((e, RowKind::Delete));
+                left.push(e);
             }
         }
+        let mut entered = Vec::new();
         for e in after {
             let c = counts.get_mut(&key(&e)).expect("counted");
             if *c > 0 {
                 *c -= 1;
-                out.push((e, RowKind::Insert));
+                entered.push(e);
             }
         }
+        // One row replacing another (a deduplication's new row): an update.
+        if left.len() == 1 && entered.len() == 1 {
+            out.push((left.remove(0), RowKind::UpdateBefore));
+            out.push((entered.remove(0), RowKind::UpdateAfter));
+            return;
+        }
+        out.extend(left.into_iter().map(|e| (e, RowKind::Delete)));
+        out.extend(entered.into_iter().map(|e| (e, RowKind::Insert)));
     }
 
     /// Drops the rows ranked past the upper bound (append-only input only).
@@ -461,13 +472,17 @@ mod tests {
     fn a_deleted_row_leaves_the_ranking_wherever_it_is() {
         let mut op = top2(RankFunction::RowNumber, false, false);
         assert_eq!(push(&mut op, &[(1, 50, I), (2, 40, I)]), ["+I 1 50", "+I 2 40"]);
-        assert_eq!(push(&mut op, &[(3, 60, I)]), ["-D 2 40", "+I 3 60"]);
+        assert_eq!(push(&mut op, &[(3, 60, I)]), ["-U 2 40", "+U 3 60"]);
         assert_eq!(op.state_rows(), Some(3));
         // Row 2 is deleted outside the top 2: no change.
         assert_eq!(push(&mut op, &[(2, 40, D)]), Vec::<String>::new());
         // The top row goes: 50 moves up, nothing fills rank 2 (40 is gone).
         assert_eq!(push(&mut op, &[(3, 60, D)]), ["-D 3 60"]);
         assert_eq!(push(&mut op, &[(4, 10, I)]), ["+I 4 10"]);
+        // Two rows enter together.
+        assert_eq!(push(&mut op, &[(5, 70, I), (6, 80, I)]), [
+            "-D 1 50", "-D 4 10", "+I 6 80", "+I 5 70"
+        ]);
         // A retraction of a row never seen changes nothing.
         assert_eq!(push(&mut op, &[(9, 99, D)]), Vec::<String>::new());
     }

@@ -535,3 +535,104 @@ fn ranking_window(plan: &LogicalPlan, index: usize) -> Option<*const LogicalPlan
         _ => None,
     }
 }
+
+/// Drops the rank column of each Top-N whose consumers never read it (Flink's Top-N
+/// without the rank number: only rows entering and leaving the range are emitted, not the
+/// rank changes of the rows in it). `needed[i]`: whether column `i` of `node` is read
+/// above it. Projections read what their needed expressions name and drop the expressions
+/// whose input column went; filters pass their needs on (plus their predicate's columns)
+/// and drop what their input dropped. Below any other operator every column is needed.
+/// Returns which of `node`'s columns stay (`None`: all).
+pub(super) fn prune_rank_columns(node: &mut PlanNode, needed: &[bool]) -> Option<Vec<bool>> {
+    let refs = |exprs: &[&Expr], input: &PlanNode, needs: &mut Vec<bool>| {
+        for e in exprs {
+            for c in e.column_refs() {
+                if let Ok(i) = input.schema.index_of_column(c) {
+                    needs[i] = true;
+                }
+            }
+        }
+    };
+    let width = node.inputs.first().map_or(0, |i| i.schema.fields().len());
+    match &mut node.spec {
+        OperatorSpec::Project { exprs } => {
+            let read: Vec<&Expr> = exprs
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| needed.get(*i) != Some(&false))
+                .map(|(_, e)| e)
+                .collect();
+            let mut needs = vec![false; width];
+            refs(&read, &node.inputs[0], &mut needs);
+            prune_rank_columns(&mut node.inputs[0], &needs)?;
+            // The input lost columns nothing needed: drop what read them.
+            let input = &node.inputs[0].schema;
+            let keep: Vec<bool> = exprs
+                .iter()
+                .map(|e| e.column_refs().iter().all(|c| input.index_of_column(c).is_ok()))
+                .collect();
+            let kept_exprs = exprs
+                .iter()
+                .zip(&keep)
+                .filter(|(_, k)| **k)
+                .map(|(e, _)| e.clone())
+                .collect();
+            *exprs = kept_exprs;
+            node.rowtime = node
+                .rowtime
+                .filter(|r| keep[*r])
+                .map(|r| keep[..r].iter().filter(|k| **k).count());
+            node.schema = without_columns(&node.schema, &keep);
+            Some(keep)
+        }
+        OperatorSpec::Filter { predicate } => {
+            let mut needs = needed.to_vec();
+            needs.resize(width, true);
+            refs(&[&*predicate], &node.inputs[0], &mut needs);
+            let keep = prune_rank_columns(&mut node.inputs[0], &needs)?;
+            node.rowtime = node
+                .rowtime
+                .filter(|r| keep[*r])
+                .map(|r| keep[..r].iter().filter(|k| **k).count());
+            node.schema = without_columns(&node.schema, &keep);
+            Some(keep)
+        }
+        OperatorSpec::Rank(spec) => {
+            let needs = vec![true; width];
+            prune_rank_columns(&mut node.inputs[0], &needs);
+            if !(spec.rank_column && needed.last() == Some(&false)) {
+                return None;
+            }
+            spec.rank_column = false;
+            let n = node.schema.fields().len();
+            let keep: Vec<bool> = (0..n).map(|i| i + 1 < n).collect();
+            node.schema = without_columns(&node.schema, &keep);
+            Some(keep)
+        }
+        _ => {
+            for input in &mut node.inputs {
+                let needs = vec![true; input.schema.fields().len()];
+                prune_rank_columns(input, &needs);
+            }
+            None
+        }
+    }
+}
+
+/// `schema` with the columns where `keep` is false left out.
+fn without_columns(
+    schema: &datafusion_common::DFSchemaRef,
+    keep: &[bool],
+) -> datafusion_common::DFSchemaRef {
+    let fields = (0..schema.fields().len())
+        .filter(|i| keep[*i])
+        .map(|i| {
+            let (q, f) = schema.qualified_field(i);
+            (q.cloned(), Arc::clone(f))
+        })
+        .collect();
+    match datafusion_common::DFSchema::new_with_metadata(fields, schema.metadata().clone()) {
+        Ok(s) => Arc::new(s),
+        Err(_) => Arc::clone(schema),
+    }
+}
