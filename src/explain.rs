@@ -128,6 +128,11 @@ fn state(node: &PlanNode, keys: Option<&[Vec<String>]>, ctx: &ExplainContext) ->
             "every live row per partition (updating input), {key_text}{}",
             if ttl.is_empty() { ", kept until retracted (no 'table.exec.state.ttl')".to_string() } else { ttl.clone() }
         ),
+        OperatorSpec::Rank(r) if r.window.is_some() => format!(
+            "the rows ranked <= {} per window and partition, dropped when the window fires, \
+             {key_text}",
+            r.upper
+        ),
         OperatorSpec::Rank(r) => format!(
             "the rows ranked <= {} per partition, {key_text}",
             r.upper
@@ -424,15 +429,21 @@ fn label(node: &PlanNode) -> String {
                 .map(|s| s.to_string())
                 .collect::<Vec<_>>()
                 .join(", ");
+            let window = if r.window.is_some() { "Window" } else { "" };
+            let output = if r.window.is_some() {
+                "append-only output, at window end"
+            } else {
+                "changelog output"
+            };
             if r.is_deduplication(node.input()) {
                 let keep = if r.order_by[0].asc { "first" } else { "last" };
                 format!(
-                    "Deduplicate: keep {keep} row, partitionBy=[{}], orderBy=[{order}], changelog output",
+                    "{window}Deduplicate: keep {keep} row, partitionBy=[{}], orderBy=[{order}], {output}",
                     exprs(&r.partition_by)
                 )
             } else {
                 format!(
-                    "Rank: {}() in [{}, {}], partitionBy=[{}], orderBy=[{order}]{}, changelog output",
+                    "{window}Rank: {}() in [{}, {}], partitionBy=[{}], orderBy=[{order}]{}, {output}",
                     r.function.sql(),
                     r.lower,
                     r.upper,

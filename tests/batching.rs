@@ -78,6 +78,9 @@ const QUERIES: &[&str] = &[
     "SELECT * FROM (SELECT k, v, ts, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC) AS rn FROM ev) WHERE rn <= 3",
     "SELECT k, c, r FROM (SELECT k, c, DENSE_RANK() OVER (ORDER BY c DESC) AS r FROM (SELECT k, COUNT(*) AS c FROM ev GROUP BY k HAVING COUNT(*) < 150)) WHERE r <= 4",
     "SELECT k, v, ts FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts DESC) AS rn FROM ev) WHERE rn = 1",
+    // Window Top-N (late rows dropped by the window table function) and the event-time sort.
+    "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY v DESC) AS rn FROM TABLE(HOP(TABLE ev, DESCRIPTOR(ts), INTERVAL '2' SECOND, INTERVAL '4' SECOND))) WHERE rn <= 3",
+    "SELECT k, v, ts FROM ev ORDER BY ts, v",
 ];
 
 fn run(query: &str, batch_size: usize, seed: Option<u64>) -> String {

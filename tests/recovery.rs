@@ -79,9 +79,12 @@ fn run_batches(
     });
     let mut sql = settings_sql(settings);
     let text = std::fs::read_to_string(dir.join("query.sql")).expect("query.sql");
-    let (ddl, query) = text.rsplit_once("SELECT").expect("a SELECT");
+    // The query is the last statement (it may hold subqueries).
+    let text = text.trim_end().trim_end_matches(';');
+    let (ddl, query) = text.rsplit_once(';').expect("DDL, then the query");
     sql.push_str(ddl);
-    let query = format!("SELECT{query}");
+    sql.push_str(";\n");
+    let query = query.trim().to_string();
     if let Some((columns, out)) = sink {
         sql.push_str(&format!(
             "CREATE TABLE sink_out ({columns}) WITH ('connector' = 'filesystem', \
@@ -489,6 +492,11 @@ const OVER_UNBOUNDED_SINK: &str = "k INT, v INT, c BIGINT, m INT";
 /// keep-last deduplication (ties of equal times ranked by arrival).
 const TOP_N_QUERY: &str = "SELECT * FROM (SELECT v, cnt, ROW_NUMBER() OVER (PARTITION BY cnt \
     ORDER BY v DESC) AS rn FROM (SELECT v, COUNT(*) AS cnt FROM events GROUP BY v)) WHERE rn <= 2";
+/// A window Top-N: rows ranked per window, emitted when the window fires.
+const WINDOW_TOP_N_QUERY: &str = "SELECT k, v, ws, rn FROM (SELECT k, v, window_start AS ws, \
+    ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY v DESC) AS rn \
+    FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '5' SECOND))) WHERE rn <= 2";
+const WINDOW_TOP_N_SINK: &str = "k INT, v INT, ws TIMESTAMP(3), rn BIGINT";
 const DEDUP_QUERY: &str = "SELECT k, v, ts FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k \
     ORDER BY ts DESC) AS rn FROM events) WHERE rn = 1";
 
@@ -618,6 +626,7 @@ fn randomized_failures_exactly_once() {
         (WINDOW_JOIN_QUERY, Some(WINDOW_JOIN_SINK)),
         (OVER_QUERY, Some(OVER_SINK)),
         (OVER_UNBOUNDED_QUERY, Some(OVER_UNBOUNDED_SINK)),
+        (WINDOW_TOP_N_QUERY, Some(WINDOW_TOP_N_SINK)),
         (TOP_N_QUERY, None),
         (DEDUP_QUERY, None),
     ];
@@ -672,6 +681,7 @@ fn randomized_failures_at_least_once() {
         (WINDOW_JOIN_QUERY, WINDOW_JOIN_SINK),
         (OVER_QUERY, OVER_SINK),
         (OVER_UNBOUNDED_QUERY, OVER_UNBOUNDED_SINK),
+        (WINDOW_TOP_N_QUERY, WINDOW_TOP_N_SINK),
     ] {
         let dir = generated_case(query);
         let expected = failure_free(&dir, sink);

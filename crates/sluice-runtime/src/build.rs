@@ -270,6 +270,13 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
                 spec.upper,
                 spec.rank_column,
                 !input.is_updating(),
+                spec.window.map(|w| {
+                    crate::operators::rank::WindowRanking::new(
+                        w.spec,
+                        w.end_column,
+                        Arc::clone(metrics),
+                    )
+                }),
                 Arc::new(in_schema.as_arrow().clone()),
                 out_schema,
             )?)

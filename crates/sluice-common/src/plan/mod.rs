@@ -12,7 +12,9 @@ use datafusion_common::DFSchemaRef;
 use datafusion_expr::Expr;
 
 mod ordered;
-pub use ordered::{OverCall, OverFrame, OverSpec, RankFunction, RankSpec, SortSpec};
+pub use ordered::{
+    OverCall, OverFrame, OverSpec, RankFunction, RankSpec, RankWindow, SortSpec,
+};
 
 /// One node of the physical operator graph: an operator and the nodes feeding it.
 #[derive(Debug, Clone)]
@@ -37,7 +39,9 @@ impl PlanNode {
     /// `+I`, `-U`, `+U`, `-D`) rather than append-only.
     pub fn is_updating(&self) -> bool {
         match &self.spec {
-            OperatorSpec::GroupAggregate { .. } | OperatorSpec::Rank(_) => true,
+            OperatorSpec::GroupAggregate { .. } => true,
+            // A window Top-N emits each window's ranking once, when the window fires.
+            OperatorSpec::Rank(spec) => spec.window.is_none(),
             // An interval or window join emits a padded row once, when its partners can no
             // longer come (its bounds or its window passed).
             OperatorSpec::Join(spec) if spec.interval.is_some() || spec.window.is_some() => {

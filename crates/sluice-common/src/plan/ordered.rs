@@ -109,6 +109,20 @@ pub struct RankSpec {
     pub upper: u64,
     /// The rank is an output column (the last one).
     pub rank_column: bool,
+    /// A window Top-N (Flink SQL "Window Top-N", "Window Deduplication"): `PARTITION BY`
+    /// holds both bounds of the input's windows; each window's ranking is emitted once,
+    /// when it fires, append-only, and its rows are dropped then. `None`: a Top-N over
+    /// the whole stream.
+    pub window: Option<RankWindow>,
+}
+
+/// The windows of a window Top-N.
+#[derive(Debug, Clone, Copy)]
+pub struct RankWindow {
+    /// The window table function the input's windows come from (firing rule, time zone).
+    pub spec: super::WindowSpec,
+    /// The input's `window_end` column.
+    pub end_column: usize,
 }
 
 impl RankSpec {
@@ -116,10 +130,18 @@ impl RankSpec {
     /// deduplication (keep the first row of each partition when ascending, the last when
     /// descending).
     pub fn is_deduplication(&self, input: &super::PlanNode) -> bool {
-        let by_time = input.rowtime.is_some_and(|t| {
-            matches!(self.order_by.as_slice(), [s] if matches!(&s.expr,
-                Expr::Column(c) if input.schema.index_of_column(c).ok() == Some(t)))
-        });
+        // (A window table function's output has two time attributes: the table's and
+        // `window_time`.)
+        let time_attribute = |i: usize| {
+            input.rowtime == Some(i)
+                || (self.window.is_some()
+                    && matches!(
+                        input.schema.field(i).data_type(),
+                        datafusion_common::arrow::datatypes::DataType::Timestamp(..)
+                    ))
+        };
+        let by_time = matches!(self.order_by.as_slice(), [s] if matches!(&s.expr,
+            Expr::Column(c) if input.schema.index_of_column(c).is_ok_and(time_attribute)));
         by_time && self.function == RankFunction::RowNumber && self.lower == 1 && self.upper == 1
     }
 }

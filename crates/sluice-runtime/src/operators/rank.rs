@@ -15,8 +15,18 @@
 //! `+U new` (or `+I` / `-D` when the position was or becomes empty), as Flink does; else
 //! rows that left emit `-D` and rows that entered `+I`, except that one row replacing one
 //! row (a deduplication keeping a new row) is `-U old` / `+U new`.
+//!
+//! A window Top-N (Flink's `WindowRankOperator`; the partition holds the window bounds)
+//! emits nothing per batch: when the watermark reaches a window's end - 1 ms, each of its
+//! partitions emits its ranked rows as inserts and is forgotten. A row whose window has
+//! fired under the row's watermark is late: dropped and counted.
 
 use std::collections::{BTreeMap, HashMap};
+
+use sluice_common::plan::WindowSpec;
+use sluice_common::time::WATERMARK_MIN;
+
+use crate::metrics::JobMetrics;
 use std::sync::Arc;
 
 use datafusion_common::arrow::array::{Int64Array, Int8Array, RecordBatch};
@@ -40,6 +50,35 @@ type Ranked = BTreeMap<(Box<[u8]>, u64), Box<[u8]>>;
 /// A ranked row as output: the row and its rank.
 type Entry = (Box<[u8]>, u64);
 
+/// A window Top-N's firing state (see the module docs).
+pub struct WindowRanking {
+    spec: WindowSpec,
+    end_column: usize,
+    /// Partitions by the watermark at which their window fires.
+    fires: BTreeMap<i64, Vec<u32>>,
+    watermark: i64,
+    metrics: Arc<JobMetrics>,
+}
+
+impl WindowRanking {
+    /// Windows of `spec` whose `window_end` is input column `end_column`.
+    pub fn new(spec: WindowSpec, end_column: usize, metrics: Arc<JobMetrics>) -> Self {
+        WindowRanking {
+            spec,
+            end_column,
+            fires: BTreeMap::new(),
+            watermark: WATERMARK_MIN,
+            metrics,
+        }
+    }
+
+    /// The watermark at which each row's window fires.
+    fn fire_times(&self, data: &RecordBatch) -> Result<Vec<i64>> {
+        let ends = crate::operators::over_aggregate::time_values(data, self.end_column)?;
+        Ok(ends.into_iter().map(|e| self.spec.fire_at_ms(e)).collect())
+    }
+}
+
 /// See the module docs. Output: the input's columns, then the rank (`BIGINT`) when asked.
 pub struct RankOperator {
     function: RankFunction,
@@ -54,6 +93,8 @@ pub struct RankOperator {
     /// The input is append-only: rows past the upper bound can be dropped.
     append_only: bool,
     partitions: KeyedValues<Ranked>,
+    /// A window Top-N's windows.
+    window: Option<WindowRanking>,
     /// The next arrival number.
     next_seq: u64,
     in_schema: SchemaRef,
@@ -74,6 +115,7 @@ impl RankOperator {
         upper: u64,
         rank_column: bool,
         append_only: bool,
+        window: Option<WindowRanking>,
         in_schema: SchemaRef,
         schema: SchemaRef,
     ) -> Result<Self> {
@@ -104,6 +146,7 @@ impl RankOperator {
             rank_column,
             append_only,
             partitions: KeyedValues::new(),
+            window,
             next_seq: 0,
             in_schema,
             schema,
@@ -208,6 +251,79 @@ impl RankOperator {
         }
     }
 
+    /// Window Top-N: takes the rows in (late ones dropped), emitting nothing.
+    fn process_windowed(&mut self, batch: StreamBatch) -> Result<()> {
+        let data = &batch.data;
+        let window = self.window.as_ref().expect("a window Top-N");
+        let fires = window.fire_times(data)?;
+        let mut late = 0;
+        let kept: Vec<u32> = (0..data.num_rows())
+            .filter(|&i| {
+                let in_time = fires[i] > batch.watermark_at(i);
+                late += u64::from(!in_time);
+                in_time
+            })
+            .map(|i| i as u32)
+            .collect();
+        JobMetrics::add(&window.metrics.late_rows_dropped, late);
+        let keys = evaluate_all(&self.partition_by, data)?;
+        let key_rows = match &self.key_converter {
+            Some(c) => Some(c.convert_columns(&keys)?),
+            None => None,
+        };
+        let mut ids = Vec::new();
+        self.partitions
+            .ids_or_insert_with(key_rows.as_ref(), &kept, &mut ids, |_| Ok(Ranked::new()))?;
+        let sort_keys = self
+            .sort_converter
+            .convert_columns(&evaluate_all(&self.order_by, data)?)?;
+        let rows = self.row_converter.convert_columns(data.columns())?;
+        let mut touched = Vec::new();
+        for (&i, &p) in kept.iter().zip(&ids) {
+            let i = i as usize;
+            if self.partitions[p].is_empty() {
+                let w = self.window.as_mut().expect("a window Top-N");
+                w.fires.entry(fires[i]).or_default().push(p as u32);
+            }
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            self.partitions[p].insert(
+                (sort_keys.row(i).as_ref().into(), seq),
+                rows.row(i).as_ref().into(),
+            );
+            touched.push(p);
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        for p in touched {
+            self.trim(p);
+        }
+        Ok(())
+    }
+
+    /// Window Top-N: emits and forgets the partitions whose window fired at `watermark`.
+    fn fire(&mut self, watermark: i64, out: &mut Collector) -> Result<()> {
+        let Some(window) = self.window.as_mut() else {
+            return Ok(());
+        };
+        window.watermark = window.watermark.max(watermark);
+        let mut due = Vec::new();
+        while let Some(entry) = window.fires.first_entry() {
+            if *entry.key() > watermark {
+                break;
+            }
+            due.extend(entry.remove());
+        }
+        let mut changes = Vec::new();
+        for p in due {
+            for e in self.shown(&self.partitions[p as usize]) {
+                changes.push((e, RowKind::Insert));
+            }
+            self.partitions.forget(p, Ranked::new());
+        }
+        self.emit(changes, out)
+    }
+
     fn emit(&self, changes: Vec<(Entry, RowKind)>, out: &mut Collector) -> Result<()> {
         if changes.is_empty() {
             return Ok(());
@@ -236,10 +352,11 @@ impl RankOperator {
 
 impl Operator for RankOperator {
     fn name(&self) -> &'static str {
-        if self.function == RankFunction::RowNumber && self.lower == 1 && self.upper == 1 {
-            "Deduplicate"
-        } else {
-            "Rank"
+        match (self.window.is_some(), self.upper == 1) {
+            (true, true) => "WindowDeduplicate",
+            (true, false) => "WindowRank",
+            (false, true) => "Deduplicate",
+            (false, false) => "Rank",
         }
     }
 
@@ -247,7 +364,20 @@ impl Operator for RankOperator {
         Some(self.partitions.slots().iter().map(|p| p.len() as u64).sum())
     }
 
+    fn on_watermark(&mut self, watermark_ms: i64, out: &mut Collector) -> Result<()> {
+        self.fire(watermark_ms, out)?;
+        out.watermark(watermark_ms);
+        Ok(())
+    }
+
+    fn on_end(&mut self, out: &mut Collector) -> Result<()> {
+        self.fire(i64::MAX, out)
+    }
+
     fn process_batch(&mut self, batch: StreamBatch, out: &mut Collector) -> Result<()> {
+        if self.window.is_some() {
+            return self.process_windowed(batch);
+        }
         let data = &batch.data;
         let n = data.num_rows();
         let keys = evaluate_all(&self.partition_by, data)?;
@@ -359,7 +489,16 @@ impl Operator for RankOperator {
                 .sort_converter
                 .convert_columns(&evaluate_all(&self.order_by, &data)?)?;
             let rows = self.row_converter.convert_columns(data.columns())?;
+            let fires = match &self.window {
+                Some(w) => w.fire_times(&data)?,
+                None => Vec::new(),
+            };
             for (i, &p) in ids.iter().enumerate() {
+                if let Some(w) = self.window.as_mut() {
+                    if self.partitions[p].is_empty() {
+                        w.fires.entry(fires[i]).or_default().push(p as u32);
+                    }
+                }
                 let seq = seqs.value(i) as u64;
                 self.next_seq = self.next_seq.max(seq + 1);
                 self.partitions[p].insert(
@@ -401,6 +540,7 @@ mod tests {
             2,
             rank_column,
             append_only,
+            None,
             Arc::clone(&input),
             Arc::new(Schema::new(fields)),
         )

@@ -19,7 +19,8 @@ use datafusion_expr::{
     WindowFunctionDefinition,
 };
 use sluice_common::plan::{
-    OperatorSpec, OverCall, OverFrame, OverSpec, PlanNode, RankFunction, RankSpec, SortSpec,
+    OperatorSpec, OverCall, OverFrame, OverSpec, PlanNode, RankFunction, RankSpec, RankWindow,
+    SortSpec,
 };
 use sluice_common::{not_supported, plan_err, Result};
 
@@ -313,6 +314,7 @@ impl Planner {
                     lower: skip + 1,
                     upper: skip.saturating_add(fetch),
                     rank_column: false,
+                    window: None,
                 })),
                 schema: Arc::clone(&input.node.schema),
                 rowtime: None,
@@ -333,6 +335,22 @@ impl Planner {
                 function.sql()
             );
         }
+        // Both bounds of the input's windows in PARTITION BY: a window Top-N.
+        let partitioned_by = |c: usize| {
+            p.partition_by.iter().any(|e| {
+                matches!(unalias(e), Expr::Column(col)
+                    if input.node.schema.index_of_column(col).ok() == Some(c))
+            })
+        };
+        let window = input
+            .window
+            .as_ref()
+            .filter(|w| partitioned_by(w.start) && partitioned_by(w.end))
+            .map(|w| RankWindow {
+                spec: w.spec,
+                end_column: w.end,
+            });
+        let windowed = window.is_some();
         Ok(Planned {
             node: PlanNode {
                 spec: OperatorSpec::Rank(Box::new(RankSpec {
@@ -342,12 +360,14 @@ impl Planner {
                     lower: bounds.lower,
                     upper: bounds.upper,
                     rank_column: true,
+                    window,
                 })),
                 schema: Arc::clone(&w.schema),
-                rowtime: None,
+                // A window Top-N keeps the input's time attribute and window columns.
+                rowtime: if windowed { input.node.rowtime } else { None },
                 inputs: vec![input.node],
             },
-            window: None,
+            window: if windowed { input.window } else { None },
         })
     }
 }
