@@ -21,7 +21,7 @@
 //! partitions emits its ranked rows as inserts and is forgotten. A row whose window has
 //! fired under the row's watermark is late: dropped and counted.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use sluice_common::plan::WindowSpec;
 use sluice_common::time::WATERMARK_MIN;
@@ -29,8 +29,8 @@ use sluice_common::time::WATERMARK_MIN;
 use crate::metrics::JobMetrics;
 use std::sync::Arc;
 
-use datafusion_common::arrow::array::{Int64Array, Int8Array, RecordBatch};
-use datafusion_common::arrow::compute::SortOptions;
+use datafusion_common::arrow::array::{Int64Array, Int8Array, RecordBatch, UInt32Array};
+use datafusion_common::arrow::compute::{take, SortOptions};
 use datafusion_common::arrow::datatypes::{Int64Type, SchemaRef};
 use datafusion_common::arrow::row::{RowConverter, SortField};
 use datafusion_physical_expr::PhysicalExpr;
@@ -42,13 +42,28 @@ use crate::message::{RowKind, StreamBatch};
 use crate::operator::{Collector, Operator};
 use crate::operators::stateless::batch_with_schema;
 use crate::state::keyed::KeyedValues;
+use crate::state::sorted::SortedRows;
 use crate::state::{key_converter, SnapshotReader, SnapshotWriter};
 
-/// A partition's rows in rank order: (sort key, arrival number) → the row.
-type Ranked = BTreeMap<(Box<[u8]>, u64), Box<[u8]>>;
+/// A partition's rows in rank order (rows shared, so the lists compared per batch copy no
+/// bytes).
+type Ranked = SortedRows;
 
-/// A ranked row as output: the row and its rank.
-type Entry = (Box<[u8]>, u64);
+/// A ranked row: the row, its arrival number and its rank.
+#[derive(Clone)]
+struct Entry {
+    row: Arc<[u8]>,
+    seq: u64,
+    rank: u64,
+}
+
+impl Entry {
+    /// The same row content (and rank, when `by_rank`).
+    fn same(&self, other: &Entry, by_rank: bool) -> bool {
+        (!by_rank || self.rank == other.rank)
+            && (self.seq == other.seq || self.row == other.row)
+    }
+}
 
 /// A window Top-N's firing state (see the module docs).
 pub struct WindowRanking {
@@ -95,6 +110,11 @@ pub struct RankOperator {
     partitions: KeyedValues<Ranked>,
     /// A window Top-N's windows.
     window: Option<WindowRanking>,
+    /// Rows held over all partitions.
+    held: usize,
+    /// Per partition id, the number of the last batch that touched it.
+    touched_in: Vec<u32>,
+    batch_number: u32,
     /// The next arrival number.
     next_seq: u64,
     in_schema: SchemaRef,
@@ -147,22 +167,25 @@ impl RankOperator {
             append_only,
             partitions: KeyedValues::new(),
             window,
+            held: 0,
+            touched_in: Vec::new(),
+            batch_number: 0,
             next_seq: 0,
             in_schema,
             schema,
         })
     }
 
-    /// The rows of a partition ranked `<= upper`, with their ranks, in order; and the
-    /// first key past them (rows from it on rank beyond `upper`).
-    fn ranked(&self, rows: &Ranked) -> (Vec<Entry>, Option<(Box<[u8]>, u64)>) {
-        let mut out = Vec::new();
+    /// Appends the rows of a partition ranked in `lower..=upper` to `out`, with their
+    /// ranks, in order; returns how many rows rank `<= upper` (rows from there on rank
+    /// beyond it), `None` when all do. Only the shown rows are cloned (a reference count).
+    fn ranked_into(&self, rows: &Ranked, out: &mut Vec<Entry>) -> Option<usize> {
         let mut position = 0u64;
         let mut rank = 0u64;
         let mut previous: Option<&[u8]> = None;
-        for ((sort, seq), row) in rows {
+        for (sort, seq, row) in rows.iter() {
             position += 1;
-            let peer = previous == Some(sort.as_ref());
+            let peer = previous == Some(sort);
             rank = match self.function {
                 RankFunction::RowNumber => position,
                 RankFunction::Rank if peer => rank,
@@ -171,68 +194,67 @@ impl RankOperator {
                 RankFunction::DenseRank => rank + 1,
             };
             if rank > self.upper {
-                return (out, Some((sort.clone(), *seq)));
+                return Some(position as usize - 1);
             }
-            previous = Some(sort.as_ref());
-            out.push((row.clone(), rank));
+            previous = Some(sort);
+            if rank >= self.lower {
+                out.push(Entry {
+                    row: Arc::clone(row),
+                    seq,
+                    rank,
+                });
+            }
         }
-        (out, None)
+        None
     }
 
     /// The rows in `lower..=upper`.
     fn shown(&self, rows: &Ranked) -> Vec<Entry> {
-        let (mut list, _) = self.ranked(rows);
-        list.retain(|(_, r)| *r >= self.lower);
+        let mut list = Vec::new();
+        self.ranked_into(rows, &mut list);
         list
     }
 
-    /// The changes from `before` to `after` (see the module docs) into `rows` / `kinds`.
-    fn diff(&self, before: Vec<Entry>, after: Vec<Entry>, out: &mut Vec<(Entry, RowKind)>) {
+    /// The changes from `before` to `after` (see the module docs), both in rank order.
+    fn diff(&self, before: &[Entry], after: &[Entry], out: &mut Vec<(Entry, RowKind)>) {
         if self.rank_column && self.function == RankFunction::RowNumber {
-            let old: HashMap<u64, Box<[u8]>> = before.into_iter().map(|(r, k)| (k, r)).collect();
-            let mut new: HashMap<u64, Box<[u8]>> =
-                after.into_iter().map(|(r, k)| (k, r)).collect();
-            let mut ranks: Vec<u64> = old.keys().chain(new.keys()).copied().collect();
-            ranks.sort_unstable();
-            ranks.dedup();
-            for k in ranks {
-                match (old.get(&k), new.remove(&k)) {
-                    (Some(a), Some(b)) if *a == b => {}
+            // Ranks are lower, lower + 1, ... in both lists: compare position by position.
+            for i in 0..before.len().max(after.len()) {
+                match (before.get(i), after.get(i)) {
+                    (Some(a), Some(b)) if a.same(b, true) => {}
                     (Some(a), Some(b)) => {
-                        out.push(((a.clone(), k), RowKind::UpdateBefore));
-                        out.push(((b, k), RowKind::UpdateAfter));
+                        out.push((a.clone(), RowKind::UpdateBefore));
+                        out.push((b.clone(), RowKind::UpdateAfter));
                     }
-                    (Some(a), None) => out.push(((a.clone(), k), RowKind::Delete)),
-                    (None, Some(b)) => out.push(((b, k), RowKind::Insert)),
+                    (Some(a), None) => out.push((a.clone(), RowKind::Delete)),
+                    (None, Some(b)) => out.push((b.clone(), RowKind::Insert)),
                     (None, None) => {}
                 }
             }
             return;
         }
-        let key = |(row, rank): &Entry| (row.clone(), if self.rank_column { *rank } else { 0 });
-        let mut counts: HashMap<Entry, i64> = HashMap::new();
-        for e in &before {
-            *counts.entry(key(e)).or_default() -= 1;
-        }
-        for e in &after {
-            *counts.entry(key(e)).or_default() += 1;
-        }
+        // As multisets of (row, rank) (of rows alone without the rank column). The lists
+        // hold the top N: a pairwise search.
+        let by_rank = self.rank_column;
+        let mut matched = vec![false; after.len()];
         let mut left = Vec::new();
-        for e in before {
-            let c = counts.get_mut(&key(&e)).expect("counted");
-            if *c < 0 {
-                *c += 1;
-                left.push(e);
+        for a in before {
+            let hit = after
+                .iter()
+                .enumerate()
+                .find(|(j, b)| !matched[*j] && a.same(b, by_rank))
+                .map(|(j, _)| j);
+            match hit {
+                Some(j) => matched[j] = true,
+                None => left.push(a.clone()),
             }
         }
-        let mut entered = Vec::new();
-        for e in after {
-            let c = counts.get_mut(&key(&e)).expect("counted");
-            if *c > 0 {
-                *c -= 1;
-                entered.push(e);
-            }
-        }
+        let mut entered: Vec<Entry> = after
+            .iter()
+            .zip(matched)
+            .filter(|(_, m)| !m)
+            .map(|(e, _)| e.clone())
+            .collect();
         // One row replacing another (a deduplication's new row): an update.
         if left.len() == 1 && entered.len() == 1 {
             out.push((left.remove(0), RowKind::UpdateBefore));
@@ -243,12 +265,42 @@ impl RankOperator {
         out.extend(entered.into_iter().map(|e| (e, RowKind::Insert)));
     }
 
-    /// Drops the rows ranked past the upper bound (append-only input only).
-    fn trim(&mut self, p: usize) {
-        let (_, first_past) = self.ranked(&self.partitions[p]);
-        if let Some(from) = first_past {
-            let _ = self.partitions[p].split_off(&from);
+    /// Over append-only input: whether a row with sort key `key` cannot rank within
+    /// `upper` in `part` (it sorts after rows that already fill the range), so it need not
+    /// be kept.
+    fn cannot_enter(&self, part: &Ranked, key: &[u8]) -> bool {
+        if (part.len() as u64) < self.upper {
+            return false;
         }
+        let Some(last) = part.last_sort() else {
+            return false;
+        };
+        match self.function {
+            // A later arrival ranks after equal keys.
+            RankFunction::RowNumber => key >= last,
+            RankFunction::Rank => key > last,
+            RankFunction::DenseRank => {
+                if key <= last {
+                    return false;
+                }
+                let mut distinct = 0u64;
+                let mut previous: Option<&[u8]> = None;
+                for (sort, _, _) in part.iter() {
+                    if previous != Some(sort) {
+                        distinct += 1;
+                        previous = Some(sort);
+                    }
+                }
+                distinct >= self.upper
+            }
+        }
+    }
+
+    /// Drops the rows of partition `p` from position `keep` on (ranked past the upper
+    /// bound; append-only input only).
+    fn trim(&mut self, p: usize, keep: usize) {
+        self.held -= self.partitions[p].len() - keep;
+        self.partitions[p].truncate(keep);
     }
 
     /// Window Top-N: takes the rows in (late ones dropped), emitting nothing.
@@ -288,15 +340,21 @@ impl RankOperator {
             let seq = self.next_seq;
             self.next_seq += 1;
             self.partitions[p].insert(
-                (sort_keys.row(i).as_ref().into(), seq),
-                rows.row(i).as_ref().into(),
+                sort_keys.row(i).as_ref().into(),
+                seq,
+                Arc::from(rows.row(i).as_ref()),
             );
+            self.held += 1;
             touched.push(p);
         }
         touched.sort_unstable();
         touched.dedup();
+        let mut scratch = Vec::new();
         for p in touched {
-            self.trim(p);
+            scratch.clear();
+            if let Some(keep) = self.ranked_into(&self.partitions[p], &mut scratch) {
+                self.trim(p, keep);
+            }
         }
         Ok(())
     }
@@ -319,6 +377,7 @@ impl RankOperator {
             for e in self.shown(&self.partitions[p as usize]) {
                 changes.push((e, RowKind::Insert));
             }
+            self.held -= self.partitions[p as usize].len();
             self.partitions.forget(p, Ranked::new());
         }
         self.emit(changes, out)
@@ -331,10 +390,10 @@ impl RankOperator {
         let parser = self.row_converter.parser();
         let mut columns = self
             .row_converter
-            .convert_rows(changes.iter().map(|((row, _), _)| parser.parse(row)))?;
+            .convert_rows(changes.iter().map(|(e, _)| parser.parse(&e.row)))?;
         if self.rank_column {
             columns.push(Arc::new(Int64Array::from_iter_values(
-                changes.iter().map(|((_, rank), _)| *rank as i64),
+                changes.iter().map(|(e, _)| e.rank as i64),
             )));
         }
         let n = changes.len();
@@ -361,7 +420,7 @@ impl Operator for RankOperator {
     }
 
     fn state_rows(&self) -> Option<u64> {
-        Some(self.partitions.slots().iter().map(|p| p.len() as u64).sum())
+        Some(self.held as u64)
     }
 
     fn on_watermark(&mut self, watermark_ms: i64, out: &mut Collector) -> Result<()> {
@@ -392,39 +451,64 @@ impl Operator for RankOperator {
         let sort_keys = self
             .sort_converter
             .convert_columns(&evaluate_all(&self.order_by, data)?)?;
-        let rows = self.row_converter.convert_columns(data.columns())?;
-        // Each touched partition's shown rows before the batch, in first-touch order.
-        let mut before: Vec<(usize, Vec<Entry>)> = Vec::new();
-        let mut touched: HashMap<usize, ()> = HashMap::new();
-        for (i, &p) in ids.iter().enumerate() {
-            if touched.insert(p, ()).is_none() {
-                before.push((p, self.shown(&self.partitions[p])));
+        // Rows that cannot enter a full ranking of append-only input are passed over
+        // before anything is copied; the others are converted to row format.
+        let accepted: Vec<u32> = (0..n)
+            .filter(|&i| {
+                !self.append_only || !self.cannot_enter(&self.partitions[ids[i]], sort_keys.row(i).as_ref())
+            })
+            .map(|i| i as u32)
+            .collect();
+        let rows = if accepted.len() == n {
+            self.row_converter.convert_columns(data.columns())?
+        } else {
+            let idx = UInt32Array::from(accepted.clone());
+            let taken = data
+                .columns()
+                .iter()
+                .map(|c| take(c.as_ref(), &idx, None))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            self.row_converter.convert_columns(&taken)?
+        };
+        // Each touched partition's shown rows before the batch (`shown[from..to]`), in
+        // first-touch order.
+        self.batch_number = self.batch_number.wrapping_add(1);
+        if self.touched_in.len() < self.partitions.capacity() {
+            self.touched_in.resize(self.partitions.capacity(), 0);
+        }
+        let mut shown: Vec<Entry> = Vec::new();
+        let mut before: Vec<(usize, usize, usize)> = Vec::new();
+        for (j, &i) in accepted.iter().enumerate() {
+            let i = i as usize;
+            let p = ids[i];
+            if self.touched_in[p] != self.batch_number {
+                self.touched_in[p] = self.batch_number;
+                let from = shown.len();
+                self.ranked_into(&self.partitions[p], &mut shown);
+                before.push((p, from, shown.len()));
             }
             let sort: Box<[u8]> = sort_keys.row(i).as_ref().into();
-            let row: Box<[u8]> = rows.row(i).as_ref().into();
+            let row = rows.row(j);
             if batch.row_kind(i).is_retraction() {
                 // The latest arrival of this row (any copy of equal rows ranks alike).
-                let part = &mut self.partitions[p];
-                let found = part
-                    .range((sort.clone(), 0)..=(sort, u64::MAX))
-                    .rev()
-                    .find(|(_, r)| **r == row)
-                    .map(|(k, _)| k.clone());
-                if let Some(k) = found {
-                    part.remove(&k);
+                if self.partitions[p].remove_latest(&sort, row.as_ref()) {
+                    self.held -= 1;
                 }
             } else {
                 let seq = self.next_seq;
                 self.next_seq += 1;
-                self.partitions[p].insert((sort, seq), row);
+                self.partitions[p].insert(sort, seq, Arc::from(row.as_ref()));
+                self.held += 1;
             }
         }
         let mut changes = Vec::new();
-        for (p, old) in before {
-            let new = self.shown(&self.partitions[p]);
-            self.diff(old, new, &mut changes);
-            if self.append_only {
-                self.trim(p);
+        let mut after = Vec::new();
+        for (p, from, to) in before {
+            after.clear();
+            let cut = self.ranked_into(&self.partitions[p], &mut after);
+            self.diff(&shown[from..to], &after, &mut changes);
+            if let (true, Some(keep)) = (self.append_only, cut) {
+                self.trim(p, keep);
             }
             if self.partitions[p].is_empty() {
                 self.partitions.forget(p as u32, Ranked::new());
@@ -442,9 +526,9 @@ impl Operator for RankOperator {
         let mut seqs = Vec::new();
         let mut held = Vec::new();
         for &id in &live {
-            for ((_, seq), row) in &self.partitions[id as usize] {
+            for (_, seq, row) in self.partitions[id as usize].iter() {
                 ids.push(id);
-                seqs.push(*seq as i64);
+                seqs.push(seq as i64);
                 held.push(row);
             }
         }
@@ -502,9 +586,11 @@ impl Operator for RankOperator {
                 let seq = seqs.value(i) as u64;
                 self.next_seq = self.next_seq.max(seq + 1);
                 self.partitions[p].insert(
-                    (sort_keys.row(i).as_ref().into(), seq),
-                    rows.row(i).as_ref().into(),
+                    sort_keys.row(i).as_ref().into(),
+                    seq,
+                    Arc::from(rows.row(i).as_ref()),
                 );
+                self.held += 1;
             }
         }
         Ok(())

@@ -9,6 +9,8 @@
 //!   waiting for the watermark, released in event-time order (MATCH_RECOGNIZE).
 //! - [`pending`]: whole rows waiting for the watermark, released in (time, arrival) order
 //!   as a batch (OVER aggregation, the event-time sort).
+//! - [`sorted`]: a partition's rows in sort order (Top-N), a small sorted `Vec` that
+//!   becomes a `BTreeMap` when it grows.
 //! - [`snapshot`]: the common snapshot layout (`key_group`, `key_<k>`, state columns),
 //!   written with [`SnapshotWriter`], read with [`SnapshotReader`], encoded as Arrow IPC.
 //! - [`window`]: window aggregate state, namespaced by window.
@@ -20,6 +22,7 @@ pub mod keyed;
 pub mod pending;
 pub mod rows;
 pub mod snapshot;
+pub mod sorted;
 pub mod time;
 pub mod window;
 
