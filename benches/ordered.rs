@@ -23,7 +23,7 @@ use common::*;
 
 /// Apache Flink 2.3's rows/s on this machine, same files, parallelism 1
 /// (`scripts/flink-ordered-bench`, the better of with and without mini-batch).
-const FLINK: &[(&str, f64)] = &[];
+const FLINK: &[(&str, f64)] = &[("o", 0.075), ("p1", 0.386), ("p2", 0.478), ("q", 0.219)];
 
 /// 10 M rows of `ts, key, price` with 1 M keys (otherwise as the main input).
 fn generate_dedup(path: &Path, rows: u64) -> std::io::Result<()> {

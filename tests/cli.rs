@@ -396,6 +396,13 @@ fn explain_goldens() {
     let join = golden("join.sql", 2, "join_p2.txt");
     assert!(join.contains("input=hash[c.id], hash[o.cust]"), "{join}");
     golden("subqueries.sql", 2, "subqueries_p2.txt");
+    // Ordered analytics: each operator by name with its state, keyed by PARTITION BY
+    // (an OVER window and a Top-N over it each behind a hash exchange); a sort, a limit
+    // and a Top-N without PARTITION BY in one subtask.
+    let ordered = golden("ordered.sql", 2, "ordered_p2.txt");
+    for name in ["OverAggregate:", "Rank:", "Deduplicate:", "WindowRank:", "Sort:", "Limit:"] {
+        assert!(ordered.contains(name), "{name} in {ordered}");
+    }
     // Time-bounded joins: their kind, bounds and state-retention rule.
     let interval = golden("interval_join.sql", 2, "interval_join_p2.txt");
     assert!(interval.contains("IntervalJoin: LEFT OUTER"), "{interval}");

@@ -90,6 +90,20 @@ fn flights_daily_sink_writes_what_an_independent_group_by_computes() {
 
 /// MATCH_RECOGNIZE over the flights: every late streak of an aircraft, as a plain Python
 /// scan of the same file finds them (`tests/expected/derive_expected.py`).
+/// A window Top-N over a day's departures per origin (SQLite's ROW_NUMBER over the
+/// same rows, ties in file order).
+#[test]
+fn flights_most_delayed_match_an_independent_window_function() {
+    let batches = run_example("flights_most_delayed.sql");
+    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(rows, 365 * 3 * 3, "three per day and origin, appended once");
+    assert_matches(
+        "flights_most_delayed",
+        &expected("flights_most_delayed"),
+        &rows_as_csv(&batches),
+    );
+}
+
 #[test]
 fn flights_late_streaks_match_an_independent_scan() {
     let batches = run_example("flights_late_streaks.sql");

@@ -96,6 +96,21 @@ rows = db.execute(
 ).fetchall()
 write("flights_daily_to_files", ["day_start", "origin", "departures", "late_departures", "avg_dep_delay"], rows)
 
+# flights_most_delayed.sql: per day and origin, the three largest departure delays
+# (window Top-N; ties in file order, which is rowid order here).
+rows = db.execute(
+    """
+    SELECT ds, origin, carrier, flight, dep_delay, rn FROM (
+      SELECT strftime('%Y-%m-%d 00:00:00', sched_dep_ts) AS ds, origin, carrier, flight,
+             dep_delay,
+             ROW_NUMBER() OVER (PARTITION BY strftime('%Y-%m-%d', sched_dep_ts), origin
+                                ORDER BY dep_delay DESC, rowid) AS rn
+      FROM flights WHERE dep_delay IS NOT NULL)
+    WHERE rn <= 3 ORDER BY ds, origin, rn
+    """
+).fetchall()
+write("flights_most_delayed", ["day_start", "origin", "carrier", "flight", "dep_delay", "rn"], rows)
+
 # flights_late_streaks.sql (MATCH_RECOGNIZE, PATTERN (L{3,}), L: dep_delay > 60, skip past
 # last row): per tailnum, in file order (the file is in scheduled-departure order; ties
 # keep file order), every maximal run of three or more rows with dep_delay > 60. A row

@@ -279,7 +279,8 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
                 }),
                 Arc::new(in_schema.as_arrow().clone()),
                 out_schema,
-            )?)
+            )?
+            .with_state_ttl(env.state_ttl, env.clock.clone()))
         }
         OperatorSpec::MatchRecognize(spec) => Box::new(
             crate::operators::match_recognize::operator::MatchRecognizeOperator::new(

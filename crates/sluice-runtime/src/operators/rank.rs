@@ -26,6 +26,7 @@ use std::collections::BTreeMap;
 use sluice_common::plan::WindowSpec;
 use sluice_common::time::WATERMARK_MIN;
 
+use crate::clock::ProcessingClock;
 use crate::metrics::JobMetrics;
 use std::sync::Arc;
 
@@ -115,6 +116,14 @@ pub struct RankOperator {
     /// Per partition id, the number of the last batch that touched it.
     touched_in: Vec<u32>,
     batch_number: u32,
+    /// Idle state retention (`'table.exec.state.ttl'`; not for a window Top-N, whose
+    /// state goes with its windows).
+    ttl: Option<std::time::Duration>,
+    clock: ProcessingClock,
+    /// Per partition id, the processing time (ms) of its last row.
+    last_access: Vec<i64>,
+    /// When idle partitions were last looked for (processing time, ms).
+    last_sweep_ms: i64,
     /// The next arrival number.
     next_seq: u64,
     in_schema: SchemaRef,
@@ -170,10 +179,62 @@ impl RankOperator {
             held: 0,
             touched_in: Vec::new(),
             batch_number: 0,
+            ttl: None,
+            clock: ProcessingClock::system(),
+            last_access: Vec::new(),
+            last_sweep_ms: i64::MIN / 4,
             next_seq: 0,
             in_schema,
             schema,
         })
+    }
+
+    /// Forgets partitions that received no row for `ttl` of processing time (Flink's
+    /// `table.exec.state.ttl`; what bounds the state of a Top-N over updating input):
+    /// without output, so a later row of the partition ranks among the rows after it only.
+    /// Not for a window Top-N. Idle time is measured on `clock`.
+    pub fn with_state_ttl(
+        mut self,
+        ttl: Option<std::time::Duration>,
+        clock: ProcessingClock,
+    ) -> Self {
+        if self.window.is_none() {
+            self.ttl = ttl;
+        }
+        self.clock = clock;
+        self
+    }
+
+    /// Records a row of partition `p` now.
+    fn touch(&mut self, p: usize, now: i64) {
+        if self.ttl.is_none() {
+            return;
+        }
+        if self.last_access.len() <= p {
+            self.last_access.resize(self.partitions.capacity().max(p + 1), now);
+        }
+        self.last_access[p] = now;
+    }
+
+    /// Forgets the partitions idle for longer than the TTL (looked for at most twice per
+    /// TTL).
+    fn expire(&mut self) {
+        let Some(ttl) = self.ttl else {
+            return;
+        };
+        let ttl_ms = ttl.as_millis() as i64;
+        let now = self.clock.now_ms();
+        if now < self.last_sweep_ms + ttl_ms / 2 {
+            return;
+        }
+        self.last_sweep_ms = now;
+        for id in self.partitions.live_ids() {
+            let last = self.last_access.get(id as usize).copied().unwrap_or(now);
+            if now - last > ttl_ms {
+                self.held -= self.partitions[id as usize].len();
+                self.partitions.forget(id, Ranked::new());
+            }
+        }
     }
 
     /// Appends the rows of a partition ranked in `lower..=upper` to `out`, with their
@@ -423,6 +484,20 @@ impl Operator for RankOperator {
         Some(self.held as u64)
     }
 
+    /// With a TTL and partitions in state: the next sweep for idle ones.
+    fn next_processing_timer(&self) -> Option<i64> {
+        let ttl = self.ttl?.as_millis() as i64;
+        if self.partitions.is_empty() {
+            return None;
+        }
+        Some(self.last_sweep_ms.saturating_add((ttl / 2).max(1)))
+    }
+
+    fn on_processing_time(&mut self, _now_ms: i64, _out: &mut Collector) -> Result<()> {
+        self.expire();
+        Ok(())
+    }
+
     fn on_watermark(&mut self, watermark_ms: i64, out: &mut Collector) -> Result<()> {
         self.fire(watermark_ms, out)?;
         out.watermark(watermark_ms);
@@ -437,6 +512,8 @@ impl Operator for RankOperator {
         if self.window.is_some() {
             return self.process_windowed(batch);
         }
+        self.expire();
+        let now = self.clock.now_ms();
         let data = &batch.data;
         let n = data.num_rows();
         let keys = evaluate_all(&self.partition_by, data)?;
@@ -483,6 +560,7 @@ impl Operator for RankOperator {
             let p = ids[i];
             if self.touched_in[p] != self.batch_number {
                 self.touched_in[p] = self.batch_number;
+                self.touch(p, now);
                 let from = shown.len();
                 self.ranked_into(&self.partitions[p], &mut shown);
                 before.push((p, from, shown.len()));
@@ -518,8 +596,9 @@ impl Operator for RankOperator {
     }
 
     /// One row per held row, in the common layout: `key_group`, `key_<k>` (the
-    /// partition), `seq` (Int64: its arrival number, which orders peers), `row_<i>` (the
-    /// input columns).
+    /// partition), `seq` (Int64: its arrival number, which orders peers), `idle_ms` (Int64:
+    /// processing time since the partition's last row, for `'table.exec.state.ttl'`),
+    /// `row_<i>` (the input columns).
     fn snapshot_state(&mut self, max_parallelism: u32) -> Result<Option<RecordBatch>> {
         let live = self.partitions.live_ids();
         let mut ids = Vec::new();
@@ -540,6 +619,16 @@ impl Operator for RankOperator {
             .key_columns(self.key_converter.as_ref(), &ids)?;
         let mut w = SnapshotWriter::new(key_columns, ids.len(), max_parallelism)?;
         w.column("seq", Arc::new(Int64Array::from(seqs)));
+        // Idle time, so a restore keeps each partition's TTL clock.
+        let now = self.clock.now_ms();
+        let idle: Vec<i64> = ids
+            .iter()
+            .map(|&id| {
+                let last = self.last_access.get(id as usize).copied().unwrap_or(now);
+                (now - last).max(0)
+            })
+            .collect();
+        w.column("idle_ms", Arc::new(Int64Array::from(idle)));
         let parser = self.row_converter.parser();
         let columns = self
             .row_converter
@@ -559,6 +648,8 @@ impl Operator for RankOperator {
             }
             let reader = SnapshotReader::new(snap, "Top-N");
             let seqs = reader.primitive::<Int64Type>("seq")?;
+            let idle = reader.primitive::<Int64Type>("idle_ms")?;
+            let now = self.clock.now_ms();
             let (_, key_rows) =
                 reader.key_rows(self.key_converter.as_ref(), self.partition_by.len())?;
             let columns = (0..self.in_schema.fields().len())
@@ -585,6 +676,7 @@ impl Operator for RankOperator {
                 }
                 let seq = seqs.value(i) as u64;
                 self.next_seq = self.next_seq.max(seq + 1);
+                self.touch(p, now - idle.value(i));
                 self.partitions[p].insert(
                     sort_keys.row(i).as_ref().into(),
                     seq,
@@ -711,6 +803,24 @@ mod tests {
         ]);
         // A retraction of a row never seen changes nothing.
         assert_eq!(push(&mut op, &[(9, 99, D)]), Vec::<String>::new());
+    }
+
+    /// `'table.exec.state.ttl'`: a partition idle for longer is forgotten without output;
+    /// a later row of it ranks alone.
+    #[test]
+    fn state_ttl_forgets_idle_partitions() {
+        let clock = ProcessingClock::manual(1_000);
+        let mut op = top2(RankFunction::RowNumber, true, false)
+            .with_state_ttl(Some(std::time::Duration::from_millis(100)), clock.clone());
+        assert_eq!(push(&mut op, &[(1, 5, I), (2, 7, I)]), ["+I 2 7 1", "+I 1 5 2"]);
+        clock.advance_ms(120);
+        let due = op.next_processing_timer().expect("a sweep is due");
+        assert!(due <= clock.now_ms());
+        let mut out = Collector::default();
+        op.on_processing_time(clock.now_ms(), &mut out).unwrap();
+        assert!(out.take().is_empty());
+        assert_eq!(op.state_rows(), Some(0));
+        assert_eq!(push(&mut op, &[(3, 6, I)]), ["+I 3 6 1"]);
     }
 
     /// RANK gives peers one number and leaves a gap; rows whose rank passes the bound
