@@ -642,3 +642,62 @@ fn two_running_jobs_of_one_query_never_share_a_checkpoint_directory() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A processing-time OVER window (`pt AS PROCTIME()`, `RANGE 1 s`) on a manual clock: each
+/// batch is read at the clock's time; rows read together are peers. Batches at 0 ms (v 1,
+/// 2), 600 ms (4), 1,500 ms (8), 2,700 ms (16): sums 3, 3, 7 (0..600), 12 (500..1,500),
+/// 16 (1,700..2,700).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processing_time_over_window_on_a_manual_clock() {
+    use sluice::arrow::array::{Int32Array, StringArray};
+    use sluice::arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
+    let clock = sluice::ProcessingClock::manual(1_000_000);
+    let mut engine = Engine::new(EngineConfig {
+        clock: clock.clone(),
+        ..Default::default()
+    });
+    engine
+        .execute_script(
+            "CREATE TABLE ev (k STRING, v INT, pt AS PROCTIME()) WITH ('connector' = 'channel')",
+        )
+        .unwrap();
+    let ev = engine.channel_source("ev");
+    let sluice::StatementResult::Query(mut job) = engine
+        .sql(
+            "SELECT k, v, SUM(v) OVER (PARTITION BY k ORDER BY pt RANGE BETWEEN \
+             INTERVAL '1' SECOND PRECEDING AND CURRENT ROW) FROM ev",
+        )
+        .unwrap()
+    else {
+        panic!("a query")
+    };
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Utf8, true),
+        Field::new("v", DataType::Int32, true),
+    ]));
+    let batch = |vs: &[i32]| {
+        RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(StringArray::from(vec!["a"; vs.len()])),
+                Arc::new(Int32Array::from(vs.to_vec())),
+            ],
+        )
+        .unwrap()
+    };
+    let mut rows = Vec::new();
+    for (at_ms, vs) in [(0, vec![1, 2]), (600, vec![4]), (1_500, vec![8]), (2_700, vec![16])] {
+        clock.set_ms(1_000_000 + at_ms);
+        let sender = ev.clone();
+        let b = batch(&vs);
+        tokio::task::spawn_blocking(move || sender.send(b).unwrap())
+            .await
+            .unwrap();
+        // The rows come out at once (nothing waits for a watermark): read them before the
+        // clock moves on.
+        rows.extend(read_rows(&mut job, vs.len()).await);
+    }
+    drop(ev);
+    assert_eq!(rows, ["a,1,3", "a,2,3", "a,4,7", "a,8,12", "a,16,16"]);
+}

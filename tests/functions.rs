@@ -361,6 +361,7 @@ fn every_flink_function_is_checked_or_refused() {
         ("RANK", "tests/slt/ordered/top_n.slt"),
         ("DENSE_RANK", "tests/slt/ordered/top_n.slt"),
         ("LAG", "tests/slt/ordered/over.slt"),
+        ("PROCTIME", "tests/slt/ordered/processing_time.slt"),
     ];
     for name in &flink {
         let lower = name.to_ascii_lowercase();

@@ -33,3 +33,15 @@ pub fn flink_type_name(dt: &DataType) -> String {
         other => other.to_string(),
     }
 }
+
+/// Field metadata key marking a processing-time attribute (Flink SQL "Time Attributes >
+/// Processing Time": a `TIMESTAMP_LTZ(3)` column declared `pt AS PROCTIME()`). The source
+/// fills such a column with the job's processing time when it reads a batch; the mark
+/// travels with the column through projections (DataFusion keeps field metadata of column
+/// references), so ordered operators can tell an ORDER BY on it.
+pub const PROCTIME_KEY: &str = "sluice.proctime";
+
+/// Whether a field is a processing-time attribute (see [`PROCTIME_KEY`]).
+pub fn is_proctime(field: &datafusion_common::arrow::datatypes::Field) -> bool {
+    field.metadata().contains_key(PROCTIME_KEY)
+}

@@ -243,6 +243,7 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
             Box::new(OverAggregateOperator::new(
                 physical_all(&spec.partition_by, in_schema)?,
                 spec.time_column,
+                spec.processing_time,
                 spec.frame,
                 calls,
                 args,
@@ -270,6 +271,7 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
                 spec.upper,
                 spec.rank_column,
                 !input.is_updating(),
+                spec.by_arrival,
                 spec.window.map(|w| {
                     crate::operators::rank::WindowRanking::new(
                         w.spec,

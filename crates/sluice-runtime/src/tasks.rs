@@ -232,6 +232,9 @@ pub(crate) struct SourceDriver {
     idle_timeout: Option<Duration>,
     /// Test hook (`'sluice.test.source-stall'`): wait before reading.
     stall: Option<SourceStall>,
+    /// Output columns that are processing-time attributes, filled from `clock` per batch.
+    proctime: Vec<usize>,
+    clock: crate::clock::ProcessingClock,
     ctx: TaskContext,
 }
 
@@ -250,6 +253,8 @@ pub(crate) struct SourceSettings {
     /// The newest barrier id triggered before the attempt started (no source injects
     /// it or earlier ones); read once for all source subtasks, before any runs.
     pub injected: u64,
+    /// Processing time, for processing-time attributes (`PROCTIME()` columns).
+    pub clock: crate::clock::ProcessingClock,
 }
 
 impl SourceDriver {
@@ -270,6 +275,7 @@ impl SourceDriver {
             idle_timeout,
             stall,
             injected,
+            clock,
         } = settings;
         let resume = resume.as_ref();
         let mut source = create_source(
@@ -320,6 +326,15 @@ impl SourceDriver {
             injected,
             idle_timeout,
             stall,
+            proctime: node
+                .schema
+                .fields()
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| sluice_common::types::is_proctime(f))
+                .map(|(i, _)| i)
+                .collect(),
+            clock,
             ctx,
         })
     }
@@ -464,7 +479,19 @@ impl SourceDriver {
                     continue;
                 }
             }
-            let cols = evaluate_all(&self.columns, &raw)?;
+            let mut cols = evaluate_all(&self.columns, &raw)?;
+            if !self.proctime.is_empty() {
+                // Processing-time attributes: the time the batch is read.
+                let now = self.clock.now_ms();
+                for &c in &self.proctime {
+                    cols[c] = Arc::new(
+                        datafusion_common::arrow::array::TimestampMillisecondArray::from(
+                            vec![now; raw.num_rows()],
+                        )
+                        .with_timezone("UTC"),
+                    );
+                }
+            }
             let data = batch_with_schema(&self.schema, cols, raw.num_rows())?;
             let (row_watermarks, mut final_wm) = self.row_watermarks(&data)?;
             if let Some(pushed) = self.source.take_watermark() {

@@ -195,10 +195,24 @@ impl Planner {
                     })?;
                     let (_, field) = expr.to_field(&physical_df)?;
                     let (dt, nullable) = (field.data_type().clone(), field.is_nullable());
-                    fields.push(Field::new(&c.name, dt.clone(), nullable));
+                    // `pt AS PROCTIME()`: a processing-time attribute.
+                    let proctime = matches!(&expr, Expr::ScalarFunction(f)
+                        if f.func.name() == "proctime");
+                    let mut field = Field::new(&c.name, dt.clone(), nullable && !proctime);
+                    if proctime {
+                        field = field.with_metadata(
+                            [(sluice_common::types::PROCTIME_KEY.to_string(), "true".into())]
+                                .into(),
+                        );
+                    }
+                    fields.push(field);
                     column_exprs.push(expr.alias(&c.name));
                     columns.push(ColumnInfo {
-                        type_text: flink_type_name(&dt),
+                        type_text: if proctime {
+                            format!("{} NOT NULL *PROCTIME*", flink_type_name(&dt))
+                        } else {
+                            flink_type_name(&dt)
+                        },
                         computed: Some(sql.to_string()),
                     });
                 }

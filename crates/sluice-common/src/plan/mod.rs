@@ -41,7 +41,7 @@ impl PlanNode {
         match &self.spec {
             OperatorSpec::GroupAggregate { .. } => true,
             // A window Top-N emits each window's ranking once, when the window fires.
-            OperatorSpec::Rank(spec) => spec.window.is_none(),
+            OperatorSpec::Rank(spec) => spec.window.is_none() && !spec.keeps_first_arrivals(),
             // An interval or window join emits a padded row once, when its partners can no
             // longer come (its bounds or its window passed).
             OperatorSpec::Join(spec) if spec.interval.is_some() || spec.window.is_some() => {

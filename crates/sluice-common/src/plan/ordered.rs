@@ -17,8 +17,11 @@ use datafusion_expr::{Expr, SortExpr};
 pub struct OverSpec {
     /// `PARTITION BY` expressions over the input (none: one partition).
     pub partition_by: Vec<Expr>,
-    /// The input's event-time attribute the partition is ordered by (ascending).
+    /// The input's time attribute the partition is ordered by (ascending).
     pub time_column: usize,
+    /// `time_column` is a processing-time attribute (`PROCTIME()`): rows are taken in
+    /// arrival order and leave at once, none is late (Flink's `ProcTime*` OVER functions).
+    pub processing_time: bool,
     /// Which earlier rows each row's aggregates cover.
     pub frame: OverFrame,
     /// The calls, one output column each.
@@ -109,6 +112,10 @@ pub struct RankSpec {
     pub upper: u64,
     /// The rank is an output column (the last one).
     pub rank_column: bool,
+    /// `ORDER BY` is one processing-time attribute (`PROCTIME()`): rows rank by arrival,
+    /// the earlier first when ascending (the first rows stay: append-only output), the
+    /// later first when descending. The input is append-only.
+    pub by_arrival: bool,
     /// A window Top-N (Flink SQL "Window Top-N", "Window Deduplication"): `PARTITION BY`
     /// holds both bounds of the input's windows; each window's ranking is emitted once,
     /// when it fires, append-only, and its rows are dropped then. `None`: a Top-N over
@@ -126,6 +133,12 @@ pub struct RankWindow {
 }
 
 impl RankSpec {
+    /// Ranked by arrival, earliest first: the rows in the range never change (Flink's
+    /// processing-time keep-first deduplication is append-only).
+    pub fn keeps_first_arrivals(&self) -> bool {
+        self.by_arrival && self.order_by.first().is_some_and(|s| s.asc)
+    }
+
     /// `ROW_NUMBER() ... = 1` ordered by `input`'s event-time attribute alone: Flink's
     /// deduplication (keep the first row of each partition when ascending, the last when
     /// descending).
@@ -134,6 +147,7 @@ impl RankSpec {
         // `window_time`.)
         let time_attribute = |i: usize| {
             input.rowtime == Some(i)
+                || crate::types::is_proctime(input.schema.field(i))
                 || (self.window.is_some()
                     && matches!(
                         input.schema.field(i).data_type(),

@@ -121,6 +121,7 @@ impl Job {
                             .find(|(s, _, first_only)| *s == global && (!first_only || number == 0))
                             .map(|(_, d, _)| *d),
                         injected,
+                        clock: self.config.clock.clone(),
                     },
                 )?;
                 tasks.push((

@@ -2,8 +2,10 @@
 //! `RowTimeRowsBoundedPrecedingFunction`, `RowTimeRangeBoundedPrecedingFunction` and their
 //! unbounded forms).
 //!
-//! Rows wait (`EventTimeBuffer`, row-format bytes of the whole input row) until the
-//! watermark reaches their time, then leave in (time, arrival) order, each with its calls
+//! Ordered by a processing-time attribute (`PROCTIME()`), rows are taken in arrival order
+//! and leave at once (Flink's `ProcTime*` functions). Ordered by event time, rows wait
+//! (`PendingRows`: row-format bytes of the whole input row) until the watermark reaches
+//! their time, then leave in (time, arrival) order, each with its calls
 //! evaluated over its frame. The watermark is read per row (`StreamBatch::row_watermarks`):
 //! before a row is taken in, everything the watermark in effect at its arrival made final
 //! leaves, so results never depend on how the input was cut into batches.
@@ -82,6 +84,8 @@ pub struct OverAggregateOperator {
     partition_by: Vec<Arc<dyn PhysicalExpr>>,
     key_converter: Option<RowConverter>,
     time_column: usize,
+    /// Ordered by a processing-time attribute: rows leave in arrival order at once.
+    processing_time: bool,
     frame: OverFrame,
     calls: Vec<OverCallExec>,
     /// Every aggregate argument, call after call.
@@ -106,6 +110,7 @@ impl OverAggregateOperator {
     pub fn new(
         partition_by: Vec<Arc<dyn PhysicalExpr>>,
         time_column: usize,
+        processing_time: bool,
         frame: OverFrame,
         calls: Vec<OverCallExec>,
         args: Vec<Arc<dyn PhysicalExpr>>,
@@ -130,6 +135,7 @@ impl OverAggregateOperator {
             key_converter: key_converter(&key_types)?,
             partition_by,
             time_column,
+            processing_time,
             frame,
             calls,
             args,
@@ -175,7 +181,7 @@ impl OverAggregateOperator {
         for &i in rows {
             let t = times[i];
             let p = &self.partitions[ids[i]];
-            if p.last_time.is_some_and(|last| t <= last) {
+            if !self.processing_time && p.last_time.is_some_and(|last| t <= last) {
                 late += 1;
                 continue;
             }
@@ -216,7 +222,8 @@ impl OverAggregateOperator {
         let data = batch_with_schema(&self.schema, columns, n)?;
         out.emit(StreamBatch {
             data,
-            row_watermarks: Some(Int64Array::from(vec![self.watermark; n])),
+            row_watermarks: (!self.processing_time)
+                .then(|| Int64Array::from(vec![self.watermark; n])),
             ops: None,
         });
         Ok(())
@@ -354,6 +361,12 @@ impl OverAggregateOperator {
     /// Takes in `batch`, releasing before each row what its watermark made final.
     fn process(&mut self, batch: StreamBatch, out: &mut Collector) -> Result<()> {
         let ids = self.partition_ids(&batch.data)?;
+        if self.processing_time {
+            // In arrival order, at once (processing time only grows).
+            let rows: Vec<usize> = (0..batch.num_rows()).collect();
+            self.take_in(&batch.data, &rows, &ids)?;
+            return self.release(i64::MAX, out);
+        }
         for (w, run) in batch.watermark_runs() {
             if w > self.watermark {
                 self.release(w, out)?;

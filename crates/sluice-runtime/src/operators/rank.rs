@@ -33,7 +33,7 @@ use std::sync::Arc;
 use datafusion_common::arrow::array::{Int64Array, Int8Array, RecordBatch, UInt32Array};
 use datafusion_common::arrow::compute::{take, SortOptions};
 use datafusion_common::arrow::datatypes::{Int64Type, SchemaRef};
-use datafusion_common::arrow::row::{RowConverter, SortField};
+use datafusion_common::arrow::row::{RowConverter, Rows, SortField};
 use datafusion_physical_expr::PhysicalExpr;
 use sluice_common::plan::RankFunction;
 use sluice_common::Result;
@@ -108,6 +108,8 @@ pub struct RankOperator {
     rank_column: bool,
     /// The input is append-only: rows past the upper bound can be dropped.
     append_only: bool,
+    /// Ranked by arrival (`ORDER BY` a processing-time attribute): `Some(descending)`.
+    by_arrival: Option<bool>,
     partitions: KeyedValues<Ranked>,
     /// A window Top-N's windows.
     window: Option<WindowRanking>,
@@ -144,6 +146,7 @@ impl RankOperator {
         upper: u64,
         rank_column: bool,
         append_only: bool,
+        by_arrival: bool,
         window: Option<WindowRanking>,
         in_schema: SchemaRef,
         schema: SchemaRef,
@@ -152,6 +155,7 @@ impl RankOperator {
             .iter()
             .map(|k| k.data_type(&in_schema))
             .collect::<datafusion_common::Result<Vec<_>>>()?;
+        let descending = order_by.first().is_some_and(|(_, o)| o.descending);
         let sort_fields = order_by
             .iter()
             .map(|(e, o)| Ok(SortField::new_with_options(e.data_type(&in_schema)?, *o)))
@@ -174,6 +178,7 @@ impl RankOperator {
             upper,
             rank_column,
             append_only,
+            by_arrival: by_arrival.then_some(descending),
             partitions: KeyedValues::new(),
             window,
             held: 0,
@@ -326,6 +331,23 @@ impl RankOperator {
         out.extend(entered.into_iter().map(|e| (e, RowKind::Insert)));
     }
 
+    /// The sort key of row `i` (of `keys`) arriving as number `seq`: its `ORDER BY` values,
+    /// or, ranked by arrival, the arrival number (ascending: earlier first; descending:
+    /// later first).
+    fn sort_key(&self, keys: &Rows, i: usize, seq: u64) -> Box<[u8]> {
+        match self.by_arrival {
+            Some(false) => Box::new(seq.to_be_bytes()),
+            Some(true) => Box::new((!seq).to_be_bytes()),
+            None => keys.row(i).as_ref().into(),
+        }
+    }
+
+    /// The sort key a new row `i` would have (its arrival number not yet given: after
+    /// every row held when ascending, before them when descending).
+    fn new_sort_key(&self, keys: &Rows, i: usize) -> Box<[u8]> {
+        self.sort_key(keys, i, self.next_seq)
+    }
+
     /// Over append-only input: whether a row with sort key `key` cannot rank within
     /// `upper` in `part` (it sorts after rows that already fill the range), so it need not
     /// be kept.
@@ -400,11 +422,8 @@ impl RankOperator {
             }
             let seq = self.next_seq;
             self.next_seq += 1;
-            self.partitions[p].insert(
-                sort_keys.row(i).as_ref().into(),
-                seq,
-                Arc::from(rows.row(i).as_ref()),
-            );
+            let sort = self.sort_key(&sort_keys, i, seq);
+            self.partitions[p].insert(sort, seq, Arc::from(rows.row(i).as_ref()));
             self.held += 1;
             touched.push(p);
         }
@@ -532,7 +551,7 @@ impl Operator for RankOperator {
         // before anything is copied; the others are converted to row format.
         let accepted: Vec<u32> = (0..n)
             .filter(|&i| {
-                !self.append_only || !self.cannot_enter(&self.partitions[ids[i]], sort_keys.row(i).as_ref())
+                !self.append_only || !self.cannot_enter(&self.partitions[ids[i]], &self.new_sort_key(&sort_keys, i))
             })
             .map(|i| i as u32)
             .collect();
@@ -565,16 +584,17 @@ impl Operator for RankOperator {
                 self.ranked_into(&self.partitions[p], &mut shown);
                 before.push((p, from, shown.len()));
             }
-            let sort: Box<[u8]> = sort_keys.row(i).as_ref().into();
             let row = rows.row(j);
             if batch.row_kind(i).is_retraction() {
                 // The latest arrival of this row (any copy of equal rows ranks alike).
+                let sort: Box<[u8]> = sort_keys.row(i).as_ref().into();
                 if self.partitions[p].remove_latest(&sort, row.as_ref()) {
                     self.held -= 1;
                 }
             } else {
                 let seq = self.next_seq;
                 self.next_seq += 1;
+                let sort = self.sort_key(&sort_keys, i, seq);
                 self.partitions[p].insert(sort, seq, Arc::from(row.as_ref()));
                 self.held += 1;
             }
@@ -677,11 +697,8 @@ impl Operator for RankOperator {
                 let seq = seqs.value(i) as u64;
                 self.next_seq = self.next_seq.max(seq + 1);
                 self.touch(p, now - idle.value(i));
-                self.partitions[p].insert(
-                    sort_keys.row(i).as_ref().into(),
-                    seq,
-                    Arc::from(rows.row(i).as_ref()),
-                );
+                let sort = self.sort_key(&sort_keys, i, seq);
+                self.partitions[p].insert(sort, seq, Arc::from(rows.row(i).as_ref()));
                 self.held += 1;
             }
         }
@@ -718,6 +735,7 @@ mod tests {
             2,
             rank_column,
             append_only,
+            false,
             None,
             Arc::clone(&input),
             Arc::new(Schema::new(fields)),

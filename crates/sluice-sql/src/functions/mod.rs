@@ -149,10 +149,6 @@ pub const NOT_SUPPORTED: &[(&str, &str)] = &[
     ("session_proctime", LEGACY_WINDOWS),
     ("grouping", "GROUPING SETS are not built yet (issue 18)"),
     ("grouping_id", "GROUPING SETS are not built yet (issue 18)"),
-    (
-        "proctime",
-        "processing-time attributes are not built yet (issue 15)",
-    ),
     ("current_watermark", "not built yet (issue 15)"),
     (
         "current_row_timestamp",

@@ -250,6 +250,19 @@ pub(crate) const FUNCTIONS: &[Def] = &[
         now,
     )
     .volatile(),
+    // `PROCTIME()` declares a processing-time attribute (`pt AS PROCTIME()` in CREATE
+    // TABLE); the source fills it from the job's processing clock (`sluice_common::
+    // types::PROCTIME_KEY`). Evaluated anywhere else it is the current instant.
+    Def::new(
+        "proctime",
+        &[&[]],
+        returns!(DataType::Timestamp(
+            TimeUnit::Millisecond,
+            Some("UTC".into())
+        )),
+        now,
+    )
+    .volatile(),
     Def::new(
         "localtimestamp",
         &[&[]],

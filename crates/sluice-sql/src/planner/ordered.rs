@@ -115,13 +115,14 @@ impl Planner {
                 }
             });
         }
-        let time_column = over_order(params, &input.node)?;
+        let (time_column, processing_time) = over_order(params, &input.node)?;
         let frame = over_frame(params)?;
         Ok(Planned {
             node: PlanNode {
                 spec: OperatorSpec::OverAggregate(Box::new(OverSpec {
                     partition_by: params.partition_by.clone(),
                     time_column,
+                    processing_time,
                     frame,
                     calls,
                 })),
@@ -314,6 +315,7 @@ impl Planner {
                     lower: skip + 1,
                     upper: skip.saturating_add(fetch),
                     rank_column: false,
+                    by_arrival: false,
                     window: None,
                 })),
                 schema: Arc::clone(&input.node.schema),
@@ -351,6 +353,15 @@ impl Planner {
                 end_column: w.end,
             });
         let windowed = window.is_some();
+        // Ordered by a processing-time attribute: by arrival.
+        let by_arrival = matches!(p.order_by.as_slice(), [s] if matches!(unalias(&s.expr),
+            Expr::Column(c) if input.node.schema.index_of_column(c).is_ok_and(|i|
+                sluice_common::types::is_proctime(input.node.schema.field(i)))));
+        if by_arrival && input.node.is_updating() {
+            return not_supported!(
+                "a Top-N or deduplication ordered by processing time over an updating input"
+            );
+        }
         Ok(Planned {
             node: PlanNode {
                 spec: OperatorSpec::Rank(Box::new(RankSpec {
@@ -360,6 +371,7 @@ impl Planner {
                     lower: bounds.lower,
                     upper: bounds.upper,
                     rank_column: true,
+                    by_arrival,
                     window,
                 })),
                 schema: Arc::clone(&w.schema),
@@ -393,15 +405,17 @@ fn lag_call(args: &[Expr], schema: &datafusion_common::DFSchema) -> Result<OverC
     })
 }
 
-/// The event-time column an OVER window is ordered by (Flink: a time attribute,
-/// ascending).
-fn over_order(params: &WindowFunctionParams, input: &PlanNode) -> Result<usize> {
+/// The time attribute an OVER window is ordered by (Flink: a time attribute, ascending)
+/// and whether it is a processing-time one.
+fn over_order(params: &WindowFunctionParams, input: &PlanNode) -> Result<(usize, bool)> {
     let rowtime_name = input
         .rowtime
         .map(|r| input.schema.field(r).name().clone());
     let hint = match &rowtime_name {
-        Some(n) => format!("ORDER BY {n} (its event-time attribute)"),
-        None => "an input with an event-time attribute (WATERMARK FOR ...)".to_string(),
+        Some(n) => format!("ORDER BY {n} (its event-time attribute) or a processing-time attribute"),
+        None => "a time attribute: an event-time one (WATERMARK FOR ...) or a processing-time \
+                 one (pt AS PROCTIME())"
+            .to_string(),
     };
     let [order] = params.order_by.as_slice() else {
         return not_supported!(
@@ -413,15 +427,20 @@ fn over_order(params: &WindowFunctionParams, input: &PlanNode) -> Result<usize> 
         Expr::Column(c) => input.schema.index_of_column(c).ok(),
         _ => None,
     };
-    match (column, input.rowtime) {
-        (Some(c), Some(r)) if c == r && order.asc => Ok(c),
-        (Some(c), Some(r)) if c == r => not_supported!(
+    let proctime = column.filter(|c| sluice_common::types::is_proctime(input.schema.field(*c)));
+    match (column, input.rowtime, proctime) {
+        (Some(c), _, Some(_)) if order.asc => Ok((c, true)),
+        (Some(c), Some(r), None) if c == r && order.asc => Ok((c, false)),
+        (Some(c), Some(r), _) if c == r => not_supported!(
+            "an OVER window ordered by its time attribute descending: a streaming OVER window \
+             orders ascending"
+        ),
+        (Some(_), _, Some(_)) => not_supported!(
             "an OVER window ordered by its time attribute descending: a streaming OVER window \
              orders ascending"
         ),
         _ => not_supported!(
-            "an OVER window ordered by {}: a streaming OVER window needs {hint} (processing-time \
-             OVER windows come with PROCTIME(), issue 15)",
+            "an OVER window ordered by {}: a streaming OVER window needs {hint}",
             order.expr
         ),
     }
