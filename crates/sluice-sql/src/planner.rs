@@ -824,6 +824,15 @@ impl Planner {
                 call.input
             );
         };
+        if sluice_common::types::is_proctime(input.node.schema.field(time_column)) {
+            return not_supported!(
+                "DESCRIPTOR({}){}: {} windows on a processing-time attribute (issue 15); \
+                 window on an event-time attribute",
+                call.time_column,
+                call.location,
+                call.kind.name()
+            );
+        }
         if input.node.rowtime != Some(time_column) {
             let joined = if contains_join(&input.node) {
                 "; a regular join's output has none (as in Flink, a time attribute becomes a \
