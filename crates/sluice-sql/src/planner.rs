@@ -122,6 +122,9 @@ impl Planner {
             .with_enable_ident_normalization(false)
             .with_map_string_types_to_utf8view(false)
             .with_collect_spans(true)
+            // Flink (Calcite with NullCollation.LOW): NULL sorts as the smallest value,
+            // first when ascending, last when descending.
+            .with_default_null_ordering(datafusion_sql::planner::NullOrdering::NullsMin)
     }
 
     /// Types and coerces one SQL expression against `schema`.
@@ -334,6 +337,8 @@ impl Planner {
         let to_rel = SqlToRel::new_with_options(&ctx, Self::parser_options());
         let mut ast_query = query.query.clone();
         crate::functions::syntax::rewrite_query(&mut ast_query);
+        ordered::inline_named_windows(&mut ast_query);
+        ordered::fetch_as_limit(&mut ast_query);
         let plan = to_rel
             .sql_statement_to_plan(ast::Statement::Query(ast_query))
             .and_then(crate::functions::literals::int_literals)

@@ -92,8 +92,8 @@ pub struct OverAggregateOperator {
     args: Vec<Arc<dyn PhysicalExpr>>,
     /// The values LAG calls read.
     lag_values: Vec<Arc<dyn PhysicalExpr>>,
-    /// Rows kept by the LAG calls: the largest offset.
-    lag_depth: usize,
+    /// The largest LAG offset (`None`: no LAG call); LAG keeps that many rows back.
+    lag_depth: Option<usize>,
     partitions: KeyedValues<Partition>,
     pending: PendingRows,
     watermark: i64,
@@ -123,14 +123,14 @@ impl OverAggregateOperator {
             .iter()
             .map(|k| k.data_type(&in_schema))
             .collect::<datafusion_common::Result<Vec<_>>>()?;
+        // (None: no LAG call.)
         let lag_depth = calls
             .iter()
             .filter_map(|c| match c {
                 OverCallExec::Lag { offset, .. } => Some(*offset as usize),
                 OverCallExec::Aggregate { .. } => None,
             })
-            .max()
-            .unwrap_or(0);
+            .max();
         Ok(OverAggregateOperator {
             key_converter: key_converter(&key_types)?,
             partition_by,
@@ -242,7 +242,10 @@ impl OverAggregateOperator {
         values: &mut [Vec<ScalarValue>],
     ) -> Result<()> {
         let frame = self.frame;
-        let range = matches!(frame, OverFrame::Range { .. });
+        // Rows with equal times are peers under RANGE; on processing time each row is its
+        // own moment (Flink's ProcTime* functions emit every row as it arrives, over the
+        // rows before it), even when rows read together share a clock reading.
+        let range = matches!(frame, OverFrame::Range { .. }) && !self.processing_time;
         let mut k = 0;
         while k < rows_of.len() {
             // The current row and, under RANGE, its peers (same time).
@@ -320,14 +323,14 @@ impl OverAggregateOperator {
             // LAG counts rows back from the last row of the group: under RANGE, peers
             // get the same values, as Flink gives them (it evaluates every call of a peer
             // group after taking in all of its rows).
-            if self.lag_depth > 0 {
+            if let Some(lag_depth) = self.lag_depth {
                 for &i in group {
                     let now = lag_values
                         .iter()
                         .map(|a| ScalarValue::try_from_array(a, i))
                         .collect::<datafusion_common::Result<Vec<_>>>()?;
                     part.lags.push_back(now);
-                    if part.lags.len() > self.lag_depth + 1 {
+                    if part.lags.len() > lag_depth + 1 {
                         part.lags.pop_front();
                     }
                 }
@@ -410,9 +413,11 @@ pub(crate) fn time_values(data: &RecordBatch, column: usize) -> Result<Vec<i64>>
         .downcast_ref::<Int64Array>()
         .expect("cast to Int64");
     if c.null_count() > 0 {
-        return Err(SluiceError::Execution(
-            "a row with a NULL event time reached an OVER window".into(),
-        ));
+        return Err(SluiceError::Execution(format!(
+            "a row with a NULL time ('{}') reached an operator that orders rows by it \
+             (OVER, ORDER BY, a window Top-N); filter such rows out first",
+            data.schema().field(column).name()
+        )));
     }
     Ok(c.values().to_vec())
 }

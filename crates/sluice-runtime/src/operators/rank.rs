@@ -13,8 +13,8 @@
 //! it touched, the ranked rows in `lower..=upper` before and after are compared. With the
 //! rank column and `ROW_NUMBER`, each rank position whose row changed emits `-U old` /
 //! `+U new` (or `+I` / `-D` when the position was or becomes empty), as Flink does; else
-//! rows that left emit `-D` and rows that entered `+I`, except that one row replacing one
-//! row (a deduplication keeping a new row) is `-U old` / `+U new`.
+//! rows that left emit `-D` and rows that entered `+I`, except that a Top-1's (a
+//! deduplication's) new row replacing the old one is `-U old` / `+U new`.
 //!
 //! A window Top-N (Flink's `WindowRankOperator`; the partition holds the window bounds)
 //! emits nothing per batch: when the watermark reaches a window's end - 1 ms, each of its
@@ -321,8 +321,10 @@ impl RankOperator {
             .filter(|(_, m)| !m)
             .map(|(e, _)| e.clone())
             .collect();
-        // One row replacing another (a deduplication's new row): an update.
-        if left.len() == 1 && entered.len() == 1 {
+        // A deduplication's (a Top-1's) new row replacing the old one: an update of the
+        // partition's row. (In a larger top N, one row leaving and another entering are
+        // different rows: a delete and an insert, as Flink emits them.)
+        if self.upper == 1 && left.len() == 1 && entered.len() == 1 {
             out.push((left.remove(0), RowKind::UpdateBefore));
             out.push((entered.remove(0), RowKind::UpdateAfter));
             return;
@@ -808,7 +810,7 @@ mod tests {
     fn a_deleted_row_leaves_the_ranking_wherever_it_is() {
         let mut op = top2(RankFunction::RowNumber, false, false);
         assert_eq!(push(&mut op, &[(1, 50, I), (2, 40, I)]), ["+I 1 50", "+I 2 40"]);
-        assert_eq!(push(&mut op, &[(3, 60, I)]), ["-U 2 40", "+U 3 60"]);
+        assert_eq!(push(&mut op, &[(3, 60, I)]), ["-D 2 40", "+I 3 60"]);
         assert_eq!(op.state_rows(), Some(3));
         // Row 2 is deleted outside the top 2: no change.
         assert_eq!(push(&mut op, &[(2, 40, D)]), Vec::<String>::new());

@@ -1,5 +1,7 @@
 //! The window functions SQL can call in `OVER (...)`: `ROW_NUMBER`, `RANK`, `DENSE_RANK`
-//! (Top-N and deduplication) and `LAG` (OVER aggregation). They exist for planning only:
+//! (Top-N and deduplication), `LAG` and `FIRST_VALUE` / `LAST_VALUE` (OVER aggregation:
+//! DataFusion's SQL planner resolves these two names in `OVER` to window functions only;
+//! the planner maps them back onto the aggregates). They exist for planning only:
 //! the planner turns them into Sluice's ordered operators (`Rank`, `OverAggregate`), which
 //! compute them; DataFusion never evaluates them.
 
@@ -12,7 +14,7 @@ use datafusion_expr::{PartitionEvaluator, Signature, Volatility, WindowUDF, Wind
 
 /// The window functions by (lower-case) name.
 pub(crate) fn window_functions() -> Vec<Arc<WindowUDF>> {
-    ["row_number", "rank", "dense_rank", "lag"]
+    ["row_number", "rank", "dense_rank", "lag", "first_value", "last_value"]
         .into_iter()
         .map(|name| Arc::new(WindowUDF::from(FlinkWindow::new(name))))
         .collect()
@@ -27,8 +29,9 @@ struct FlinkWindow {
 
 impl FlinkWindow {
     fn new(name: &'static str) -> Self {
-        let signature = if name == "lag" {
-            // LAG(value [, offset [, default]]): checked in `field`.
+        let signature = if matches!(name, "lag" | "first_value" | "last_value") {
+            // LAG(value [, offset [, default]]), FIRST_VALUE(value), LAST_VALUE(value):
+            // checked in `field`.
             Signature::variadic_any(Volatility::Immutable)
         } else {
             Signature::nullary(Volatility::Immutable)
@@ -50,16 +53,20 @@ impl WindowUDFImpl for FlinkWindow {
         exec_err!("{} is computed by Sluice's ordered operators", self.name)
     }
 
-    /// `ROW_NUMBER`, `RANK`, `DENSE_RANK`: `BIGINT NOT NULL` (Flink); `LAG`: the value's
-    /// type, nullable.
+    /// `ROW_NUMBER`, `RANK`, `DENSE_RANK`: `BIGINT NOT NULL` (Flink); `LAG`,
+    /// `FIRST_VALUE`, `LAST_VALUE`: the value's type, nullable.
     fn field(&self, args: WindowUDFFieldArgs) -> Result<FieldRef> {
         let name = args.name();
-        if self.name != "lag" {
-            return Ok(Arc::new(Field::new(name, DataType::Int64, false)));
-        }
         let fields = args.input_fields();
-        if fields.is_empty() || fields.len() > 3 {
-            return plan_err!("LAG takes 1 to 3 arguments (value [, offset [, default]])");
+        match self.name {
+            "lag" if fields.is_empty() || fields.len() > 3 => {
+                return plan_err!("LAG takes 1 to 3 arguments (value [, offset [, default]])")
+            }
+            "first_value" | "last_value" if fields.len() != 1 => {
+                return plan_err!("{} takes one argument", self.name.to_uppercase())
+            }
+            "lag" | "first_value" | "last_value" => {}
+            _ => return Ok(Arc::new(Field::new(name, DataType::Int64, false))),
         }
         Ok(Arc::new(Field::new(name, fields[0].data_type().clone(), true)))
     }

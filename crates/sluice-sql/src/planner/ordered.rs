@@ -22,6 +22,9 @@ use sluice_common::plan::{
     OperatorSpec, OverCall, OverFrame, OverSpec, PlanNode, RankFunction, RankSpec, RankWindow,
     SortSpec,
 };
+use datafusion_common::arrow::datatypes::DataType;
+use datafusion_sql::sqlparser::ast;
+use sluice_common::types::flink_type_name;
 use sluice_common::{not_supported, plan_err, Result};
 
 use super::{unalias, Planned, Planner};
@@ -109,6 +112,22 @@ impl Planner {
                 }
                 WindowFunctionDefinition::WindowUDF(f) if f.name() == "lag" => {
                     lag_call(&p.args, &in_schema)?
+                }
+                // The aggregates of the same names, over the frame.
+                WindowFunctionDefinition::WindowUDF(f)
+                    if matches!(f.name(), "first_value" | "last_value") =>
+                {
+                    let Some(aggregate) = self.functions.aggregates.get(f.name()) else {
+                        return plan_err!("no aggregate {}", f.name());
+                    };
+                    OverCall::Aggregate(Expr::AggregateFunction(AggregateFunction::new_udf(
+                        Arc::clone(aggregate),
+                        p.args.clone(),
+                        p.distinct,
+                        None,
+                        vec![],
+                        p.null_treatment,
+                    )))
                 }
                 WindowFunctionDefinition::WindowUDF(f) => {
                     return not_supported!("{} in an OVER window", f.name().to_uppercase())
@@ -390,13 +409,29 @@ fn lag_call(args: &[Expr], schema: &datafusion_common::DFSchema) -> Result<OverC
     let offset = match args.get(1) {
         None => 1,
         Some(e) => match literal_u64(e) {
-            Some(n) if n >= 1 => n,
-            _ => return plan_err!("LAG's offset must be a constant integer >= 1, found {e}"),
+            Some(n) => n,
+            _ => return plan_err!("LAG's offset must be a constant integer >= 0, found {e}"),
         },
     };
+    let value_type = value.get_type(schema)?;
     let default = match args.get(2) {
         None => None,
-        Some(d) => Some(d.clone().cast_to(&value.get_type(schema)?, schema)?),
+        Some(d) => {
+            let t = d.get_type(schema)?;
+            let fits = t == value_type
+                || t.is_null()
+                || (t.is_numeric() && value_type.is_numeric())
+                || (matches!(t, DataType::Utf8 | DataType::LargeUtf8)
+                    && matches!(value_type, DataType::Utf8 | DataType::LargeUtf8));
+            if !fits {
+                return plan_err!(
+                    "LAG's default ({}) must have the type of its value ({})",
+                    flink_type_name(&t),
+                    flink_type_name(&value_type)
+                );
+            }
+            Some(d.clone().cast_to(&value_type, schema)?)
+        }
     };
     Ok(OverCall::Lag {
         value,
@@ -481,10 +516,19 @@ fn over_frame(params: &WindowFunctionParams) -> Result<OverFrame> {
                 Some(v) => Some(
                     super::joins::fixed_interval_ms(&Expr::Literal(v.clone(), None)).ok_or_else(
                         || {
+                            // (A bare number arrives coerced to an interval of months.)
+                            let written = match &v {
+                                ScalarValue::IntervalMonthDayNano(Some(i))
+                                    if i.days == 0 && i.nanoseconds == 0 =>
+                                {
+                                    i.months.to_string()
+                                }
+                                other => other.to_string(),
+                            };
                             sluice_common::SluiceError::NotSupported(format!(
-                                "RANGE BETWEEN {v} PRECEDING: a RANGE frame over event time \
-                                 needs a day-time interval (RANGE BETWEEN INTERVAL '10' SECOND \
-                                 PRECEDING AND CURRENT ROW)"
+                                "RANGE BETWEEN {written} PRECEDING: a RANGE frame over a time \
+                                 attribute needs a day-time interval (RANGE BETWEEN INTERVAL \
+                                 '10' SECOND PRECEDING AND CURRENT ROW)"
                             ))
                         },
                     )?,
@@ -511,6 +555,16 @@ fn literal_u64(e: &Expr) -> Option<u64> {
         },
         Expr::Cast(c) => literal_u64(&c.expr),
         Expr::TryCast(c) => literal_u64(&c.expr),
+        // Constant arithmetic (`rn <= 2 + 1`).
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
+            let (l, r) = (literal_u64(left)?, literal_u64(right)?);
+            match op {
+                Operator::Plus => l.checked_add(r),
+                Operator::Minus => l.checked_sub(r),
+                Operator::Multiply => l.checked_mul(r),
+                _ => None,
+            }
+        }
         _ => None,
     }
 }
@@ -674,4 +728,132 @@ fn without_columns(
         Ok(s) => Arc::new(s),
         Err(_) => Arc::clone(schema),
     }
+}
+
+/// Inlines `WINDOW w AS (...)` definitions into every `OVER w` / `OVER (w ...)` of the same
+/// `SELECT` (SQL:2016 §7.11: the referencing window takes the named window's `PARTITION BY`,
+/// its `ORDER BY` and frame when it has none of its own; DataFusion drops the named
+/// window's `PARTITION BY` when the reference adds an `ORDER BY`).
+pub(super) fn inline_named_windows(query: &mut ast::Query) {
+    use std::ops::ControlFlow;
+    struct Inline;
+    impl ast::VisitorMut for Inline {
+        type Break = ();
+        fn pre_visit_query(&mut self, query: &mut ast::Query) -> ControlFlow<()> {
+            if let ast::SetExpr::Select(select) = query.body.as_mut() {
+                inline_in_select(select);
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let _ = ast::VisitMut::visit(query, &mut Inline);
+}
+
+/// `[OFFSET m ROWS] FETCH FIRST|NEXT n ROWS ONLY` (the SQL standard's spelling, which Flink
+/// accepts) as `LIMIT n [OFFSET m]`, in every query of the statement. `WITH TIES` and
+/// `PERCENT` are left for the planner to refuse.
+pub(super) fn fetch_as_limit(query: &mut ast::Query) {
+    use std::ops::ControlFlow;
+    struct Fetch;
+    impl ast::VisitorMut for Fetch {
+        type Break = ();
+        fn pre_visit_query(&mut self, query: &mut ast::Query) -> ControlFlow<()> {
+            let plain = query
+                .fetch
+                .as_ref()
+                .is_some_and(|f| !f.with_ties && !f.percent && f.quantity.is_some());
+            let offset_only = match &query.limit_clause {
+                None => Some(None),
+                Some(ast::LimitClause::LimitOffset {
+                    limit: None,
+                    offset,
+                    limit_by,
+                }) if limit_by.is_empty() => Some(offset.clone()),
+                _ => None,
+            };
+            if let (true, Some(offset)) = (plain, offset_only) {
+                let fetch = query.fetch.take().expect("checked");
+                query.limit_clause = Some(ast::LimitClause::LimitOffset {
+                    limit: fetch.quantity,
+                    offset,
+                    limit_by: Vec::new(),
+                });
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let _ = ast::VisitMut::visit(query, &mut Fetch);
+}
+
+fn inline_in_select(select: &mut ast::Select) {
+    use std::ops::ControlFlow;
+    if select.named_window.is_empty() {
+        return;
+    }
+    let defined: Vec<(String, ast::NamedWindowExpr)> = select
+        .named_window
+        .iter()
+        .map(|d| (d.0.value.clone(), d.1.clone()))
+        .collect();
+    // A named window's full spec, its own references resolved (a cycle stops after as many
+    // steps as there are definitions).
+    fn resolve(name: &str, defined: &[(String, ast::NamedWindowExpr)], depth: usize) -> Option<ast::WindowSpec> {
+        if depth > defined.len() {
+            return None;
+        }
+        let (_, expr) = defined.iter().find(|(n, _)| n == name)?;
+        match expr {
+            ast::NamedWindowExpr::NamedWindow(other) => resolve(&other.value, defined, depth + 1),
+            ast::NamedWindowExpr::WindowSpec(spec) => merge(spec, defined, depth + 1),
+        }
+    }
+    fn merge(spec: &ast::WindowSpec, defined: &[(String, ast::NamedWindowExpr)], depth: usize) -> Option<ast::WindowSpec> {
+        let Some(base_name) = &spec.window_name else {
+            return Some(spec.clone());
+        };
+        let base = resolve(&base_name.value, defined, depth)?;
+        Some(ast::WindowSpec {
+            window_name: None,
+            partition_by: if spec.partition_by.is_empty() {
+                base.partition_by
+            } else {
+                spec.partition_by.clone()
+            },
+            order_by: if spec.order_by.is_empty() {
+                base.order_by
+            } else {
+                spec.order_by.clone()
+            },
+            window_frame: spec.window_frame.clone().or(base.window_frame),
+        })
+    }
+    struct Calls<'a> {
+        defined: &'a [(String, ast::NamedWindowExpr)],
+    }
+    impl ast::VisitorMut for Calls<'_> {
+        type Break = ();
+        fn pre_visit_expr(&mut self, expr: &mut ast::Expr) -> ControlFlow<()> {
+            if let ast::Expr::Function(f) = expr {
+                let resolved = match &f.over {
+                    Some(ast::WindowType::NamedWindow(name)) => resolve(&name.value, self.defined, 0),
+                    Some(ast::WindowType::WindowSpec(spec)) if spec.window_name.is_some() => {
+                        merge(spec, self.defined, 0)
+                    }
+                    _ => None,
+                };
+                if let Some(spec) = resolved {
+                    f.over = Some(ast::WindowType::WindowSpec(spec));
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let mut calls = Calls { defined: &defined };
+    for item in &mut select.projection {
+        let _ = ast::VisitMut::visit(item, &mut calls);
+    }
+    if let Some(q) = &mut select.qualify {
+        let _ = ast::VisitMut::visit(q, &mut calls);
+    }
+    select.named_window.clear();
 }
