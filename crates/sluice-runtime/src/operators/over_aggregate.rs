@@ -39,7 +39,7 @@ use crate::metrics::JobMetrics;
 use crate::operator::{Collector, Operator};
 use crate::operators::stateless::batch_with_schema;
 use crate::state::keyed::KeyedValues;
-use crate::state::pending::{PendingRows, Released};
+use crate::state::pending::PendingRows;
 use crate::state::{key_converter, SnapshotReader, SnapshotWriter};
 
 /// One call of the window, lowered.
@@ -96,6 +96,10 @@ pub struct OverAggregateOperator {
     lag_depth: Option<usize>,
     partitions: KeyedValues<Partition>,
     pending: PendingRows,
+    /// Rows released but not yet evaluated (see `stage`), and the watermark each left
+    /// under.
+    staged: Vec<(i64, u32, datafusion_common::arrow::row::OwnedRow)>,
+    staged_watermarks: Vec<i64>,
     watermark: i64,
     in_schema: SchemaRef,
     schema: SchemaRef,
@@ -143,6 +147,8 @@ impl OverAggregateOperator {
             lag_depth,
             partitions: KeyedValues::new(),
             pending: PendingRows::new(Arc::clone(&in_schema))?,
+            staged: Vec::new(),
+            staged_watermarks: Vec::new(),
             watermark: WATERMARK_MIN,
             in_schema,
             schema,
@@ -194,9 +200,35 @@ impl OverAggregateOperator {
     /// Releases the rows with time `<= limit` in (time, arrival) order with their calls
     /// evaluated.
     fn release(&mut self, limit: i64, out: &mut Collector) -> Result<()> {
-        let Some(Released { rows, times }) = self.pending.release(limit)? else {
+        self.stage(limit);
+        self.flush(out)
+    }
+
+    /// Takes the rows with time `<= limit` out of the buffer (their partitions' last
+    /// times move on, so later rows are judged late against them), to be evaluated and
+    /// emitted by the next [`Self::flush`]: releases within a batch (one per run of row
+    /// watermarks) cost a heap pop per row, and the batch's rows are evaluated together.
+    fn stage(&mut self, limit: i64) {
+        let from = self.staged.len();
+        self.pending.release_rows(limit, &mut self.staged);
+        for (t, p, _) in &self.staged[from..] {
+            self.partitions[*p as usize].last_time = Some(*t);
+        }
+        // Rows leave before the watermark that made them final: they carry the one
+        // before it.
+        self.staged_watermarks
+            .resize(self.staged.len(), self.watermark);
+    }
+
+    /// Evaluates the staged rows' calls and emits them, in the order they were staged.
+    fn flush(&mut self, out: &mut Collector) -> Result<()> {
+        if self.staged.is_empty() {
             return Ok(());
-        };
+        }
+        let staged = std::mem::take(&mut self.staged);
+        let watermarks = std::mem::take(&mut self.staged_watermarks);
+        let rows = self.pending.decode(staged.iter().map(|(_, _, r)| r))?;
+        let times: Vec<(i64, u32)> = staged.iter().map(|(t, p, _)| (*t, *p)).collect();
         let n = rows.num_rows();
         let args = evaluate_all(&self.args, &rows)?;
         let lag_values = evaluate_all(&self.lag_values, &rows)?;
@@ -222,8 +254,7 @@ impl OverAggregateOperator {
         let data = batch_with_schema(&self.schema, columns, n)?;
         out.emit(StreamBatch {
             data,
-            row_watermarks: (!self.processing_time)
-                .then(|| Int64Array::from(vec![self.watermark; n])),
+            row_watermarks: (!self.processing_time).then(|| Int64Array::from(watermarks)),
             ops: None,
         });
         Ok(())
@@ -255,7 +286,6 @@ impl OverAggregateOperator {
                 end += 1;
             }
             let part = &mut self.partitions[p];
-            part.last_time = Some(t);
             let group = &rows_of[k..end];
             if !range {
                 debug_assert_eq!(group.len(), 1);
@@ -372,13 +402,13 @@ impl OverAggregateOperator {
         }
         for (w, run) in batch.watermark_runs() {
             if w > self.watermark {
-                self.release(w, out)?;
+                self.stage(w);
                 self.watermark = w;
             }
             let rows: Vec<usize> = run.collect();
             self.take_in(&batch.data, &rows, &ids)?;
         }
-        Ok(())
+        self.flush(out)
     }
 }
 

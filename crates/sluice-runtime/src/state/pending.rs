@@ -72,6 +72,21 @@ impl PendingRows {
         }))
     }
 
+    /// Removes the rows with time `<= limit_ms` into `out` as `(time, key id, row)`, in
+    /// (time, arrival) order, without decoding them (see [`PendingRows::decode`]).
+    pub fn release_rows(&mut self, limit_ms: i64, out: &mut Vec<(i64, u32, OwnedRow)>) {
+        let mut released = Vec::new();
+        self.buffer.release(limit_ms, &mut released);
+        out.extend(released.into_iter().map(|(t, (k, r))| (t, k, r)));
+    }
+
+    /// Rows taken out by [`PendingRows::release_rows`] as one batch, in their order.
+    pub fn decode<'a>(&self, rows: impl Iterator<Item = &'a OwnedRow>) -> Result<RecordBatch> {
+        let rows: Vec<&OwnedRow> = rows.collect();
+        let columns = self.converter.convert_rows(rows.iter().map(|r| r.row()))?;
+        batch_with_schema(&self.schema, columns, rows.len())
+    }
+
     /// Every waiting row in release order: `(time, key id)` each, and the rows' columns
     /// (for a snapshot; pushing them back in this order restores the buffer).
     pub fn snapshot(&self) -> Result<(Vec<(i64, u32)>, Vec<ArrayRef>)> {
