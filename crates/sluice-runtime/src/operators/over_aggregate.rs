@@ -24,7 +24,7 @@ use datafusion_common::arrow::array::{
 };
 use datafusion_common::arrow::compute::concat;
 use datafusion_common::arrow::datatypes::{DataType, Int64Type, Int8Type, SchemaRef};
-use datafusion_common::arrow::row::RowConverter;
+use datafusion_common::arrow::row::{RowConverter, Rows};
 use datafusion_common::ScalarValue;
 use datafusion_expr::Accumulator;
 use datafusion_physical_expr::aggregate::AggregateFunctionExpr;
@@ -180,11 +180,17 @@ impl OverAggregateOperator {
     }
 
     /// Takes in the rows of `batch` (none is released by this; see `release`).
-    fn take_in(&mut self, data: &RecordBatch, rows: &[usize], ids: &[usize]) -> Result<()> {
-        let times = time_values(data, self.time_column)?;
-        let converted = self.pending.rows_of(data.columns())?;
+    /// (`batch` is the whole batch's rows in row format, `times` their times.)
+    fn take_in(
+        &mut self,
+        batch: &Rows,
+        times: &[i64],
+        rows: std::ops::Range<usize>,
+        ids: &[usize],
+    ) -> Result<()> {
+        let converted = batch;
         let mut late = 0;
-        for &i in rows {
+        for i in rows {
             let t = times[i];
             let p = &self.partitions[ids[i]];
             if !self.processing_time && p.last_time.is_some_and(|last| t <= last) {
@@ -394,10 +400,11 @@ impl OverAggregateOperator {
     /// Takes in `batch`, releasing before each row what its watermark made final.
     fn process(&mut self, batch: StreamBatch, out: &mut Collector) -> Result<()> {
         let ids = self.partition_ids(&batch.data)?;
+        let times = time_values(&batch.data, self.time_column)?;
+        let rows = self.pending.rows_of(batch.data.columns())?;
         if self.processing_time {
             // In arrival order, at once (processing time only grows).
-            let rows: Vec<usize> = (0..batch.num_rows()).collect();
-            self.take_in(&batch.data, &rows, &ids)?;
+            self.take_in(&rows, &times, 0..batch.num_rows(), &ids)?;
             return self.release(i64::MAX, out);
         }
         for (w, run) in batch.watermark_runs() {
@@ -405,8 +412,7 @@ impl OverAggregateOperator {
                 self.stage(w);
                 self.watermark = w;
             }
-            let rows: Vec<usize> = run.collect();
-            self.take_in(&batch.data, &rows, &ids)?;
+            self.take_in(&rows, &times, run, &ids)?;
         }
         self.flush(out)
     }
