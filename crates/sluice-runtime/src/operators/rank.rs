@@ -249,9 +249,11 @@ impl RankOperator {
         let mut position = 0u64;
         let mut rank = 0u64;
         let mut previous: Option<&[u8]> = None;
+        let by_position = self.function == RankFunction::RowNumber;
         for (sort, seq, row) in rows.iter() {
             position += 1;
-            let peer = previous == Some(sort);
+            // (ROW_NUMBER never compares keys.)
+            let peer = !by_position && previous == Some(sort);
             rank = match self.function {
                 RankFunction::RowNumber => position,
                 RankFunction::Rank if peer => rank,
