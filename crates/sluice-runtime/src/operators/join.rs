@@ -32,7 +32,7 @@ use datafusion_common::arrow::array::{
 use datafusion_common::arrow::compute::{concat, filter, prep_null_mask_filter, take};
 use datafusion_common::arrow::datatypes::{DataType, SchemaRef};
 use datafusion_common::arrow::record_batch::RecordBatch;
-use datafusion_common::arrow::row::{RowConverter, Rows, SortField};
+use datafusion_common::arrow::row::{RowConverter, Rows};
 use datafusion_physical_expr::PhysicalExpr;
 use sluice_common::plan::JoinKind;
 use sluice_common::{Result, SluiceError};
@@ -60,13 +60,7 @@ impl JoinInput {
     /// # Errors
     /// A column type the row format cannot hold.
     pub fn new(keys: Vec<Arc<dyn PhysicalExpr>>, schema: SchemaRef) -> Result<Self> {
-        let converter = RowConverter::new(
-            schema
-                .fields()
-                .iter()
-                .map(|f| SortField::new(f.data_type().clone()))
-                .collect(),
-        )?;
+        let converter = crate::state::row_converter(&schema)?;
         Ok(JoinInput {
             keys,
             schema,

@@ -160,13 +160,7 @@ impl RankOperator {
             .iter()
             .map(|(e, o)| Ok(SortField::new_with_options(e.data_type(&in_schema)?, *o)))
             .collect::<datafusion_common::Result<Vec<_>>>()?;
-        let row_converter = RowConverter::new(
-            in_schema
-                .fields()
-                .iter()
-                .map(|f| SortField::new(f.data_type().clone()))
-                .collect(),
-        )?;
+        let row_converter = crate::state::row_converter(&in_schema)?;
         Ok(RankOperator {
             function,
             key_converter: key_converter(&key_types)?,
@@ -390,6 +384,19 @@ impl RankOperator {
         self.partitions[p].truncate(keep);
     }
 
+    /// The partition id of each of `rows` of `data` (new partitions start empty).
+    fn partition_ids(&mut self, data: &RecordBatch, rows: &[u32]) -> Result<Vec<usize>> {
+        let keys = evaluate_all(&self.partition_by, data)?;
+        let key_rows = match &self.key_converter {
+            Some(c) => Some(c.convert_columns(&keys)?),
+            None => None,
+        };
+        let mut ids = Vec::new();
+        self.partitions
+            .ids_or_insert_with(key_rows.as_ref(), rows, &mut ids, |_| Ok(Ranked::new()))?;
+        Ok(ids)
+    }
+
     /// Window Top-N: takes the rows in (late ones dropped), emitting nothing.
     fn process_windowed(&mut self, batch: StreamBatch) -> Result<()> {
         let data = &batch.data;
@@ -405,14 +412,7 @@ impl RankOperator {
             .map(|i| i as u32)
             .collect();
         JobMetrics::add(&window.metrics.late_rows_dropped, late);
-        let keys = evaluate_all(&self.partition_by, data)?;
-        let key_rows = match &self.key_converter {
-            Some(c) => Some(c.convert_columns(&keys)?),
-            None => None,
-        };
-        let mut ids = Vec::new();
-        self.partitions
-            .ids_or_insert_with(key_rows.as_ref(), &kept, &mut ids, |_| Ok(Ranked::new()))?;
+        let ids = self.partition_ids(data, &kept)?;
         let sort_keys = self
             .sort_converter
             .convert_columns(&evaluate_all(&self.order_by, data)?)?;
@@ -539,15 +539,8 @@ impl Operator for RankOperator {
         let now = self.clock.now_ms();
         let data = &batch.data;
         let n = data.num_rows();
-        let keys = evaluate_all(&self.partition_by, data)?;
-        let key_rows = match &self.key_converter {
-            Some(c) => Some(c.convert_columns(&keys)?),
-            None => None,
-        };
         let all: Vec<u32> = (0..n as u32).collect();
-        let mut ids = Vec::new();
-        self.partitions
-            .ids_or_insert_with(key_rows.as_ref(), &all, &mut ids, |_| Ok(Ranked::new()))?;
+        let ids = self.partition_ids(data, &all)?;
         let sort_keys = self
             .sort_converter
             .convert_columns(&evaluate_all(&self.order_by, data)?)?;

@@ -54,6 +54,18 @@ pub fn key_converter(key_types: &[DataType]) -> Result<Option<RowConverter>> {
     )?))
 }
 
+/// The row converter for whole rows of `schema` (every column, in order): how operators
+/// keep rows they hold (joins, Top-N, rows waiting for the watermark).
+pub fn row_converter(schema: &datafusion_common::arrow::datatypes::Schema) -> Result<RowConverter> {
+    Ok(RowConverter::new(
+        schema
+            .fields()
+            .iter()
+            .map(|f| SortField::new(f.data_type().clone()))
+            .collect(),
+    )?)
+}
+
 /// Creates fresh accumulators for the aggregates of an operator.
 #[derive(Clone)]
 pub struct AccumulatorFactory {

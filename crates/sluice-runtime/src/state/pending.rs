@@ -6,7 +6,7 @@
 
 use datafusion_common::arrow::array::{ArrayRef, RecordBatch};
 use datafusion_common::arrow::datatypes::SchemaRef;
-use datafusion_common::arrow::row::{OwnedRow, Row, RowConverter, Rows, SortField};
+use datafusion_common::arrow::row::{OwnedRow, Row, RowConverter, Rows};
 use sluice_common::Result;
 
 use crate::operators::stateless::batch_with_schema;
@@ -30,13 +30,7 @@ pub struct PendingRows {
 impl PendingRows {
     /// Nothing waiting; rows will have `schema`.
     pub fn new(schema: SchemaRef) -> Result<Self> {
-        let converter = RowConverter::new(
-            schema
-                .fields()
-                .iter()
-                .map(|f| SortField::new(f.data_type().clone()))
-                .collect(),
-        )?;
+        let converter = crate::state::row_converter(&schema)?;
         Ok(PendingRows {
             converter,
             schema,

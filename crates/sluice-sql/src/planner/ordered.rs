@@ -100,16 +100,7 @@ impl Planner {
                 return not_supported!("FILTER (WHERE ...) on an OVER aggregate");
             }
             calls.push(match &wf.fun {
-                WindowFunctionDefinition::AggregateUDF(f) => {
-                    OverCall::Aggregate(Expr::AggregateFunction(AggregateFunction::new_udf(
-                        Arc::clone(f),
-                        p.args.clone(),
-                        p.distinct,
-                        None,
-                        vec![],
-                        p.null_treatment,
-                    )))
-                }
+                WindowFunctionDefinition::AggregateUDF(f) => aggregate_call(f, p),
                 WindowFunctionDefinition::WindowUDF(f) if f.name() == "lag" => {
                     lag_call(&p.args, &in_schema)?
                 }
@@ -120,14 +111,7 @@ impl Planner {
                     let Some(aggregate) = self.functions.aggregates.get(f.name()) else {
                         return plan_err!("no aggregate {}", f.name());
                     };
-                    OverCall::Aggregate(Expr::AggregateFunction(AggregateFunction::new_udf(
-                        Arc::clone(aggregate),
-                        p.args.clone(),
-                        p.distinct,
-                        None,
-                        vec![],
-                        p.null_treatment,
-                    )))
+                    aggregate_call(aggregate, p)
                 }
                 WindowFunctionDefinition::WindowUDF(f) => {
                     return not_supported!("{} in an OVER window", f.name().to_uppercase())
@@ -401,6 +385,21 @@ impl Planner {
             window: if windowed { input.window } else { None },
         })
     }
+}
+
+/// An aggregate over the frame, called as the window function was.
+fn aggregate_call(
+    f: &Arc<datafusion_expr::AggregateUDF>,
+    p: &WindowFunctionParams,
+) -> OverCall {
+    OverCall::Aggregate(Expr::AggregateFunction(AggregateFunction::new_udf(
+        Arc::clone(f),
+        p.args.clone(),
+        p.distinct,
+        None,
+        vec![],
+        p.null_treatment,
+    )))
 }
 
 /// `LAG(value [, offset [, default]])` with a constant offset.
