@@ -33,7 +33,7 @@ use std::sync::Arc;
 use datafusion_common::arrow::array::{Int64Array, Int8Array, RecordBatch, UInt32Array};
 use datafusion_common::arrow::compute::{take, SortOptions};
 use datafusion_common::arrow::datatypes::{Int64Type, SchemaRef};
-use datafusion_common::arrow::row::{RowConverter, Rows, SortField};
+use datafusion_common::arrow::row::{RowConverter, Rows};
 use datafusion_physical_expr::PhysicalExpr;
 use sluice_common::plan::RankFunction;
 use sluice_common::Result;
@@ -156,17 +156,14 @@ impl RankOperator {
             .map(|k| k.data_type(&in_schema))
             .collect::<datafusion_common::Result<Vec<_>>>()?;
         let descending = order_by.first().is_some_and(|(_, o)| o.descending);
-        let sort_fields = order_by
-            .iter()
-            .map(|(e, o)| Ok(SortField::new_with_options(e.data_type(&in_schema)?, *o)))
-            .collect::<datafusion_common::Result<Vec<_>>>()?;
+        let sort_converter = crate::state::sort_converter(&order_by, &in_schema)?;
         let row_converter = crate::state::row_converter(&in_schema)?;
         Ok(RankOperator {
             function,
             key_converter: key_converter(&key_types)?,
             partition_by,
             order_by: order_by.into_iter().map(|(e, _)| e).collect(),
-            sort_converter: RowConverter::new(sort_fields)?,
+            sort_converter,
             row_converter,
             lower,
             upper,

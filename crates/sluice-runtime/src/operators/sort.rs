@@ -15,7 +15,7 @@ use std::sync::Arc;
 use datafusion_common::arrow::array::{Array, Int64Array, Int8Array, RecordBatch, UInt32Array};
 use datafusion_common::arrow::compute::{take_record_batch, SortOptions};
 use datafusion_common::arrow::datatypes::{Int64Type, Int8Type, SchemaRef};
-use datafusion_common::arrow::row::{RowConverter, SortField};
+use datafusion_common::arrow::row::RowConverter;
 use datafusion_physical_expr::PhysicalExpr;
 use sluice_common::time::WATERMARK_MIN;
 use sluice_common::{Result, SluiceError};
@@ -53,11 +53,7 @@ impl SortOperator {
         let key_converter = if keys.is_empty() {
             None
         } else {
-            Some(RowConverter::new(
-                keys.iter()
-                    .map(|(e, o)| Ok(SortField::new_with_options(e.data_type(&schema)?, *o)))
-                    .collect::<datafusion_common::Result<Vec<_>>>()?,
-            )?)
+            Some(crate::state::sort_converter(&keys, &schema)?)
         };
         Ok(SortOperator {
             time_column,

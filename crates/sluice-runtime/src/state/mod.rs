@@ -66,6 +66,19 @@ pub fn row_converter(schema: &datafusion_common::arrow::datatypes::Schema) -> Re
     )?)
 }
 
+/// The row converter for sort keys: `ORDER BY` expressions over `schema` with their sort
+/// options, so row bytes compare in the `ORDER BY` order (Top-N, the event-time sort).
+pub fn sort_converter(
+    keys: &[(Arc<dyn datafusion_physical_expr::PhysicalExpr>, datafusion_common::arrow::compute::SortOptions)],
+    schema: &datafusion_common::arrow::datatypes::Schema,
+) -> Result<RowConverter> {
+    Ok(RowConverter::new(
+        keys.iter()
+            .map(|(e, o)| Ok(SortField::new_with_options(e.data_type(schema)?, *o)))
+            .collect::<datafusion_common::Result<Vec<_>>>()?,
+    )?)
+}
+
 /// Creates fresh accumulators for the aggregates of an operator.
 #[derive(Clone)]
 pub struct AccumulatorFactory {
