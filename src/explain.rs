@@ -126,17 +126,20 @@ fn state(node: &PlanNode, keys: Option<&[Vec<String>]>, ctx: &ExplainContext) ->
         OperatorSpec::Limit { .. } => "the count of rows seen, one global key".to_string(),
         OperatorSpec::Rank(_) if node.input().is_updating() => format!(
             "every live row per partition (updating input), {key_text}{}",
-            if ttl.is_empty() { ", kept until retracted (no 'table.exec.state.ttl')".to_string() } else { ttl.clone() }
+            if ttl.is_empty() {
+                ", kept until retracted (no 'table.exec.state.ttl')".to_string()
+            } else {
+                ttl.clone()
+            }
         ),
         OperatorSpec::Rank(r) if r.window.is_some() => format!(
             "the rows ranked <= {} per window and partition, dropped when the window fires, \
              {key_text}",
             r.upper
         ),
-        OperatorSpec::Rank(r) => format!(
-            "the rows ranked <= {} per partition, {key_text}",
-            r.upper
-        ),
+        OperatorSpec::Rank(r) => {
+            format!("the rows ranked <= {} per partition, {key_text}", r.upper)
+        }
         OperatorSpec::Join(j) if j.window.is_some() => format!(
             "rows of each window, left {}, right {}, joined and dropped when the window fires",
             keyed(keys.and_then(|k| k.first())),

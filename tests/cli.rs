@@ -400,7 +400,14 @@ fn explain_goldens() {
     // (an OVER window and a Top-N over it each behind a hash exchange); a sort, a limit
     // and a Top-N without PARTITION BY in one subtask.
     let ordered = golden("ordered.sql", 2, "ordered_p2.txt");
-    for name in ["OverAggregate:", "Rank:", "Deduplicate:", "WindowRank:", "Sort:", "Limit:"] {
+    for name in [
+        "OverAggregate:",
+        "Rank:",
+        "Deduplicate:",
+        "WindowRank:",
+        "Sort:",
+        "Limit:",
+    ] {
         assert!(ordered.contains(name), "{name} in {ordered}");
     }
     // Time-bounded joins: their kind, bounds and state-retention rule.

@@ -688,7 +688,12 @@ async fn processing_time_over_window_on_a_manual_clock() {
         .unwrap()
     };
     let mut rows = Vec::new();
-    for (at_ms, vs) in [(0, vec![1, 2]), (600, vec![4]), (1_500, vec![8]), (2_700, vec![16])] {
+    for (at_ms, vs) in [
+        (0, vec![1, 2]),
+        (600, vec![4]),
+        (1_500, vec![8]),
+        (2_700, vec![16]),
+    ] {
         clock.set_ms(1_000_000 + at_ms);
         let sender = ev.clone();
         let b = batch(&vs);

@@ -45,7 +45,9 @@ pub fn run(script: &str) -> (f64, u64, u64) {
 }
 
 /// Runs a script; returns (seconds, rows out, late rows, the last job's metrics).
-pub fn run_with_metrics(script: &str) -> (f64, u64, u64, Option<std::sync::Arc<sluice::JobMetrics>>) {
+pub fn run_with_metrics(
+    script: &str,
+) -> (f64, u64, u64, Option<std::sync::Arc<sluice::JobMetrics>>) {
     let mut engine = Engine::new(EngineConfig {
         working_dir: Some(root()),
         ..Default::default()
@@ -103,7 +105,6 @@ pub fn generate_lines(
     std::fs::rename(tmp, path)
 }
 
-
 /// The benchmarks' main input, written once to `path`: `rows` lines of `ts, key, price`
 /// (`TIMESTAMP(3)`, `INT`, `DOUBLE`) over 1,000 s of event time, 10,000 keys, up to 500 ms
 /// of disorder (deterministic).
@@ -129,4 +130,3 @@ pub fn generate(path: &Path, rows: u64) -> std::io::Result<()> {
     drop(out);
     std::fs::rename(tmp, path)
 }
-

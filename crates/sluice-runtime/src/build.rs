@@ -262,8 +262,8 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
         OperatorSpec::Limit { offset, fetch } => {
             Box::new(crate::operators::sort::LimitOperator::new(*offset, *fetch))
         }
-        OperatorSpec::Rank(spec) => {
-            Box::new(crate::operators::rank::RankOperator::new(
+        OperatorSpec::Rank(spec) => Box::new(
+            crate::operators::rank::RankOperator::new(
                 spec.function,
                 physical_all(&spec.partition_by, in_schema)?,
                 sort_keys(&spec.order_by, in_schema)?,
@@ -282,8 +282,8 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
                 Arc::new(in_schema.as_arrow().clone()),
                 out_schema,
             )?
-            .with_state_ttl(env.state_ttl, env.clock.clone()))
-        }
+            .with_state_ttl(env.state_ttl, env.clock.clone()),
+        ),
         OperatorSpec::MatchRecognize(spec) => Box::new(
             crate::operators::match_recognize::operator::MatchRecognizeOperator::new(
                 spec.as_ref().clone(),
@@ -304,7 +304,12 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
 fn sort_keys(
     order_by: &[datafusion_expr::SortExpr],
     in_schema: &DFSchema,
-) -> Result<Vec<(Arc<dyn datafusion_physical_expr::PhysicalExpr>, datafusion_common::arrow::compute::SortOptions)>> {
+) -> Result<
+    Vec<(
+        Arc<dyn datafusion_physical_expr::PhysicalExpr>,
+        datafusion_common::arrow::compute::SortOptions,
+    )>,
+> {
     order_by
         .iter()
         .map(|s| {

@@ -204,8 +204,11 @@ impl Planner {
                     let mut field = Field::new(&c.name, dt.clone(), nullable && !proctime);
                     if proctime {
                         field = field.with_metadata(
-                            [(sluice_common::types::PROCTIME_KEY.to_string(), "true".into())]
-                                .into(),
+                            [(
+                                sluice_common::types::PROCTIME_KEY.to_string(),
+                                "true".into(),
+                            )]
+                            .into(),
                         );
                     }
                     fields.push(field);

@@ -12,9 +12,7 @@ use datafusion_common::DFSchemaRef;
 use datafusion_expr::Expr;
 
 mod ordered;
-pub use ordered::{
-    OverCall, OverFrame, OverSpec, RankFunction, RankSpec, RankWindow, SortSpec,
-};
+pub use ordered::{OverCall, OverFrame, OverSpec, RankFunction, RankSpec, RankWindow, SortSpec};
 
 /// One node of the physical operator graph: an operator and the nodes feeding it.
 #[derive(Debug, Clone)]

@@ -39,7 +39,7 @@ use crate::metrics::JobMetrics;
 use crate::operator::{Collector, Operator};
 use crate::operators::stateless::batch_with_schema;
 use crate::state::keyed::KeyedValues;
-use crate::state::pending::PendingRows;
+use crate::state::pending::{PendingRows, Released};
 use crate::state::{key_converter, SnapshotReader, SnapshotWriter};
 
 /// One call of the window, lowered.
@@ -96,10 +96,6 @@ pub struct OverAggregateOperator {
     lag_depth: Option<usize>,
     partitions: KeyedValues<Partition>,
     pending: PendingRows,
-    /// Rows released but not yet evaluated (see `stage`), and the watermark each left
-    /// under.
-    staged: Vec<(i64, u32, datafusion_common::arrow::row::OwnedRow)>,
-    staged_watermarks: Vec<i64>,
     watermark: i64,
     in_schema: SchemaRef,
     schema: SchemaRef,
@@ -147,8 +143,6 @@ impl OverAggregateOperator {
             lag_depth,
             partitions: KeyedValues::new(),
             pending: PendingRows::new(Arc::clone(&in_schema))?,
-            staged: Vec::new(),
-            staged_watermarks: Vec::new(),
             watermark: WATERMARK_MIN,
             in_schema,
             schema,
@@ -159,7 +153,10 @@ impl OverAggregateOperator {
     fn bounded(&self) -> bool {
         matches!(
             self.frame,
-            OverFrame::Rows { preceding: Some(_) } | OverFrame::Range { preceding_ms: Some(_) }
+            OverFrame::Rows { preceding: Some(_) }
+                | OverFrame::Range {
+                    preceding_ms: Some(_)
+                }
         )
     }
 
@@ -175,7 +172,9 @@ impl OverAggregateOperator {
         let bounded = self.bounded();
         let calls = &self.calls;
         self.partitions
-            .ids_or_insert_with(rows.as_ref(), &all, &mut ids, |_| new_partition(calls, bounded))?;
+            .ids_or_insert_with(rows.as_ref(), &all, &mut ids, |_| {
+                new_partition(calls, bounded)
+            })?;
         Ok(ids)
     }
 
@@ -210,31 +209,24 @@ impl OverAggregateOperator {
         self.flush(out)
     }
 
-    /// Takes the rows with time `<= limit` out of the buffer (their partitions' last
-    /// times move on, so later rows are judged late against them), to be evaluated and
-    /// emitted by the next [`Self::flush`]: releases within a batch (one per run of row
-    /// watermarks) cost a heap pop per row, and the batch's rows are evaluated together.
+    /// Stages the rows with time `<= limit` (see `PendingRows::stage`); their
+    /// partitions' last times move on, so later rows are judged late against them.
     fn stage(&mut self, limit: i64) {
-        let from = self.staged.len();
-        self.pending.release_rows(limit, &mut self.staged);
-        for (t, p, _) in &self.staged[from..] {
-            self.partitions[*p as usize].last_time = Some(*t);
+        for (t, p) in self.pending.stage(limit, self.watermark) {
+            self.partitions[p as usize].last_time = Some(t);
         }
-        // Rows leave before the watermark that made them final: they carry the one
-        // before it.
-        self.staged_watermarks
-            .resize(self.staged.len(), self.watermark);
     }
 
     /// Evaluates the staged rows' calls and emits them, in the order they were staged.
     fn flush(&mut self, out: &mut Collector) -> Result<()> {
-        if self.staged.is_empty() {
+        let Some(Released {
+            rows,
+            times,
+            watermarks,
+        }) = self.pending.take_staged()?
+        else {
             return Ok(());
-        }
-        let staged = std::mem::take(&mut self.staged);
-        let watermarks = std::mem::take(&mut self.staged_watermarks);
-        let rows = self.pending.decode(staged.iter().map(|(_, _, r)| r))?;
-        let times: Vec<(i64, u32)> = staged.iter().map(|(t, p, _)| (*t, *p)).collect();
+        };
         let n = rows.num_rows();
         let args = evaluate_all(&self.args, &rows)?;
         let lag_values = evaluate_all(&self.lag_values, &rows)?;
@@ -250,7 +242,15 @@ impl OverAggregateOperator {
         }
         let mut values: Vec<Vec<ScalarValue>> = vec![vec![ScalarValue::Null; n]; self.calls.len()];
         for (p, rows_of) in order {
-            self.compute(p as usize, &rows_of, &times, &rows, &args, &lag_values, &mut values)?;
+            self.compute(
+                p as usize,
+                &rows_of,
+                &times,
+                &rows,
+                &args,
+                &lag_values,
+                &mut values,
+            )?;
         }
         let mut columns = rows.columns().to_vec();
         for (c, v) in values.into_iter().enumerate() {
@@ -307,7 +307,10 @@ impl OverAggregateOperator {
                 }
                 if matches!(
                     frame,
-                    OverFrame::Rows { preceding: Some(_) } | OverFrame::Range { preceding_ms: Some(_) }
+                    OverFrame::Rows { preceding: Some(_) }
+                        | OverFrame::Range {
+                            preceding_ms: Some(_)
+                        }
                 ) {
                     let scalars = row_args
                         .iter()
@@ -322,9 +325,12 @@ impl OverAggregateOperator {
                     (OverFrame::Rows { preceding: Some(n) }, Some(_)) => {
                         part.frame.len() as u64 > n + 1
                     }
-                    (OverFrame::Range { preceding_ms: Some(ms) }, Some((front, _))) => {
-                        *front < t.saturating_sub(ms)
-                    }
+                    (
+                        OverFrame::Range {
+                            preceding_ms: Some(ms),
+                        },
+                        Some((front, _)),
+                    ) => *front < t.saturating_sub(ms),
                     _ => false,
                 };
                 if !leaves {
@@ -441,7 +447,10 @@ fn new_partition(calls: &[OverCallExec], bounded: bool) -> Result<Partition> {
 pub(crate) fn time_values(data: &RecordBatch, column: usize) -> Result<Vec<i64>> {
     let c = datafusion_common::arrow::compute::cast(
         data.column(column),
-        &DataType::Timestamp(datafusion_common::arrow::datatypes::TimeUnit::Millisecond, None),
+        &DataType::Timestamp(
+            datafusion_common::arrow::datatypes::TimeUnit::Millisecond,
+            None,
+        ),
     )?;
     let c = datafusion_common::arrow::compute::cast(&c, &DataType::Int64)?;
     let c = c
@@ -683,8 +692,10 @@ impl Operator for OverAggregateOperator {
                         let mut acc = 0;
                         for call in &self.calls {
                             if let OverCallExec::Aggregate { first, count, .. } = call {
-                                let arrays: Vec<ArrayRef> =
-                                    args[*first..first + count].iter().map(|c| c.slice(r, 1)).collect();
+                                let arrays: Vec<ArrayRef> = args[*first..first + count]
+                                    .iter()
+                                    .map(|c| c.slice(r, 1))
+                                    .collect();
                                 part.accumulators[acc].update_batch(&arrays)?;
                                 acc += 1;
                             }
@@ -700,7 +711,8 @@ impl Operator for OverAggregateOperator {
                         part.last_time = time;
                         if !bounded {
                             for (acc, cols) in part.accumulators.iter_mut().zip(&agg_columns) {
-                                let state: Vec<ArrayRef> = cols.iter().map(|c| c.slice(r, 1)).collect();
+                                let state: Vec<ArrayRef> =
+                                    cols.iter().map(|c| c.slice(r, 1)).collect();
                                 acc.merge_batch(&state)?;
                             }
                         }

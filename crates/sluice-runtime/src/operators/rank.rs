@@ -61,8 +61,7 @@ struct Entry {
 impl Entry {
     /// The same row content (and rank, when `by_rank`).
     fn same(&self, other: &Entry, by_rank: bool) -> bool {
-        (!by_rank || self.rank == other.rank)
-            && (self.seq == other.seq || self.row == other.row)
+        (!by_rank || self.rank == other.rank) && (self.seq == other.seq || self.row == other.row)
     }
 }
 
@@ -207,7 +206,8 @@ impl RankOperator {
             return;
         }
         if self.last_access.len() <= p {
-            self.last_access.resize(self.partitions.capacity().max(p + 1), now);
+            self.last_access
+                .resize(self.partitions.capacity().max(p + 1), now);
         }
         self.last_access[p] = now;
     }
@@ -545,7 +545,9 @@ impl Operator for RankOperator {
         // before anything is copied; the others are converted to row format.
         let accepted: Vec<u32> = (0..n)
             .filter(|&i| {
-                !self.append_only || !self.cannot_enter(&self.partitions[ids[i]], &self.new_sort_key(&sort_keys, i))
+                !self.append_only
+                    || !self
+                        .cannot_enter(&self.partitions[ids[i]], &self.new_sort_key(&sort_keys, i))
             })
             .map(|i| i as u32)
             .collect();
@@ -780,7 +782,10 @@ mod tests {
     fn row_number_updates_each_position_that_changed() {
         let mut op = top2(RankFunction::RowNumber, true, true);
         assert_eq!(push(&mut op, &[(1, 5, I)]), ["+I 1 5 1"]);
-        assert_eq!(push(&mut op, &[(2, 7, I)]), ["-U 1 5 1", "+U 2 7 1", "+I 1 5 2"]);
+        assert_eq!(
+            push(&mut op, &[(2, 7, I)]),
+            ["-U 1 5 1", "+U 2 7 1", "+I 1 5 2"]
+        );
         assert_eq!(push(&mut op, &[(3, 6, I)]), ["-U 1 5 2", "+U 3 6 2"]);
         // Equal to rank 2: the earlier arrival stays ahead; nothing changes.
         assert_eq!(push(&mut op, &[(4, 6, I)]), Vec::<String>::new());
@@ -791,9 +796,10 @@ mod tests {
         // Append-only input: only the top 2 are kept.
         assert_eq!(op.state_rows(), Some(2));
         // Mini-batch: one batch, one change per position.
-        assert_eq!(push(&mut op, &[(6, 10, I), (7, 11, I)]), [
-            "-U 5 9 1", "+U 7 11 1", "-U 2 7 2", "+U 6 10 2"
-        ]);
+        assert_eq!(
+            push(&mut op, &[(6, 10, I), (7, 11, I)]),
+            ["-U 5 9 1", "+U 7 11 1", "-U 2 7 2", "+U 6 10 2"]
+        );
     }
 
     /// Over an updating input every live row is kept: a deleted top row lets the next
@@ -801,7 +807,10 @@ mod tests {
     #[test]
     fn a_deleted_row_leaves_the_ranking_wherever_it_is() {
         let mut op = top2(RankFunction::RowNumber, false, false);
-        assert_eq!(push(&mut op, &[(1, 50, I), (2, 40, I)]), ["+I 1 50", "+I 2 40"]);
+        assert_eq!(
+            push(&mut op, &[(1, 50, I), (2, 40, I)]),
+            ["+I 1 50", "+I 2 40"]
+        );
         assert_eq!(push(&mut op, &[(3, 60, I)]), ["-D 2 40", "+I 3 60"]);
         assert_eq!(op.state_rows(), Some(3));
         // Row 2 is deleted outside the top 2: no change.
@@ -810,9 +819,10 @@ mod tests {
         assert_eq!(push(&mut op, &[(3, 60, D)]), ["-D 3 60"]);
         assert_eq!(push(&mut op, &[(4, 10, I)]), ["+I 4 10"]);
         // Two rows enter together.
-        assert_eq!(push(&mut op, &[(5, 70, I), (6, 80, I)]), [
-            "-D 1 50", "-D 4 10", "+I 6 80", "+I 5 70"
-        ]);
+        assert_eq!(
+            push(&mut op, &[(5, 70, I), (6, 80, I)]),
+            ["-D 1 50", "-D 4 10", "+I 6 80", "+I 5 70"]
+        );
         // A retraction of a row never seen changes nothing.
         assert_eq!(push(&mut op, &[(9, 99, D)]), Vec::<String>::new());
     }
@@ -824,7 +834,10 @@ mod tests {
         let clock = ProcessingClock::manual(1_000);
         let mut op = top2(RankFunction::RowNumber, true, false)
             .with_state_ttl(Some(std::time::Duration::from_millis(100)), clock.clone());
-        assert_eq!(push(&mut op, &[(1, 5, I), (2, 7, I)]), ["+I 2 7 1", "+I 1 5 2"]);
+        assert_eq!(
+            push(&mut op, &[(1, 5, I), (2, 7, I)]),
+            ["+I 2 7 1", "+I 1 5 2"]
+        );
         clock.advance_ms(120);
         let due = op.next_processing_timer().expect("a sweep is due");
         assert!(due <= clock.now_ms());
@@ -840,7 +853,10 @@ mod tests {
     #[test]
     fn rank_peers_and_restore() {
         let mut op = top2(RankFunction::Rank, true, true);
-        assert_eq!(push(&mut op, &[(1, 5, I), (2, 5, I)]), ["+I 1 5 1", "+I 2 5 1"]);
+        assert_eq!(
+            push(&mut op, &[(1, 5, I), (2, 5, I)]),
+            ["+I 1 5 1", "+I 2 5 1"]
+        );
         // 7 ranks 1, the two 5s rank 2.
         assert_eq!(
             push(&mut op, &[(3, 7, I)]),
@@ -856,6 +872,14 @@ mod tests {
                 ["-D 3 7 1", "-D 1 5 2", "-D 2 5 2", "+I 4 8 1", "+I 3 7 2"]
             );
         }
-        assert_eq!(restored.partitions.slots().iter().map(|p| p.len()).sum::<usize>(), 2);
+        assert_eq!(
+            restored
+                .partitions
+                .slots()
+                .iter()
+                .map(|p| p.len())
+                .sum::<usize>(),
+            2
+        );
     }
 }

@@ -66,28 +66,53 @@ impl SortOperator {
         })
     }
 
-    fn release(&mut self, limit: i64, out: &mut Collector) -> Result<()> {
-        let Some(Released { rows, times }) = self.pending.release(limit)? else {
+    /// Stages the rows with time `<= limit` (see `PendingRows::stage`).
+    fn stage(&mut self, limit: i64) {
+        if let Some((t, _)) = self.pending.stage(limit, self.watermark).last() {
+            self.last_time = Some(t);
+        }
+    }
+
+    /// Emits the staged rows, sorted.
+    fn flush(&mut self, out: &mut Collector) -> Result<()> {
+        let Some(Released {
+            rows,
+            times,
+            watermarks,
+        }) = self.pending.take_staged()?
+        else {
             return Ok(());
         };
-        self.last_time = times.last().map(|(t, _)| *t);
-        let rows = match &self.key_converter {
-            None => rows,
+        // Staged in (time, arrival) order (each staging's times are after the last's,
+        // since a row at or before the last time is late): a stable sort by (time, keys).
+        let order: Option<Vec<u32>> = match &self.key_converter {
+            None => None,
             Some(c) => {
-                // Released in (time, arrival) order: a stable sort by (time, keys).
                 let keys = c.convert_columns(&evaluate_all(&self.keys, &rows)?)?;
                 let mut order: Vec<u32> = (0..rows.num_rows() as u32).collect();
                 order.sort_by(|&a, &b| {
                     let (a, b) = (a as usize, b as usize);
-                    times[a].0.cmp(&times[b].0).then(keys.row(a).cmp(&keys.row(b)))
+                    times[a]
+                        .0
+                        .cmp(&times[b].0)
+                        .then(keys.row(a).cmp(&keys.row(b)))
                 });
-                take_record_batch(&rows, &UInt32Array::from(order))?
+                Some(order)
             }
         };
-        let n = rows.num_rows();
+        let (data, watermarks) = match order {
+            None => (rows, watermarks),
+            Some(order) => {
+                let watermarks = order.iter().map(|&i| watermarks[i as usize]).collect();
+                (
+                    take_record_batch(&rows, &UInt32Array::from(order))?,
+                    watermarks,
+                )
+            }
+        };
         out.emit(StreamBatch {
-            data: rows,
-            row_watermarks: Some(Int64Array::from(vec![self.watermark; n])),
+            data,
+            row_watermarks: Some(Int64Array::from(watermarks)),
             ops: None,
         });
         Ok(())
@@ -109,7 +134,7 @@ impl Operator for SortOperator {
         let mut late = 0;
         for (w, run) in batch.watermark_runs() {
             if w > self.watermark {
-                self.release(w, out)?;
+                self.stage(w);
                 self.watermark = w;
             }
             for i in run {
@@ -121,12 +146,13 @@ impl Operator for SortOperator {
             }
         }
         JobMetrics::add(&self.metrics.late_rows_dropped, late);
-        Ok(())
+        self.flush(out)
     }
 
     fn on_watermark(&mut self, watermark_ms: i64, out: &mut Collector) -> Result<()> {
         if watermark_ms > self.watermark {
-            self.release(watermark_ms, out)?;
+            self.stage(watermark_ms);
+            self.flush(out)?;
             self.watermark = watermark_ms;
         }
         out.watermark(watermark_ms);
@@ -134,7 +160,8 @@ impl Operator for SortOperator {
     }
 
     fn on_end(&mut self, out: &mut Collector) -> Result<()> {
-        self.release(i64::MAX, out)
+        self.stage(i64::MAX);
+        self.flush(out)
     }
 
     /// One batch in the common layout (no key columns: one global key): `kind` (Int8: 0 a

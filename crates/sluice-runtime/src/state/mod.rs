@@ -69,7 +69,10 @@ pub fn row_converter(schema: &datafusion_common::arrow::datatypes::Schema) -> Re
 /// The row converter for sort keys: `ORDER BY` expressions over `schema` with their sort
 /// options, so row bytes compare in the `ORDER BY` order (Top-N, the event-time sort).
 pub fn sort_converter(
-    keys: &[(Arc<dyn datafusion_physical_expr::PhysicalExpr>, datafusion_common::arrow::compute::SortOptions)],
+    keys: &[(
+        Arc<dyn datafusion_physical_expr::PhysicalExpr>,
+        datafusion_common::arrow::compute::SortOptions,
+    )],
     schema: &datafusion_common::arrow::datatypes::Schema,
 ) -> Result<RowConverter> {
     Ok(RowConverter::new(

@@ -1,8 +1,14 @@
 //! Whole input rows waiting for the watermark: what the ordered operators (OVER
 //! aggregation, the event-time sort) hold until event time passes a row, then release in
-//! (time, arrival) order as one batch. Rows are kept in Arrow's row format (one
-//! allocation per row, decoded back to columns on release and for snapshots), each with
-//! the id of its key (partition) in the operator's registry.
+//! (time, arrival) order. Rows are kept in Arrow's row format (one allocation per row,
+//! decoded back to columns on release and for snapshots), each with the id of its key
+//! (partition) in the operator's registry.
+//!
+//! Releasing is two steps: [`PendingRows::stage`] takes the rows a watermark made final
+//! out of the buffer (a heap pop per row; an operator calls it before each run of rows
+//! that arrived under one watermark, so lateness is judged per row), and
+//! [`PendingRows::take_staged`] decodes everything staged since as one batch (once per
+//! input batch or watermark), so rows arriving one watermark apart cost no batch each.
 
 use datafusion_common::arrow::array::{ArrayRef, RecordBatch};
 use datafusion_common::arrow::datatypes::SchemaRef;
@@ -12,12 +18,15 @@ use sluice_common::Result;
 use crate::operators::stateless::batch_with_schema;
 use crate::state::time::EventTimeBuffer;
 
-/// Rows released together: the rows, and each one's time (ms) and key id, in order.
+/// Rows staged since the last [`PendingRows::take_staged`], as one batch in staging order.
 pub struct Released {
     /// The rows, in the input's schema.
     pub rows: RecordBatch,
     /// `(time, key id)` of each row.
     pub times: Vec<(i64, u32)>,
+    /// The watermark (ms) in effect before each row's release: the row watermark it
+    /// leaves with (it is final under the next one).
+    pub watermarks: Vec<i64>,
 }
 
 /// Input rows of `schema` waiting for the watermark (see the module docs).
@@ -25,6 +34,9 @@ pub struct PendingRows {
     converter: RowConverter,
     schema: SchemaRef,
     buffer: EventTimeBuffer<(u32, OwnedRow)>,
+    /// Released, not yet decoded: `(time, key id, row)` and the watermark before each.
+    staged: Vec<(i64, u32, OwnedRow)>,
+    staged_watermarks: Vec<i64>,
 }
 
 impl PendingRows {
@@ -35,6 +47,8 @@ impl PendingRows {
             converter,
             schema,
             buffer: EventTimeBuffer::new(),
+            staged: Vec::new(),
+            staged_watermarks: Vec::new(),
         })
     }
 
@@ -49,39 +63,43 @@ impl PendingRows {
         self.buffer.push(time_ms, (key, row.owned()));
     }
 
-    /// Releases the rows with time `<= limit_ms`, in (time, arrival) order; `None` when
-    /// there are none.
-    pub fn release(&mut self, limit_ms: i64) -> Result<Option<Released>> {
-        let mut out = Vec::new();
-        self.buffer.release(limit_ms, &mut out);
-        if out.is_empty() {
+    /// Takes the rows with time `<= limit_ms` out of the buffer, in (time, arrival)
+    /// order, to the staged rows (released under `watermark_ms`, the watermark before
+    /// `limit_ms`); returns their `(time, key id)`.
+    pub fn stage(
+        &mut self,
+        limit_ms: i64,
+        watermark_ms: i64,
+    ) -> impl Iterator<Item = (i64, u32)> + '_ {
+        let from = self.staged.len();
+        let mut released = Vec::new();
+        self.buffer.release(limit_ms, &mut released);
+        self.staged
+            .extend(released.into_iter().map(|(t, (k, r))| (t, k, r)));
+        self.staged_watermarks
+            .resize(self.staged.len(), watermark_ms);
+        self.staged[from..].iter().map(|(t, k, _)| (*t, *k))
+    }
+
+    /// Everything staged since the last call, decoded as one batch; `None` when nothing
+    /// was.
+    pub fn take_staged(&mut self) -> Result<Option<Released>> {
+        if self.staged.is_empty() {
             return Ok(None);
         }
+        let staged = std::mem::take(&mut self.staged);
         let columns = self
             .converter
-            .convert_rows(out.iter().map(|(_, (_, r))| r.row()))?;
+            .convert_rows(staged.iter().map(|(_, _, r)| r.row()))?;
         Ok(Some(Released {
-            rows: batch_with_schema(&self.schema, columns, out.len())?,
-            times: out.into_iter().map(|(t, (k, _))| (t, k)).collect(),
+            rows: batch_with_schema(&self.schema, columns, staged.len())?,
+            times: staged.iter().map(|(t, k, _)| (*t, *k)).collect(),
+            watermarks: std::mem::take(&mut self.staged_watermarks),
         }))
     }
 
-    /// Removes the rows with time `<= limit_ms` into `out` as `(time, key id, row)`, in
-    /// (time, arrival) order, without decoding them (see [`PendingRows::decode`]).
-    pub fn release_rows(&mut self, limit_ms: i64, out: &mut Vec<(i64, u32, OwnedRow)>) {
-        let mut released = Vec::new();
-        self.buffer.release(limit_ms, &mut released);
-        out.extend(released.into_iter().map(|(t, (k, r))| (t, k, r)));
-    }
-
-    /// Rows taken out by [`PendingRows::release_rows`] as one batch, in their order.
-    pub fn decode<'a>(&self, rows: impl Iterator<Item = &'a OwnedRow>) -> Result<RecordBatch> {
-        let rows: Vec<&OwnedRow> = rows.collect();
-        let columns = self.converter.convert_rows(rows.iter().map(|r| r.row()))?;
-        batch_with_schema(&self.schema, columns, rows.len())
-    }
-
-    /// Every waiting row in release order: `(time, key id)` each, and the rows' columns
+    /// Every waiting row in release order (staged rows are not waiting: operators take
+    /// them before each call returns, so none is staged at a checkpoint): `(time, key id)` each, and the rows' columns
     /// (for a snapshot; pushing them back in this order restores the buffer).
     pub fn snapshot(&self) -> Result<(Vec<(i64, u32)>, Vec<ArrayRef>)> {
         let ordered = self.buffer.ordered();

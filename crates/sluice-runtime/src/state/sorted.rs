@@ -69,7 +69,10 @@ impl SortedRows {
         }
         let end = self.small.partition_point(|((s, _), _)| s.as_ref() <= sort);
         let start = self.small.partition_point(|((s, _), _)| s.as_ref() < sort);
-        match (start..end).rev().find(|&i| self.small[i].1.as_ref() == row) {
+        match (start..end)
+            .rev()
+            .find(|&i| self.small[i].1.as_ref() == row)
+        {
             Some(i) => {
                 self.small.remove(i);
                 true

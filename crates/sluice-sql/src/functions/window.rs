@@ -14,10 +14,17 @@ use datafusion_expr::{PartitionEvaluator, Signature, Volatility, WindowUDF, Wind
 
 /// The window functions by (lower-case) name.
 pub(crate) fn window_functions() -> Vec<Arc<WindowUDF>> {
-    ["row_number", "rank", "dense_rank", "lag", "first_value", "last_value"]
-        .into_iter()
-        .map(|name| Arc::new(WindowUDF::from(FlinkWindow::new(name))))
-        .collect()
+    [
+        "row_number",
+        "rank",
+        "dense_rank",
+        "lag",
+        "first_value",
+        "last_value",
+    ]
+    .into_iter()
+    .map(|name| Arc::new(WindowUDF::from(FlinkWindow::new(name))))
+    .collect()
 }
 
 /// One planning-only window function (see the module docs).
@@ -49,7 +56,10 @@ impl WindowUDFImpl for FlinkWindow {
         &self.signature
     }
 
-    fn partition_evaluator(&self, _args: PartitionEvaluatorArgs) -> Result<Box<dyn PartitionEvaluator>> {
+    fn partition_evaluator(
+        &self,
+        _args: PartitionEvaluatorArgs,
+    ) -> Result<Box<dyn PartitionEvaluator>> {
         exec_err!("{} is computed by Sluice's ordered operators", self.name)
     }
 
@@ -68,6 +78,10 @@ impl WindowUDFImpl for FlinkWindow {
             "lag" | "first_value" | "last_value" => {}
             _ => return Ok(Arc::new(Field::new(name, DataType::Int64, false))),
         }
-        Ok(Arc::new(Field::new(name, fields[0].data_type().clone(), true)))
+        Ok(Arc::new(Field::new(
+            name,
+            fields[0].data_type().clone(),
+            true,
+        )))
     }
 }

@@ -10,6 +10,7 @@
 
 use std::sync::Arc;
 
+use datafusion_common::arrow::datatypes::DataType;
 use datafusion_common::ScalarValue;
 use datafusion_expr::expr::{AggregateFunction, WindowFunction, WindowFunctionParams};
 use datafusion_expr::logical_plan::{Filter, Limit, LogicalPlan, Sort, Window};
@@ -18,12 +19,11 @@ use datafusion_expr::{
     BinaryExpr, Expr, ExprSchemable, Operator, WindowFrameBound, WindowFrameUnits,
     WindowFunctionDefinition,
 };
+use datafusion_sql::sqlparser::ast;
 use sluice_common::plan::{
     OperatorSpec, OverCall, OverFrame, OverSpec, PlanNode, RankFunction, RankSpec, RankWindow,
     SortSpec,
 };
-use datafusion_common::arrow::datatypes::DataType;
-use datafusion_sql::sqlparser::ast;
 use sluice_common::types::flink_type_name;
 use sluice_common::{not_supported, plan_err, Result};
 
@@ -140,7 +140,10 @@ impl Planner {
     /// A filter that bounds a ranking function's result computed below it (through
     /// projections, aliases and other filters): a Top-N. `None`: not one.
     pub(super) fn lower_top_n(&self, f: &Filter) -> Result<Option<Planned>> {
-        let conjuncts: Vec<Expr> = split_conjunction(&f.predicate).into_iter().cloned().collect();
+        let conjuncts: Vec<Expr> = split_conjunction(&f.predicate)
+            .into_iter()
+            .cloned()
+            .collect();
         let mut bounds = RankBounds {
             lower: 1,
             upper: u64::MAX,
@@ -388,10 +391,7 @@ impl Planner {
 }
 
 /// An aggregate over the frame, called as the window function was.
-fn aggregate_call(
-    f: &Arc<datafusion_expr::AggregateUDF>,
-    p: &WindowFunctionParams,
-) -> OverCall {
+fn aggregate_call(f: &Arc<datafusion_expr::AggregateUDF>, p: &WindowFunctionParams) -> OverCall {
     OverCall::Aggregate(Expr::AggregateFunction(AggregateFunction::new_udf(
         Arc::clone(f),
         p.args.clone(),
@@ -442,11 +442,11 @@ fn lag_call(args: &[Expr], schema: &datafusion_common::DFSchema) -> Result<OverC
 /// The time attribute an OVER window is ordered by (Flink: a time attribute, ascending)
 /// and whether it is a processing-time one.
 fn over_order(params: &WindowFunctionParams, input: &PlanNode) -> Result<(usize, bool)> {
-    let rowtime_name = input
-        .rowtime
-        .map(|r| input.schema.field(r).name().clone());
+    let rowtime_name = input.rowtime.map(|r| input.schema.field(r).name().clone());
     let hint = match &rowtime_name {
-        Some(n) => format!("ORDER BY {n} (its event-time attribute) or a processing-time attribute"),
+        Some(n) => {
+            format!("ORDER BY {n} (its event-time attribute) or a processing-time attribute")
+        }
         None => "a time attribute: an event-time one (WATERMARK FOR ...) or a processing-time \
                  one (pt AS PROCTIME())"
             .to_string(),
@@ -500,12 +500,11 @@ fn over_frame(params: &WindowFunctionParams) -> Result<OverFrame> {
         WindowFrameUnits::Rows => Ok(OverFrame::Rows {
             preceding: match preceding {
                 None => None,
-                Some(v) => Some(
-                    literal_u64(&Expr::Literal(v.clone(), None))
-                        .ok_or_else(|| sluice_common::SluiceError::Plan(format!(
-                            "ROWS BETWEEN n PRECEDING needs a constant row count, found {v}"
-                        )))?,
-                ),
+                Some(v) => Some(literal_u64(&Expr::Literal(v.clone(), None)).ok_or_else(|| {
+                    sluice_common::SluiceError::Plan(format!(
+                        "ROWS BETWEEN n PRECEDING needs a constant row count, found {v}"
+                    ))
+                })?),
             },
         }),
         WindowFrameUnits::Range => Ok(OverFrame::Range {
@@ -573,9 +572,7 @@ fn literal_u64(e: &Expr) -> Option<u64> {
 /// narrows `bounds` and returns the `Window` computing the rank.
 fn rank_bound(c: &Expr, f: &Filter, bounds: &mut RankBounds) -> Option<*const LogicalPlan> {
     let (column, lo, hi) = match unalias(c) {
-        Expr::Between(b) if !b.negated => {
-            (&*b.expr, literal_u64(&b.low)?, literal_u64(&b.high)?)
-        }
+        Expr::Between(b) if !b.negated => (&*b.expr, literal_u64(&b.low)?, literal_u64(&b.high)?),
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
             let (column, op, n) = match (literal_u64(left), literal_u64(right)) {
                 (None, Some(n)) => (&**left, *op, n),
@@ -661,7 +658,11 @@ pub(super) fn prune_rank_columns(node: &mut PlanNode, needed: &[bool]) -> Option
             let input = &node.inputs[0].schema;
             let keep: Vec<bool> = exprs
                 .iter()
-                .map(|e| e.column_refs().iter().all(|c| input.index_of_column(c).is_ok()))
+                .map(|e| {
+                    e.column_refs()
+                        .iter()
+                        .all(|c| input.index_of_column(c).is_ok())
+                })
                 .collect();
             let kept_exprs = exprs
                 .iter()
@@ -796,7 +797,11 @@ fn inline_in_select(select: &mut ast::Select) {
         .collect();
     // A named window's full spec, its own references resolved (a cycle stops after as many
     // steps as there are definitions).
-    fn resolve(name: &str, defined: &[(String, ast::NamedWindowExpr)], depth: usize) -> Option<ast::WindowSpec> {
+    fn resolve(
+        name: &str,
+        defined: &[(String, ast::NamedWindowExpr)],
+        depth: usize,
+    ) -> Option<ast::WindowSpec> {
         if depth > defined.len() {
             return None;
         }
@@ -806,7 +811,11 @@ fn inline_in_select(select: &mut ast::Select) {
             ast::NamedWindowExpr::WindowSpec(spec) => merge(spec, defined, depth + 1),
         }
     }
-    fn merge(spec: &ast::WindowSpec, defined: &[(String, ast::NamedWindowExpr)], depth: usize) -> Option<ast::WindowSpec> {
+    fn merge(
+        spec: &ast::WindowSpec,
+        defined: &[(String, ast::NamedWindowExpr)],
+        depth: usize,
+    ) -> Option<ast::WindowSpec> {
         let Some(base_name) = &spec.window_name else {
             return Some(spec.clone());
         };
@@ -834,7 +843,9 @@ fn inline_in_select(select: &mut ast::Select) {
         fn pre_visit_expr(&mut self, expr: &mut ast::Expr) -> ControlFlow<()> {
             if let ast::Expr::Function(f) = expr {
                 let resolved = match &f.over {
-                    Some(ast::WindowType::NamedWindow(name)) => resolve(&name.value, self.defined, 0),
+                    Some(ast::WindowType::NamedWindow(name)) => {
+                        resolve(&name.value, self.defined, 0)
+                    }
                     Some(ast::WindowType::WindowSpec(spec)) if spec.window_name.is_some() => {
                         merge(spec, self.defined, 0)
                     }
