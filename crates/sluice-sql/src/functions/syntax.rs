@@ -191,6 +191,19 @@ impl VisitorMut for FlinkSyntax {
                 };
                 *expr = internal_call(name, args);
             }
+            // `INTERVAL '1:30' HOUR TO MINUTE` and the other `X TO Y` day-time forms, which
+            // DataFusion's interval parser does not read: the same length in milliseconds.
+            ast::Expr::Interval(iv) if iv.last_field.is_some() => {
+                if let Ok(ms) = crate::parser::interval_ms(expr) {
+                    *expr = ast::Expr::Interval(ast::Interval {
+                        value: Box::new(string(&format!("{ms} milliseconds"))),
+                        leading_field: None,
+                        leading_precision: None,
+                        last_field: None,
+                        fractional_seconds_precision: None,
+                    });
+                }
+            }
             // A number with an exponent is a DOUBLE (Calcite); other numbers with a point
             // are DECIMAL (the planner parses them so).
             ast::Expr::Value(v) if matches!(&v.value, Value::Number(n, _) if n.contains(['e', 'E'])) =>
