@@ -120,7 +120,11 @@ fn state(node: &PlanNode, keys: Option<&[Vec<String>]>, ctx: &ExplainContext) ->
                 } => format!("the rows of the last {ms} ms"),
                 _ => "accumulators".to_string(),
             };
-            format!("rows waiting for the watermark and {frame} per partition, {key_text}")
+            if o.processing_time {
+                format!("{frame} per partition (rows in arrival order), {key_text}")
+            } else {
+                format!("rows waiting for the watermark and {frame} per partition, {key_text}")
+            }
         }
         OperatorSpec::Sort(_) => "rows waiting for the watermark, one global key".to_string(),
         OperatorSpec::Limit { .. } => "the count of rows seen, one global key".to_string(),
@@ -435,6 +439,8 @@ fn label(node: &PlanNode) -> String {
             let window = if r.window.is_some() { "Window" } else { "" };
             let output = if r.window.is_some() {
                 "append-only output, at window end"
+            } else if r.keeps_first_arrivals() {
+                "append-only output"
             } else {
                 "changelog output"
             };

@@ -160,10 +160,9 @@ impl Planner {
             return Ok(None);
         };
         if bounds.upper == u64::MAX {
-            return not_supported!(
-                "a Top-N without an upper bound on the rank (WHERE rn <= N, rn < N, rn = N or \
-                 rn BETWEEN M AND N)"
-            );
+            // Not a Top-N here (a lower bound over an inner Top-N's filter is a plain
+            // filter on its rank; without any upper bound the ranking is refused below).
+            return Ok(None);
         }
         let ranked = self.lower_through(&f.input, window, &|plan| match plan {
             LogicalPlan::Window(w) => self.lower_rank(w, &bounds),
