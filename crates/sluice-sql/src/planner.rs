@@ -481,17 +481,7 @@ impl Planner {
                     return Ok(top_n);
                 }
                 let input = self.lower_filter_input(f)?;
-                Ok(Planned {
-                    node: PlanNode {
-                        spec: OperatorSpec::Filter {
-                            predicate: f.predicate.clone(),
-                        },
-                        schema: Arc::clone(&input.node.schema),
-                        rowtime: input.node.rowtime,
-                        inputs: vec![input.node],
-                    },
-                    window: input.window,
-                })
+                Ok(filter(f.predicate.clone(), input))
             }
             LogicalPlan::SubqueryAlias(a) => {
                 let input = self.lower(&a.input)?;
@@ -1191,6 +1181,19 @@ fn rewrite_needed_simplifications(plan: LogicalPlan) -> datafusion_common::Resul
 /// Whether a regular join feeds `node`.
 fn contains_join(node: &PlanNode) -> bool {
     matches!(node.spec, OperatorSpec::Join(_)) || node.inputs.iter().any(contains_join)
+}
+
+/// `predicate` over `input` (a filter keeps the schema, time attribute and window columns).
+fn filter(predicate: Expr, input: Planned) -> Planned {
+    Planned {
+        node: PlanNode {
+            spec: OperatorSpec::Filter { predicate },
+            schema: Arc::clone(&input.node.schema),
+            rowtime: input.node.rowtime,
+            inputs: vec![input.node],
+        },
+        window: input.window,
+    }
 }
 
 fn reschema(mut planned: Planned, schema: DFSchemaRef) -> Planned {

@@ -171,15 +171,7 @@ impl Planner {
         let Some(rest) = conjunction(bounds.rest) else {
             return Ok(Some(ranked));
         };
-        Ok(Some(Planned {
-            node: PlanNode {
-                spec: OperatorSpec::Filter { predicate: rest },
-                schema: Arc::clone(&ranked.node.schema),
-                rowtime: ranked.node.rowtime,
-                inputs: vec![ranked.node],
-            },
-            window: ranked.window,
-        }))
+        Ok(Some(super::filter(rest, ranked)))
     }
 
     /// Plans the chain of aliases, projections and filters from `plan` down to the node
@@ -204,17 +196,7 @@ impl Planner {
             }
             LogicalPlan::Filter(f) => {
                 let input = self.lower_through(&f.input, target, bottom)?;
-                Ok(Planned {
-                    node: PlanNode {
-                        spec: OperatorSpec::Filter {
-                            predicate: f.predicate.clone(),
-                        },
-                        schema: Arc::clone(&input.node.schema),
-                        rowtime: input.node.rowtime,
-                        inputs: vec![input.node],
-                    },
-                    window: input.window,
-                })
+                Ok(super::filter(f.predicate.clone(), input))
             }
             other => plan_err!("unexpected {} under a Top-N", other.display()),
         }
