@@ -85,3 +85,39 @@ mod tests {
         assert!(ProcessingClock::system().now_ms() > 1_577_836_800_000);
     }
 }
+
+/// When an operator looks for state idle longer than `'table.exec.state.ttl'`: at most
+/// twice per TTL (so a key is forgotten between 1 and 1.5 TTLs after its last row), and on
+/// a processing-time timer when no row arrives. One schedule for every operator with
+/// idle-state retention (updating aggregate, regular join, Top-N).
+#[derive(Debug, Clone, Copy)]
+pub struct IdleSweep {
+    /// Processing time (ms) of the last sweep; far in the past before the first, so the
+    /// first chance sweeps (restored keys may be idle already).
+    last_ms: i64,
+}
+
+impl Default for IdleSweep {
+    fn default() -> Self {
+        IdleSweep {
+            last_ms: i64::MIN / 4,
+        }
+    }
+}
+
+impl IdleSweep {
+    /// Whether a sweep for a TTL of `ttl_ms` is due at `now_ms`; if so it counts as done.
+    pub fn due(&mut self, now_ms: i64, ttl_ms: i64) -> bool {
+        if now_ms < self.last_ms + ttl_ms / 2 {
+            return false;
+        }
+        self.last_ms = now_ms;
+        true
+    }
+
+    /// The processing time (ms) of the next sweep: the operator's timer while it holds
+    /// state.
+    pub fn next_ms(&self, ttl_ms: i64) -> i64 {
+        self.last_ms.saturating_add((ttl_ms / 2).max(1))
+    }
+}

@@ -80,8 +80,8 @@ pub struct GroupAggregateOperator {
     ttl: Option<std::time::Duration>,
     /// Processing time, which the TTL is measured in.
     clock: ProcessingClock,
-    /// When expired groups were last looked for (processing time, ms).
-    last_sweep_ms: i64,
+    /// When expired groups are looked for.
+    sweep: crate::clock::IdleSweep,
 }
 
 impl GroupAggregateOperator {
@@ -114,10 +114,9 @@ impl GroupAggregateOperator {
         }
         let ttl_ms = ttl.as_millis() as i64;
         let now = self.now_ms();
-        if now < self.last_sweep_ms + ttl_ms / 2 {
+        if !self.sweep.due(now, ttl_ms) {
             return;
         }
-        self.last_sweep_ms = now;
         for id in self.groups.live_ids() {
             if now - self.groups[id as usize].last_access_ms > ttl_ms {
                 self.groups.forget(id, Group::empty());
@@ -152,7 +151,7 @@ impl GroupAggregateOperator {
             ttl: None,
             clock: ProcessingClock::system(),
             // The first batch sweeps (restored groups may be idle already).
-            last_sweep_ms: i64::MIN / 4,
+            sweep: crate::clock::IdleSweep::default(),
         })
     }
 
@@ -262,7 +261,7 @@ impl Operator for GroupAggregateOperator {
         if self.keys.is_empty() || self.groups.is_empty() {
             return None;
         }
-        Some(self.last_sweep_ms.saturating_add((ttl / 2).max(1)))
+        Some(self.sweep.next_ms(ttl))
     }
 
     fn on_processing_time(&mut self, _now_ms: i64, _out: &mut Collector) -> Result<()> {

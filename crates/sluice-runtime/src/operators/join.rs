@@ -205,7 +205,7 @@ pub struct JoinOperator {
     out_schema: SchemaRef,
     ttl: Option<std::time::Duration>,
     clock: ProcessingClock,
-    last_sweep_ms: i64,
+    sweep: crate::clock::IdleSweep,
 }
 
 impl JoinOperator {
@@ -262,7 +262,7 @@ impl JoinOperator {
             out_schema,
             ttl: None,
             clock: ProcessingClock::system(),
-            last_sweep_ms: i64::MIN / 2,
+            sweep: crate::clock::IdleSweep::default(),
         })
     }
 
@@ -294,10 +294,9 @@ impl JoinOperator {
         };
         let ttl_ms = ttl.as_millis() as i64;
         let now = self.clock.now_ms();
-        if now < self.last_sweep_ms + ttl_ms / 2 {
+        if !self.sweep.due(now, ttl_ms) {
             return;
         }
-        self.last_sweep_ms = now;
         self.state.expire(now, ttl_ms);
     }
 
@@ -668,7 +667,7 @@ impl Operator for JoinOperator {
         if self.state.is_empty() {
             return None;
         }
-        Some(self.last_sweep_ms.saturating_add((ttl / 2).max(1)))
+        Some(self.sweep.next_ms(ttl))
     }
 
     fn on_processing_time(&mut self, _now_ms: i64, _out: &mut Collector) -> Result<()> {

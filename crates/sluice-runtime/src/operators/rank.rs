@@ -123,8 +123,8 @@ pub struct RankOperator {
     clock: ProcessingClock,
     /// Per partition id, the processing time (ms) of its last row.
     last_access: Vec<i64>,
-    /// When idle partitions were last looked for (processing time, ms).
-    last_sweep_ms: i64,
+    /// When idle partitions are looked for.
+    sweep: crate::clock::IdleSweep,
     /// The next arrival number.
     next_seq: u64,
     in_schema: SchemaRef,
@@ -177,7 +177,7 @@ impl RankOperator {
             ttl: None,
             clock: ProcessingClock::system(),
             last_access: Vec::new(),
-            last_sweep_ms: i64::MIN / 4,
+            sweep: crate::clock::IdleSweep::default(),
             next_seq: 0,
             in_schema,
             schema,
@@ -220,10 +220,9 @@ impl RankOperator {
         };
         let ttl_ms = ttl.as_millis() as i64;
         let now = self.clock.now_ms();
-        if now < self.last_sweep_ms + ttl_ms / 2 {
+        if !self.sweep.due(now, ttl_ms) {
             return;
         }
-        self.last_sweep_ms = now;
         for id in self.partitions.live_ids() {
             let last = self.last_access.get(id as usize).copied().unwrap_or(now);
             if now - last > ttl_ms {
@@ -510,7 +509,7 @@ impl Operator for RankOperator {
         if self.partitions.is_empty() {
             return None;
         }
-        Some(self.last_sweep_ms.saturating_add((ttl / 2).max(1)))
+        Some(self.sweep.next_ms(ttl))
     }
 
     fn on_processing_time(&mut self, _now_ms: i64, _out: &mut Collector) -> Result<()> {
