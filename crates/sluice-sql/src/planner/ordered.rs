@@ -652,11 +652,7 @@ pub(super) fn prune_rank_columns(node: &mut PlanNode, needed: &[bool]) -> Option
                 .map(|(e, _)| e.clone())
                 .collect();
             *exprs = kept_exprs;
-            node.rowtime = node
-                .rowtime
-                .filter(|r| keep[*r])
-                .map(|r| keep[..r].iter().filter(|k| **k).count());
-            node.schema = without_columns(&node.schema, &keep);
+            keep_columns(node, &keep);
             Some(keep)
         }
         OperatorSpec::Filter { predicate } => {
@@ -664,11 +660,7 @@ pub(super) fn prune_rank_columns(node: &mut PlanNode, needed: &[bool]) -> Option
             needs.resize(width, true);
             refs(&[&*predicate], &node.inputs[0], &mut needs);
             let keep = prune_rank_columns(&mut node.inputs[0], &needs)?;
-            node.rowtime = node
-                .rowtime
-                .filter(|r| keep[*r])
-                .map(|r| keep[..r].iter().filter(|k| **k).count());
-            node.schema = without_columns(&node.schema, &keep);
+            keep_columns(node, &keep);
             Some(keep)
         }
         OperatorSpec::Rank(spec) => {
@@ -680,7 +672,7 @@ pub(super) fn prune_rank_columns(node: &mut PlanNode, needed: &[bool]) -> Option
             spec.rank_column = false;
             let n = node.schema.fields().len();
             let keep: Vec<bool> = (0..n).map(|i| i + 1 < n).collect();
-            node.schema = without_columns(&node.schema, &keep);
+            keep_columns(node, &keep);
             Some(keep)
         }
         _ => {
@@ -691,6 +683,16 @@ pub(super) fn prune_rank_columns(node: &mut PlanNode, needed: &[bool]) -> Option
             None
         }
     }
+}
+
+/// Leaves out `node`'s columns where `keep` is false: its schema, and its time attribute's
+/// index (none if it went).
+fn keep_columns(node: &mut PlanNode, keep: &[bool]) {
+    node.rowtime = node
+        .rowtime
+        .filter(|r| keep[*r])
+        .map(|r| keep[..r].iter().filter(|k| **k).count());
+    node.schema = without_columns(&node.schema, keep);
 }
 
 /// `schema` with the columns where `keep` is false left out.
