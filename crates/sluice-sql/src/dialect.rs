@@ -1,20 +1,30 @@
 //! The SQL dialect Sluice parses with: sqlparser's `GenericDialect`, with Flink's
 //! (Calcite's) operator precedence where the two differ.
 //!
-//! sqlparser parses the right operand of `IS [NOT] DISTINCT FROM` as a whole expression, so
-//! `flagged IS DISTINCT FROM TRUE AND amount > 100` was read as `flagged IS DISTINCT FROM
-//! (TRUE AND amount > 100)`. In Calcite it is a comparison: it binds like `=` (tighter than
-//! `AND`, `OR`, `NOT`, `BETWEEN`, `LIKE`, `IN`, `IS NULL`; looser than arithmetic and `||`),
-//! left-associative. [`FlinkDialect::parse_infix`] parses it so. Every other rule is
-//! `GenericDialect`'s: its settings are forwarded one by one, and the parser's own
-//! dialect checks see a `GenericDialect` ([`Dialect::dialect`]).
+//! Calcite's table (`SqlStdOperatorTable`), loosest first: `OR` 22, `AND` 24, `NOT` 26,
+//! the postfix `IS ...` 28, comparisons and `IS [NOT] DISTINCT FROM` 30, `BETWEEN` /
+//! `LIKE` / `SIMILAR TO` / `IN` 32, binary `+ -` 40, `* / % ||` 60, unary `- +` 80; binary
+//! operators are left-associative. sqlparser differs in three places, mended here:
+//! - It parses the right operand of `IS [NOT] DISTINCT FROM` as a whole expression, so
+//!   `flagged IS DISTINCT FROM TRUE AND amount > 100` was read as `flagged IS DISTINCT FROM
+//!   (TRUE AND amount > 100)`. [`FlinkDialect::parse_infix`] parses it as a comparison.
+//! - It puts `LIKE` / `SIMILAR TO` below the comparisons and `BETWEEN` / `IN` level with
+//!   them, so `tr = s LIKE 'x'` was read as `(tr = s) LIKE 'x'`. [`FlinkDialect::prec_value`]
+//!   puts them above the comparisons and below `+ -`, as Calcite does.
+//! - It has no `BETWEEN SYMMETRIC` / `ASYMMETRIC`; [`FlinkDialect::parse_infix`] reads them
+//!   (`x BETWEEN SYMMETRIC a AND b` is `x BETWEEN a AND b OR x BETWEEN b AND a`, the
+//!   SQL standard's definition, which Calcite's convertlet expands to).
+//!
+//! Every other rule is `GenericDialect`'s: its settings are forwarded one by one, and the
+//! parser's own dialect checks see a `GenericDialect` ([`Dialect::dialect`]).
 
 use std::any::TypeId;
 
-use datafusion_sql::sqlparser::ast::Expr;
+use datafusion_sql::sqlparser::ast::{BinaryOperator, Expr, UnaryOperator};
 use datafusion_sql::sqlparser::dialect::{Dialect, GenericDialect, Precedence};
 use datafusion_sql::sqlparser::keywords::Keyword;
 use datafusion_sql::sqlparser::parser::{Parser, ParserError};
+use datafusion_sql::sqlparser::tokenizer::Token;
 
 const GENERIC: GenericDialect = GenericDialect {};
 
@@ -28,13 +38,16 @@ impl Dialect for FlinkDialect {
     }
 
     /// `IS [NOT] DISTINCT FROM`: the right operand stops at any operator that binds no
-    /// tighter than a comparison.
+    /// tighter than a comparison. `[NOT] BETWEEN SYMMETRIC|ASYMMETRIC low AND high`.
     fn parse_infix(
         &self,
         parser: &mut Parser,
         expr: &Expr,
         _precedence: u8,
     ) -> Option<Result<Expr, ParserError>> {
+        if let Some(symmetric) = between_kind(parser) {
+            return Some(self.parse_between(parser, expr, symmetric));
+        }
         let not = if parser.parse_keywords(&[Keyword::IS, Keyword::DISTINCT, Keyword::FROM]) {
             false
         } else if parser.parse_keywords(&[
@@ -57,6 +70,16 @@ impl Dialect for FlinkDialect {
         } else {
             Expr::IsDistinctFrom(left, right)
         }))
+    }
+
+    /// Calcite's order: `BETWEEN`, `LIKE`, `SIMILAR TO` and `IN` (sqlparser's `Between`
+    /// and `Like` levels) bind tighter than the comparisons (`Eq`, 20) and looser than
+    /// `+ -` (30). Flink has no bitwise operators, the levels between 20 and 30.
+    fn prec_value(&self, prec: Precedence) -> u8 {
+        match prec {
+            Precedence::Between | Precedence::Like => 25,
+            other => GENERIC.prec_value(other),
+        }
     }
 
     fn supports_unicode_string_literal(&self) -> bool {
@@ -274,6 +297,76 @@ impl Dialect for FlinkDialect {
     }
 }
 
+/// After an expression: `[NOT] BETWEEN SYMMETRIC` (`Some(true)`) or `[NOT] BETWEEN
+/// ASYMMETRIC` (`Some(false)`), consuming nothing; `None` for anything else (a plain
+/// `BETWEEN` is sqlparser's).
+fn between_kind(parser: &Parser) -> Option<bool> {
+    let word = |n: usize| match &parser.peek_nth_token_ref(n).token {
+        Token::Word(w) => Some(w.keyword),
+        _ => None,
+    };
+    let at = if word(0) == Some(Keyword::NOT) { 1 } else { 0 };
+    if word(at) != Some(Keyword::BETWEEN) {
+        return None;
+    }
+    match word(at + 1) {
+        Some(Keyword::SYMMETRIC) => Some(true),
+        Some(Keyword::ASYMMETRIC) => Some(false),
+        _ => None,
+    }
+}
+
+impl FlinkDialect {
+    /// `expr [NOT] BETWEEN SYMMETRIC|ASYMMETRIC low AND high`, the tokens not yet consumed.
+    /// Symmetric is `(expr BETWEEN low AND high) OR (expr BETWEEN high AND low)`.
+    fn parse_between(
+        &self,
+        parser: &mut Parser,
+        expr: &Expr,
+        symmetric: bool,
+    ) -> Result<Expr, ParserError> {
+        let negated = parser.parse_keyword(Keyword::NOT);
+        parser.expect_keyword_is(Keyword::BETWEEN)?;
+        parser.next_token(); // SYMMETRIC | ASYMMETRIC
+        let low = parser.parse_subexpr(self.prec_value(Precedence::Between))?;
+        parser.expect_keyword_is(Keyword::AND)?;
+        let high = parser.parse_subexpr(self.prec_value(Precedence::Between))?;
+        let between = |low: &Expr, high: &Expr| Expr::Between {
+            expr: Box::new(expr.clone()),
+            negated: false,
+            low: Box::new(low.clone()),
+            high: Box::new(high.clone()),
+        };
+        let test = if symmetric {
+            Expr::Nested(Box::new(Expr::BinaryOp {
+                left: Box::new(between(&low, &high)),
+                op: BinaryOperator::Or,
+                right: Box::new(between(&high, &low)),
+            }))
+        } else {
+            between(&low, &high)
+        };
+        Ok(match (negated, test) {
+            (false, test) => test,
+            (
+                true,
+                Expr::Between {
+                    expr, low, high, ..
+                },
+            ) => Expr::Between {
+                expr,
+                negated: true,
+                low,
+                high,
+            },
+            (true, test) => Expr::UnaryOp {
+                op: UnaryOperator::Not,
+                expr: Box::new(test),
+            },
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -287,11 +380,35 @@ mod tests {
             Expr::IsNull(x) => format!("({} IS NULL)", show(x)),
             Expr::UnaryOp { op, expr } => format!("({op} {})", show(expr)),
             Expr::Between {
-                expr, low, high, ..
+                expr,
+                low,
+                high,
+                negated,
             } => {
-                format!("({} BETWEEN {} AND {})", show(expr), show(low), show(high))
+                let not = if *negated { "NOT " } else { "" };
+                let (e, l, h) = (show(expr), show(low), show(high));
+                format!("({e} {not}BETWEEN {l} AND {h})")
             }
+            Expr::IsTrue(x) => format!("({} IS TRUE)", show(x)),
             Expr::Nested(x) => format!("[{}]", show(x)),
+            Expr::Like {
+                negated,
+                expr,
+                pattern,
+                ..
+            } => {
+                let not = if *negated { "NOT " } else { "" };
+                format!("({} {not}LIKE {})", show(expr), show(pattern))
+            }
+            Expr::InList {
+                expr,
+                list,
+                negated,
+            } => {
+                let not = if *negated { "NOT " } else { "" };
+                let list: Vec<_> = list.iter().map(show).collect();
+                format!("({} {not}IN {})", show(expr), list.join(","))
+            }
             other => other.to_string(),
         }
     }
@@ -343,5 +460,60 @@ mod tests {
         );
         // The rest is GenericDialect's: IS NULL, IS TRUE still parse.
         assert_eq!(binding("a IS NULL AND b"), "((a IS NULL) AND b)");
+    }
+
+    /// `BETWEEN`, `LIKE`, `IN` bind tighter than the comparisons (Calcite 32 vs 30) and
+    /// looser than `+`; sqlparser put LIKE below `=` and the others level with it.
+    #[test]
+    fn between_like_in_bind_tighter_than_comparisons() {
+        assert_eq!(binding("tr = s LIKE 'x'"), "(tr = (s LIKE 'x'))");
+        assert_eq!(binding("s LIKE 'x' = tr"), "((s LIKE 'x') = tr)");
+        assert_eq!(binding("tr = s NOT LIKE 'x'"), "(tr = (s NOT LIKE 'x'))");
+        assert_eq!(
+            binding("tr = a BETWEEN 0 AND 2"),
+            "(tr = (a BETWEEN 0 AND 2))"
+        );
+        assert_eq!(
+            binding("a BETWEEN 0 AND 2 = tr"),
+            "((a BETWEEN 0 AND 2) = tr)"
+        );
+        assert_eq!(binding("tr = a IN (1, 2)"), "(tr = (a IN 1,2))");
+        assert_eq!(binding("fa = a NOT IN (2)"), "(fa = (a NOT IN 2))");
+        assert_eq!(
+            binding("a + b BETWEEN c - 1 AND c + 1"),
+            "((a + b) BETWEEN (c - 1) AND (c + 1))"
+        );
+        assert_eq!(
+            binding("s || 't' LIKE 'x' || '%'"),
+            "((s || 't') LIKE ('x' || '%'))"
+        );
+        assert_eq!(binding("NOT a IN (1) = fa"), "(NOT ((a IN 1) = fa))");
+        assert_eq!(binding("a IN (1) IS TRUE"), "((a IN 1) IS TRUE)");
+        assert_eq!(binding("a < b = tr"), "((a < b) = tr)");
+    }
+
+    /// `BETWEEN SYMMETRIC` is the standard's OR of both orders; `ASYMMETRIC` is plain.
+    #[test]
+    fn between_symmetric_and_asymmetric() {
+        assert_eq!(
+            binding("a BETWEEN SYMMETRIC c AND b AND fa"),
+            "([((a BETWEEN c AND b) OR (a BETWEEN b AND c))] AND fa)"
+        );
+        assert_eq!(
+            binding("a NOT BETWEEN SYMMETRIC 3 AND x + 1"),
+            "(NOT [((a BETWEEN 3 AND (x + 1)) OR (a BETWEEN (x + 1) AND 3))])"
+        );
+        assert_eq!(
+            binding("a BETWEEN ASYMMETRIC c AND b OR fa"),
+            "((a BETWEEN c AND b) OR fa)"
+        );
+        assert_eq!(
+            binding("a NOT BETWEEN ASYMMETRIC c AND b"),
+            "(a NOT BETWEEN c AND b)"
+        );
+        assert_eq!(
+            binding("tr = a BETWEEN SYMMETRIC 1 AND 0"),
+            "(tr = [((a BETWEEN 1 AND 0) OR (a BETWEEN 0 AND 1))])"
+        );
     }
 }

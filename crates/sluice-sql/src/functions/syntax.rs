@@ -170,6 +170,51 @@ fn unit_name(field: &DateTimeField) -> String {
     field.to_string().to_ascii_uppercase()
 }
 
+/// `interval * n` for a day-time interval literal and an integer literal `n`, as an
+/// interval of milliseconds; `None` otherwise.
+fn scaled_interval(interval: &ast::Expr, n: &ast::Expr) -> Option<ast::Expr> {
+    let ast::Expr::Value(v) = n else {
+        return None;
+    };
+    let Value::Number(n, _) = &v.value else {
+        return None;
+    };
+    let n: i64 = n.parse().ok()?;
+    let ms = crate::parser::interval_ms(interval).ok()?.checked_mul(n)?;
+    Some(ast::Expr::Interval(ast::Interval {
+        value: Box::new(string(&format!("{ms} milliseconds"))),
+        leading_field: None,
+        leading_precision: None,
+        last_field: None,
+        fractional_seconds_precision: None,
+    }))
+}
+
+/// A LIKE pattern written with `escape` as its escape character (`None`: none, Flink's
+/// default), spelt with backslash as the escape character instead, as DataFusion reads it:
+/// `escape` + next character becomes backslash + that character, and a backslash that is
+/// not an escape is doubled. A trailing lone escape character is kept as it is.
+fn with_backslash_escapes(pattern: &str, escape: Option<char>) -> String {
+    let mut out = String::with_capacity(pattern.len() + 4);
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if Some(c) == escape {
+            match chars.next() {
+                Some(next) => {
+                    out.push('\\');
+                    out.push(next);
+                }
+                None => out.push(c),
+            }
+        } else if c == '\\' {
+            out.push_str("\\\\");
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 impl VisitorMut for FlinkSyntax {
     type Break = ();
 
@@ -202,6 +247,54 @@ impl VisitorMut for FlinkSyntax {
                         last_field: None,
                         fractional_seconds_precision: None,
                     });
+                }
+            }
+            // `INTERVAL '1' HOUR * 2` / `2 * INTERVAL '1' HOUR` with an integer literal: the
+            // scaled day-time interval (DataFusion has no interval-by-number product).
+            ast::Expr::BinaryOp {
+                left,
+                op: ast::BinaryOperator::Multiply,
+                right,
+            } => {
+                let scaled = match (left.as_ref(), right.as_ref()) {
+                    (iv @ ast::Expr::Interval(_), n) | (n, iv @ ast::Expr::Interval(_)) => {
+                        scaled_interval(iv, n)
+                    }
+                    _ => None,
+                };
+                if let Some(iv) = scaled {
+                    *expr = iv;
+                }
+            }
+            // LIKE's escape character: Flink has none unless `ESCAPE 'c'` names one, while
+            // DataFusion's LIKE always takes `\` as one. So the pattern is spelt for
+            // DataFusion: with `c` turned into `\` and a literal `\` doubled
+            // (`with_backslash_escapes`); a pattern that is not a literal gets its
+            // backslashes doubled at run time when there is no ESCAPE.
+            ast::Expr::Like {
+                pattern,
+                escape_char,
+                ..
+            } => {
+                let escape = match escape_char.as_ref().map(|e| &e.value) {
+                    None => Some(None),
+                    Some(Value::SingleQuotedString(c)) if c.chars().count() == 1 => {
+                        Some(c.chars().next())
+                    }
+                    _ => None,
+                };
+                match (escape, pattern.as_mut()) {
+                    (Some(escape), ast::Expr::Value(v)) => {
+                        if let Value::SingleQuotedString(text) = &mut v.value {
+                            *text = with_backslash_escapes(text, escape);
+                            *escape_char = None;
+                        }
+                    }
+                    (Some(None), other) => {
+                        let args = vec![other.clone(), string("\\"), string("\\\\")];
+                        *other = call("replace", args, None);
+                    }
+                    _ => {}
                 }
             }
             // A number with an exponent is a DOUBLE (Calcite); other numbers with a point
