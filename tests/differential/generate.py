@@ -80,7 +80,15 @@ class Exprs:
         if depth <= 0 or r.random() < 0.35:
             return r.choice([lambda: self.col("v", "INT"), lambda: self.col("g", "INT"),
                              lambda: self.col("id", "INT"), lambda: lit_int(r)])()
-        choice = r.randrange(11)
+        choice = r.randrange(13)
+        if choice == 11:
+            return atom(r.choice([
+                "EXTRACT(SECOND FROM %s)", "MINUTE(%s)",
+                "TIMESTAMPDIFF(SECOND, %s, TIMESTAMP '2024-01-01 00:00:10')"]) % self.ts_(depth - 1).text,
+                "INT")
+        if choice == 12:
+            return atom(r.choice(["POSITION('a' IN %s)", "TRY_CAST(%s AS INT)"]) % self.str_(depth - 1).text,
+                        "INT")
         if choice <= 2:
             op, prec = r.choice([("+", P_ADD), ("-", P_ADD), ("*", P_MUL)])
             return binary(r, self.int_(depth - 1), op, self.int_(depth - 1), prec, "INT")
@@ -108,7 +116,18 @@ class Exprs:
         if depth <= 0 or r.random() < 0.4:
             return r.choice([lambda: self.col("s", "STRING"), lambda: self.col("k", "STRING"),
                              lambda: atom("'%s'" % r.choice(WORDS), "STRING")])()
-        choice = r.randrange(6)
+        choice = r.randrange(9)
+        if choice == 6:
+            return atom("DATE_FORMAT(%s, '%s')" % (self.ts_(depth - 1).text, r.choice(
+                ["HH:mm:ss", "yyyy-MM-dd HH:mm", "mm:ss.SSS", "EEE"])), "STRING")
+        if choice == 7:
+            return atom(r.choice(["CAST(%s AS STRING)", "CAST(%s AS STRING)"]) % r.choice(
+                [self.int_, self.ts_, self.double, self.bool_])(depth - 1).text, "STRING")
+        if choice == 8:
+            x = self.str_(depth - 1).text
+            return atom(r.choice(["REPLACE(%s, 'a', 'zz')" % x, "REGEXP_REPLACE(%s, '[ab]', '_')" % x,
+                                  "LPAD(%s, 4, '*')" % x, "REVERSE(%s)" % x,
+                                  "SPLIT_INDEX(%s, 'b', 0)" % x, "INITCAP(%s)" % x]), "STRING")
         if choice == 0:
             return binary(r, self.str_(depth - 1), "||", self.str_(depth - 1), P_MUL, "STRING")
         if choice == 1:
@@ -139,12 +158,29 @@ class Exprs:
             return atom("ROUND(%s, 1)" % self.double(depth - 1).text, "DOUBLE")
         return atom("CAST(%s AS DOUBLE)" % self.int_(depth - 1).text, "DOUBLE")
 
+    def ts_(self, depth=1):
+        r = self.rng
+        if depth <= 0 or r.random() < 0.4:
+            return self.col("ts", "TIMESTAMP")
+        choice = r.randrange(4)
+        if choice == 0:
+            return atom("%s(%s TO %s)" % (r.choice(["FLOOR", "CEIL"]), self.ts_(depth - 1).text,
+                                          r.choice(["SECOND", "MINUTE"])), "TIMESTAMP")
+        if choice == 1:
+            return binary(r, self.ts_(depth - 1), r.choice(["+", "-"]),
+                          atom("INTERVAL '%d' SECOND" % r.randint(1, 9), "INTERVAL"), P_ADD,
+                          "TIMESTAMP")
+        if choice == 2:
+            return atom("TIMESTAMPADD(SECOND, %s, %s)" % (self.int_(0).text, self.ts_(depth - 1).text),
+                        "TIMESTAMP")
+        return atom("TIMESTAMP '2024-01-01 00:00:%02d'" % r.randint(0, 30), "TIMESTAMP")
+
     def bool_(self, depth=2):
         r = self.rng
         if depth <= 0 or r.random() < 0.15:
             return r.choice([lambda: self.col("b", "BOOLEAN"),
                              lambda: atom(r.choice(["TRUE", "FALSE"]), "BOOLEAN")])()
-        choice = r.randrange(14)
+        choice = r.randrange(16)
         if choice <= 2:
             return binary(r, self.int_(depth - 1), r.choice(["=", "<>", "<", "<=", ">", ">="]),
                           self.int_(depth - 1), P_CMP, "BOOLEAN")
@@ -190,6 +226,9 @@ class Exprs:
         if choice == 12:
             return binary(r, self.str_(depth - 1), r.choice(["=", "<>", "<", ">="]),
                           self.str_(depth - 1), P_CMP, "BOOLEAN")
+        if choice == 13:
+            return binary(r, self.ts_(depth - 1), r.choice(["<", ">=", "=", "<>"]),
+                          self.ts_(depth - 1), P_CMP, "BOOLEAN")
         return binary(r, self.double(depth - 1), r.choice(["<", ">=", "="]),
                       atom(r.choice(["1.5", "0", "10"]), "DOUBLE"), P_CMP, "BOOLEAN")
 
@@ -200,12 +239,15 @@ def timestamps(rng, n, mode):
     increasing), 'disorder' (some rows go back in time), 'mr' (disorder, whole seconds)."""
     out, t = [], 0.0
     for _ in range(n):
-        step = rng.choice([0, 1, 1, 2, 3, 5, 8]) if mode != "unique" else rng.choice([1, 2, 3])
+        step = rng.choice([1, 2, 3]) if mode.startswith("unique") else rng.choice([0, 1, 1, 2, 3, 5, 8])
         t += step
         x = t
+        if mode == "unique_disorder" and rng.random() < 0.25:
+            # + .5 and a thousandth per row: never equal to another row's time
+            x = t - rng.randint(1, 6) + 0.5 + len(out) * 0.001
         if mode in ("disorder", "mr") and rng.random() < 0.25:
             x = max(0.0, t - rng.randint(1, 7))
-        if mode not in ("mr",) and rng.random() < 0.1:
+        if mode in ("ordered", "disorder") and rng.random() < 0.1:
             x += rng.choice([0.001, 0.999])
         out.append(x)
     return out
@@ -236,13 +278,20 @@ def ddl(name, delay):
 
 
 AGGS_INT = ["COUNT(*)", "COUNT(v)", "SUM(v)", "MIN(v)", "MAX(v)", "AVG(v)", "SUM(g)",
-            "COUNT(DISTINCT k)", "MAX(s)", "MIN(s)", "SUM(d)", "MAX(d)", "COUNT(b)"]
+            "COUNT(DISTINCT k)", "MAX(s)", "MIN(s)", "SUM(d)", "MAX(d)", "COUNT(b)",
+            "COUNT(DISTINCT v)", "SUM(DISTINCT g)", "AVG(d)", "STDDEV_POP(d)", "FIRST_VALUE(v)",
+            "LAST_VALUE(s)", "MIN(ts)", "MAX(ts)"]
 
 
-def aggs(rng, n=None, e=None):
-    chosen = rng.sample(AGGS_INT, n or rng.randint(1, 4))
+def aggs(rng, n=None, e=None, merging=False):
+    """Aggregate calls. `merging`: for windows Flink merges (HOP, SESSION), where Flink 2.3
+    refuses FIRST_VALUE / LAST_VALUE (no `merge` method); Sluice runs them."""
+    pool = [a for a in AGGS_INT if not (merging and a.startswith(("FIRST_VALUE", "LAST_VALUE")))]
+    chosen = rng.sample(pool, n or rng.randint(1, 4))
     if e is not None and rng.random() < 0.4:
         chosen.append("SUM(%s)" % e.int_(1).text)
+    if e is not None and rng.random() < 0.25:
+        chosen.append("COUNT(*) FILTER (WHERE %s)" % e.bool_(1).text)
     return ", ".join("%s AS a%d" % (a, i) for i, a in enumerate(chosen))
 
 
@@ -254,8 +303,12 @@ def q_project(rng):
     e = Exprs(rng)
     cols = []
     for i in range(rng.randint(1, 4)):
-        f = rng.choice([e.int_, e.int_, e.bool_, e.str_, e.double])
-        cols.append("%s AS c%d" % (f(3 if f != e.double else 1).text, i))
+        f = rng.choice([e.int_, e.int_, e.bool_, e.str_, e.double, e.ts_])
+        text = f(3 if f not in (e.double, e.ts_) else 1).text
+        if f == e.ts_:
+            # Flink refuses a result with two event-time attribute columns (ts twice).
+            text = "CAST(%s AS TIMESTAMP(3))" % text
+        cols.append("%s AS c%d" % (text, i))
     return "SELECT id, %s FROM t%s" % (", ".join(cols), where(rng, e, 0.7)), {}
 
 
@@ -286,7 +339,8 @@ def q_window(rng):
     # Sluice plans a SESSION aggregate only straight over the TVF (a clear error says so).
     filt = where(rng, e, 0.3) if kind != "SESSION" else ""
     q = "SELECT window_start, window_end%s, %s FROM TABLE(%s)%s GROUP BY window_start, window_end%s%s" % (
-        keys, aggs(rng, e=e if kind != "SESSION" else None), fn, filt, keys, having)
+        keys, aggs(rng, e=e if kind != "SESSION" else None, merging=kind in ("HOP", "SESSION")),
+        fn, filt, keys, having)
     return q, {}
 
 
@@ -361,8 +415,11 @@ def q_over(rng):
                        rng.randint(1, 3))
     part = "PARTITION BY k " if rng.random() < 0.7 else ""
     sel = ", ".join("%s OVER w AS o%d" % (c, i) for i, c in enumerate(calls))
+    # Flink's unbounded frames drop a row at or behind the watermark, Sluice keeps it while
+    # it can still be placed (README); run.py checks that this is the only difference.
+    unbounded = "UNBOUNDED" in frame
     return "SELECT id, k, v, %s FROM t WINDOW w AS (%sORDER BY ts %s)" % (sel, part, frame), {
-        "no_late": True}
+        "flink_drops_late": unbounded}
 
 
 def q_topn(rng):
@@ -373,7 +430,9 @@ def q_topn(rng):
     inner = "SELECT id, k, v, s, ROW_NUMBER() OVER (PARTITION BY k ORDER BY %s) AS rn FROM t" % order
     if rng.random() < 0.3:
         inner = inner.replace("FROM t", "FROM (SELECT * FROM t WHERE v IS NOT NULL)")
-    return "SELECT id, k, v, s%s FROM (%s) WHERE %s" % (", rn" if keep_rn else "", inner, filt), {}
+    top1 = filt == "rn = 1" or n == 1
+    tags = {"top1_key": 1} if top1 and not keep_rn else {}
+    return "SELECT id, k, v, s%s FROM (%s) WHERE %s" % (", rn" if keep_rn else "", inner, filt), tags
 
 
 def q_dedup(rng):
@@ -383,7 +442,8 @@ def q_dedup(rng):
     part = rng.choice(["k", "g"])
     q = ("SELECT id, k, g, v FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY %s ORDER BY %s) AS rn "
          "FROM t) WHERE rn = 1") % (part, order)
-    return q, {"unique_ts": True}
+    # Flink's row-time deduplication drops a row behind the watermark (run.py checks).
+    return q, {"unique_ts": True, "flink_drops_late": True}
 
 
 def q_union(rng):
@@ -392,9 +452,70 @@ def q_union(rng):
         e.bool_(2).text, e.bool_(2).text), {}
 
 
+def q_distinct(rng):
+    e = Exprs(rng)
+    return "SELECT DISTINCT %s FROM t%s" % (rng.choice(["k", "k, g", "g % 2 AS parity, b"]),
+                                           where(rng, e, 0.3)), {}
+
+
+def q_join_agg(rng):
+    """An aggregate over a join (an updating input when the join is outer)."""
+    e = Exprs(rng, "t.")
+    kind = rng.choice(["JOIN", "LEFT JOIN", "FULL JOIN"])
+    q = ("SELECT t.k, COUNT(*) AS n, SUM(u.v) AS su, MAX(t.v) AS mt, COUNT(u.id) AS nu FROM t %s u "
+         "ON t.k = u.k%s GROUP BY t.k") % (kind, where(rng, e, 0.3))
+    return q, {"two_inputs": True}
+
+
+def q_join_of_aggs(rng):
+    """A join of two updating aggregates."""
+    kind = rng.choice(["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN"])
+    q = ("SELECT x.k, x.c, y.m, y.k AS yk FROM (SELECT k, COUNT(*) AS c FROM t GROUP BY k) x %s "
+         "(SELECT k, MAX(v) AS m FROM u WHERE v IS NOT NULL GROUP BY k) y ON x.k = y.k") % kind
+    return q, {"two_inputs": True}
+
+
+def window_agg(rng, table, size, aggs_text):
+    return ("SELECT window_start, window_end, k, %s FROM TABLE(TUMBLE(TABLE %s, DESCRIPTOR(ts), "
+            "INTERVAL '%d' SECOND)) GROUP BY window_start, window_end, k") % (aggs_text, table, size)
+
+
+def q_window_join(rng):
+    size = rng.choice([2, 5, 10])
+    kind = rng.choice(["JOIN", "LEFT JOIN", "FULL JOIN"])
+    left = window_agg(rng, "t", size, "COUNT(*) AS c, SUM(v) AS sv")
+    right = window_agg(rng, "u", size, "MAX(v) AS mv")
+    q = ("SELECT L.window_start, L.window_end, L.k, L.c, L.sv, R.mv, R.k AS rk FROM (%s) L %s (%s) R "
+         "ON L.window_start = R.window_start AND L.window_end = R.window_end AND L.k = R.k") % (
+        left, kind, right)
+    return q, {"two_inputs": True}
+
+
+def q_window_topn(rng):
+    size = rng.choice([2, 5, 10])
+    inner = window_agg(rng, "t", size, "COUNT(*) AS c, SUM(v) AS sv")
+    order = rng.choice(["c DESC, k", "sv DESC, k", "k"])
+    q = ("SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end "
+         "ORDER BY %s) AS rn FROM (%s)) WHERE rn <= %d") % (order, inner, rng.randint(1, 2))
+    return q, {}
+
+
+def q_topn_updating(rng):
+    """Top-N over an updating aggregate; the sort key ends in the group key, so no tie."""
+    inner = "SELECT k, COUNT(*) AS c, SUM(v) AS sv FROM t GROUP BY k"
+    order = rng.choice(["c DESC, k", "sv, k", "c, k DESC"])
+    keep = rng.random() < 0.5
+    q = ("SELECT k, c, sv%s FROM (SELECT *, ROW_NUMBER() OVER (ORDER BY %s) AS rn FROM (%s)) "
+         "WHERE rn <= %d") % (", rn" if keep else "", order, inner, rng.randint(1, 2))
+    return q, {}
+
+
 FAMILIES = [("project", q_project, 4), ("window", q_window, 3), ("group", q_group, 2),
             ("agg_of_agg", q_agg_of_agg, 1), ("match", q_match, 2), ("join", q_join, 2),
-            ("over", q_over, 1), ("topn", q_topn, 1), ("dedup", q_dedup, 1), ("union", q_union, 1)]
+            ("over", q_over, 1), ("topn", q_topn, 1), ("dedup", q_dedup, 1), ("union", q_union, 1),
+            ("distinct", q_distinct, 1), ("join_agg", q_join_agg, 1),
+            ("join_of_aggs", q_join_of_aggs, 1), ("window_join", q_window_join, 1),
+            ("window_topn", q_window_topn, 1), ("topn_updating", q_topn_updating, 1)]
 
 
 def case(seed):
@@ -407,7 +528,7 @@ def case(seed):
     if family == "match":
         mode, delay = "mr", rng.choice(["0.5", "1.5", "3.5"])
     elif tags.get("unique_ts"):
-        mode, delay = "unique", rng.choice(["0", "2"])
+        mode, delay = rng.choice(["unique", "unique_disorder"]), rng.choice(["0", "2"])
     elif tags.get("two_inputs") or tags.get("no_late"):
         mode, delay = "ordered", rng.choice(["0", "1", "3"])
     else:
@@ -417,7 +538,7 @@ def case(seed):
     if tags.get("two_inputs"):
         files["u"] = table_rows(rng, rng.randint(2, 12), mode)
         ddls.append(ddl("u", delay))
-    return {"seed": seed, "family": family, "query": query, "ddl": ddls,
+    return {"seed": seed, "family": family, "query": query, "ddl": ddls, "delay": delay,
             "files": {n + ".csv": "".join(",".join(r) + "\n" for r in rows)
                       for n, rows in files.items()},
             "tags": tags}
