@@ -284,9 +284,11 @@ AGGS_INT = ["COUNT(*)", "COUNT(v)", "SUM(v)", "MIN(v)", "MAX(v)", "AVG(v)", "SUM
 
 
 def aggs(rng, n=None, e=None, merging=False):
-    """Aggregate calls. `merging`: for windows Flink merges (HOP, SESSION), where Flink 2.3
-    refuses FIRST_VALUE / LAST_VALUE (no `merge` method); Sluice runs them."""
-    pool = [a for a in AGGS_INT if not (merging and a.startswith(("FIRST_VALUE", "LAST_VALUE")))]
+    """Aggregate calls. `merging`: for windows Flink merges (HOP, CUMULATE, SESSION), where Flink 2.3
+    refuses FIRST_VALUE / LAST_VALUE (no `merge` method) and SUM(DISTINCT) ("does not support
+    retraction"); Sluice runs them."""
+    pool = [a for a in AGGS_INT
+            if not (merging and a.startswith(("FIRST_VALUE", "LAST_VALUE", "SUM(DISTINCT")))]
     chosen = rng.sample(pool, n or rng.randint(1, 4))
     if e is not None and rng.random() < 0.4:
         chosen.append("SUM(%s)" % e.int_(1).text)
@@ -339,7 +341,7 @@ def q_window(rng):
     # Sluice plans a SESSION aggregate only straight over the TVF (a clear error says so).
     filt = where(rng, e, 0.3) if kind != "SESSION" else ""
     q = "SELECT window_start, window_end%s, %s FROM TABLE(%s)%s GROUP BY window_start, window_end%s%s" % (
-        keys, aggs(rng, e=e if kind != "SESSION" else None, merging=kind in ("HOP", "SESSION")),
+        keys, aggs(rng, e=e if kind != "SESSION" else None, merging=kind != "TUMBLE"),
         fn, filt, keys, having)
     return q, {}
 
@@ -431,7 +433,7 @@ def q_topn(rng):
     if rng.random() < 0.3:
         inner = inner.replace("FROM t", "FROM (SELECT * FROM t WHERE v IS NOT NULL)")
     top1 = filt == "rn = 1" or n == 1
-    tags = {"top1_key": 1} if top1 and not keep_rn else {}
+    tags = {"top1_key": 1} if top1 else {}
     return "SELECT id, k, v, s%s FROM (%s) WHERE %s" % (", rn" if keep_rn else "", inner, filt), tags
 
 
