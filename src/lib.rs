@@ -681,9 +681,12 @@ impl Engine {
         let mut names = Vec::new();
         let mut types = Vec::new();
         let mut nulls = Vec::new();
+        let mut keys = Vec::new();
         let mut extras = Vec::new();
         let mut watermarks = Vec::new();
         if let Some(t) = catalog.tables.get(name) {
+            // Flink's DESCRIBE: `PRI(k1, k2)` beside each primary-key column.
+            let primary = format!("PRI({})", t.primary_key.join(", "));
             for (i, f) in t.schema.fields().iter().enumerate() {
                 names.push(f.name().clone());
                 let mut ty = t.columns[i].type_text.clone();
@@ -692,6 +695,11 @@ impl Engine {
                 }
                 types.push(ty);
                 nulls.push(if f.is_nullable() { "TRUE" } else { "FALSE" }.to_string());
+                keys.push(if t.primary_key.contains(f.name()) {
+                    primary.clone()
+                } else {
+                    String::new()
+                });
                 extras.push(
                     t.columns[i]
                         .computed
@@ -709,6 +717,7 @@ impl Engine {
                 names.push(f.name().clone());
                 types.push(flink_type_name(f.data_type()));
                 nulls.push(if f.is_nullable() { "TRUE" } else { "FALSE" }.to_string());
+                keys.push(String::new());
                 extras.push(String::new());
                 watermarks.push(String::new());
             }
@@ -719,6 +728,7 @@ impl Engine {
             ("name", names),
             ("type", types),
             ("null", nulls),
+            ("key", keys),
             ("extras", extras),
             ("watermark", watermarks),
         ];

@@ -479,6 +479,20 @@ impl SourceDriver {
                     continue;
                 }
             }
+            // A change-data-capture format's row kinds, last column: the changelog's ops.
+            let ops = match raw.schema().fields().last() {
+                Some(f) if f.name() == crate::connectors::changelog_json::OP_COLUMN => {
+                    let last = raw.num_columns() - 1;
+                    let ops = raw
+                        .column(last)
+                        .as_any()
+                        .downcast_ref::<datafusion_common::arrow::array::Int8Array>()
+                        .cloned();
+                    raw = raw.project(&(0..last).collect::<Vec<_>>())?;
+                    ops
+                }
+                _ => None,
+            };
             let mut cols = evaluate_all(&self.columns, &raw)?;
             if !self.proctime.is_empty() {
                 // Processing-time attributes: the time the batch is read.
@@ -507,7 +521,7 @@ impl SourceDriver {
                         data.slice(a, b - a)
                     },
                     row_watermarks: row_watermarks.as_ref().map(|w| w.slice(a, b - a)),
-                    ops: None,
+                    ops: ops.as_ref().map(|o| o.slice(a, b - a)),
                 };
                 // A batch without rows only carries a source watermark.
                 if b > a && !send(Message::Data(segment)) {

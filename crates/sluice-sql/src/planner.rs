@@ -386,10 +386,21 @@ impl Planner {
             .get("connector")
             .map(|s| s.as_str())
             .unwrap_or("");
+        if connector == "filesystem" {
+            if let Some(f @ ("debezium-json" | "canal-json")) =
+                def.options.get("format").map(String::as_str)
+            {
+                return not_supported!(
+                    "INSERT INTO '{table}' in '{f}': change-data-capture formats are read only \
+                     (write 'csv' or 'json')"
+                );
+            }
+        }
         if node.is_updating() && connector == "filesystem" {
             return plan_err!(
                 "INSERT INTO '{table}': the query's result is updating (a changelog of +I, -U, \
-                 +U, -D rows, e.g. from GROUP BY without a window, or an outer or anti join \
+                 +U, -D rows, e.g. from a table in a change-data-capture format, GROUP BY without a \
+                 window, or an outer or anti join \
                  whose padded rows are retracted later), and the 'filesystem' sink can only \
                  append rows; aggregate over a window table function, join with time bounds \
                  (an interval or window join), or write to a 'print' or 'blackhole' table"

@@ -55,8 +55,8 @@ impl PlanNode {
                 | JoinKind::LeftMark => true,
                 JoinKind::Inner | JoinKind::LeftSemi => self.inputs.iter().any(|i| i.is_updating()),
             },
-            OperatorSpec::Source(_)
-            | OperatorSpec::WindowAssign { .. }
+            OperatorSpec::Source(spec) => spec.is_changelog(),
+            OperatorSpec::WindowAssign { .. }
             | OperatorSpec::WindowAggregate(_)
             | OperatorSpec::OverAggregate(_)
             | OperatorSpec::Sort(_)
@@ -407,6 +407,18 @@ pub struct SourceSpec {
     pub columns: Vec<Expr>,
     /// Watermark strategy, if the table declares one.
     pub watermark: Option<WatermarkSpec>,
+}
+
+impl SourceSpec {
+    /// Whether the table is read as a changelog: a filesystem table in a
+    /// change-data-capture format (`'format' = 'debezium-json'` or `'canal-json'`).
+    pub fn is_changelog(&self) -> bool {
+        self.options.get("connector").map(String::as_str) == Some("filesystem")
+            && matches!(
+                self.options.get("format").map(String::as_str),
+                Some("debezium-json" | "canal-json")
+            )
+    }
 }
 
 /// `WATERMARK FOR rowtime AS expr`.

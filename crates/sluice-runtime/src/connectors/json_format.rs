@@ -34,7 +34,8 @@ impl JsonFormat {
         }
     }
 
-    fn parse(
+    /// Rows of `records` JSON lines in `bytes`, their text columns converted.
+    pub(crate) fn parse(
         &self,
         bytes: &[u8],
         records: usize,

@@ -8,6 +8,7 @@
 //! | `print` | | each row to stdout as `+I[v1, v2]` (the row's kind: `+I`, `-U`, `+U`, `-D`) |
 //! | `blackhole` | | discards rows |
 
+pub mod changelog_json;
 pub mod channel;
 pub mod csv_source;
 pub mod datagen;
@@ -150,14 +151,19 @@ fn resolve(ctx: &ConnectorContext, path: &str) -> PathBuf {
 enum FileFormat {
     Csv,
     Json,
+    /// A change-data-capture format: a changelog (`changelog_json`).
+    Changelog(changelog_json::Envelope),
 }
 
 fn file_format(options: &ConnectorOptions, table: &str) -> Result<FileFormat> {
     match option(options, "format", table)?.as_str() {
         "csv" => Ok(FileFormat::Csv),
         "json" => Ok(FileFormat::Json),
+        "debezium-json" => Ok(FileFormat::Changelog(changelog_json::Envelope::Debezium)),
+        "canal-json" => Ok(FileFormat::Changelog(changelog_json::Envelope::Canal)),
         other => Err(SluiceError::NotSupported(format!(
-            "'format' = '{other}' of table '{table}' (supported: 'csv', 'json')"
+            "'format' = '{other}' of table '{table}' (supported: 'csv', 'json', \
+             'debezium-json', 'canal-json')"
         ))),
     }
 }
@@ -196,6 +202,16 @@ pub fn create_source(
                 FileFormat::Json => {
                     let ignore = filesystem::bool_option(options, "json.ignore-parse-errors", false)?;
                     let format = Arc::new(json_format::JsonFormat::new(physical_schema, tz, ignore));
+                    csv_source::CsvSource::with_format(&path, format, None, csv_source::HeaderRow::Data, ctx.batch_size, metrics)?
+                        .split(ctx.source_subtask, ctx.source_parallelism)
+                }
+                FileFormat::Changelog(envelope) => {
+                    let format = Arc::new(changelog_json::ChangelogJsonFormat::new(
+                        envelope,
+                        physical_schema,
+                        tz,
+                        options,
+                    )?);
                     csv_source::CsvSource::with_format(&path, format, None, csv_source::HeaderRow::Data, ctx.batch_size, metrics)?
                         .split(ctx.source_subtask, ctx.source_parallelism)
                 }
@@ -273,6 +289,13 @@ pub fn create_sink(
     match connector.as_str() {
         "filesystem" => {
             let format = file_format(options, table)?;
+            if let FileFormat::Changelog(envelope) = format {
+                // The planner refuses such an INSERT first.
+                return Err(SluiceError::NotSupported(format!(
+                    "writing table '{table}' in '{}'",
+                    envelope.name()
+                )));
+            }
             let path = resolve(ctx, option(options, "path", table)?);
             Ok(Box::new(filesystem::DirectorySink::new(
                 &path,
