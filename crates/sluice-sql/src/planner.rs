@@ -39,6 +39,7 @@ use crate::match_recognize::PlannedMatchRecognize;
 
 mod joins;
 mod ordered;
+mod values;
 use crate::parser::{CreateTable, QueryStatement, TvfKind, WindowTvfCall};
 
 /// Plans statements against a session catalog.
@@ -525,9 +526,8 @@ impl Planner {
                 })
             }
             LogicalPlan::Distinct(_) => not_supported!("SELECT DISTINCT ON"),
-            LogicalPlan::Values(_) | LogicalPlan::EmptyRelation(_) => {
-                not_supported!("a query without a FROM table")
-            }
+            LogicalPlan::Values(v) => self.lower_values(v),
+            LogicalPlan::EmptyRelation(e) => self.row_numbers(usize::from(e.produce_one_row)),
             LogicalPlan::Subquery(_) => {
                 not_supported!("a subquery in FROM that reads the outer query's columns (LATERAL)")
             }

@@ -6,7 +6,7 @@
 
 use datafusion_common::tree_node::Transformed;
 use datafusion_common::{DFSchema, Result};
-use datafusion_expr::{Expr, LogicalPlan};
+use datafusion_expr::{Expr, LogicalPlan, LogicalPlanBuilder};
 
 /// `plan` with `f(expression, schema of the node's inputs)` applied to the expressions of
 /// every node (subqueries included).
@@ -41,10 +41,17 @@ pub(crate) fn rewrite_plan(
             }
             Ok(t)
         })?;
-        if changed.transformed {
-            changed.data.recompute_schema().map(Transformed::yes)
-        } else {
-            Ok(changed)
+        match changed.data {
+            // DataFusion's schema of VALUES is inferred once, when the node is built (so a
+            // narrowed literal would keep its old type): build it again.
+            LogicalPlan::Values(v) if changed.transformed => LogicalPlanBuilder::values(v.values)?
+                .build()
+                .map(Transformed::yes),
+            // A node whose expressions or inputs changed: its schema again (an input's
+            // column may have a new type).
+            plan => plan
+                .recompute_schema()
+                .map(|p| Transformed::new(p, changed.transformed, changed.tnr)),
         }
     })
     .map(|t| t.data)
