@@ -33,6 +33,19 @@ pub(crate) fn int_literals_in_expr(e: Expr) -> Result<Expr> {
 }
 
 /// A plan with its integer literals narrowed (output names kept: [`super::rewrite`]).
+/// A `VALUES` node is built again with its narrowed types, and then every node above it
+/// gets its schema again (a column of `VALUES (1)` is INT, not BIGINT). Run first, on the
+/// plan straight from the SQL planner, whose column names do not depend on literal types.
 pub(crate) fn int_literals(plan: LogicalPlan) -> Result<LogicalPlan> {
-    super::rewrite::rewrite_plan(plan, &|e, _| narrow(e))
+    let plan = super::rewrite::rewrite_plan(plan, &|e, _| narrow(e))?;
+    let mut has_values = false;
+    plan.apply_with_subqueries(|p| {
+        has_values |= matches!(p, LogicalPlan::Values(_));
+        Ok(TreeNodeRecursion::Continue)
+    })?;
+    if !has_values {
+        return Ok(plan);
+    }
+    plan.transform_up_with_subqueries(|p| p.recompute_schema().map(Transformed::yes))
+        .map(|t| t.data)
 }

@@ -47,11 +47,8 @@ pub(crate) fn rewrite_plan(
             LogicalPlan::Values(v) if changed.transformed => LogicalPlanBuilder::values(v.values)?
                 .build()
                 .map(Transformed::yes),
-            // A node whose expressions or inputs changed: its schema again (an input's
-            // column may have a new type).
-            plan => plan
-                .recompute_schema()
-                .map(|p| Transformed::new(p, changed.transformed, changed.tnr)),
+            plan if changed.transformed => plan.recompute_schema().map(Transformed::yes),
+            plan => Ok(Transformed::new(plan, false, changed.tnr)),
         }
     })
     .map(|t| t.data)
