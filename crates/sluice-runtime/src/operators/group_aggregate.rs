@@ -282,15 +282,16 @@ impl Operator for GroupAggregateOperator {
         let all: Vec<u32> = (0..n as u32).collect();
         let mut group_of = std::mem::take(&mut self.scratch);
         self.group_ids(&key_columns, key_rows.as_ref(), &all, &mut group_of)?;
-        // Rows of each group, split into added and retracted.
-        let mut per_group: BTreeMap<usize, (Vec<u32>, Vec<u32>)> = BTreeMap::new();
+        // Rows of each group in arrival order, as runs of added or retracted rows: an
+        // order-sensitive aggregate (LAST_VALUE, LISTAGG) must see a retraction after the
+        // rows that arrived before it and before those after it.
+        let mut per_group: BTreeMap<usize, Vec<(bool, Vec<u32>)>> = BTreeMap::new();
         for (row, &g) in group_of.iter().enumerate() {
             let retract = batch.row_kind(row).is_retraction();
-            let entry = per_group.entry(g).or_default();
-            if retract {
-                entry.1.push(row as u32);
-            } else {
-                entry.0.push(row as u32);
+            let runs = per_group.entry(g).or_default();
+            match runs.last_mut() {
+                Some((r, rows)) if *r == retract => rows.push(row as u32),
+                _ => runs.push((retract, vec![row as u32])),
             }
         }
         self.scratch = group_of;
@@ -315,18 +316,20 @@ impl Operator for GroupAggregateOperator {
                 .collect::<std::result::Result<Vec<_>, _>>()?)
         };
         let mut touched = Vec::with_capacity(per_group.len());
-        for (g, (added, retracted)) in per_group {
-            for a in 0..self.calls.len() {
-                if !added.is_empty() {
-                    let values = select(&added, a)?;
-                    self.groups[g].accumulators[a].update_batch(&values)?;
+        for (g, runs) in per_group {
+            for (retract, rows) in runs {
+                for a in 0..self.calls.len() {
+                    let values = select(&rows, a)?;
+                    let accumulator = &mut self.groups[g].accumulators[a];
+                    if retract {
+                        accumulator.retract_batch(&values)?;
+                    } else {
+                        accumulator.update_batch(&values)?;
+                    }
                 }
-                if !retracted.is_empty() {
-                    let values = select(&retracted, a)?;
-                    self.groups[g].accumulators[a].retract_batch(&values)?;
-                }
+                let n = rows.len() as i64;
+                self.groups[g].rows += if retract { -n } else { n };
             }
-            self.groups[g].rows += added.len() as i64 - retracted.len() as i64;
             self.groups[g].last_access_ms = now;
             touched.push(g);
         }
