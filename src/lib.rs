@@ -618,6 +618,32 @@ impl Engine {
                 names.sort();
                 Ok(StatementResult::Info(single_column("table name", names)))
             }
+            Statement::DropTable { name, if_exists } => Ok(StatementResult::Done(
+                if self.planner.drop_table(name, *if_exists)? {
+                    format!("Table '{name}' has been dropped.")
+                } else {
+                    format!("Table '{name}' does not exist: nothing to drop.")
+                },
+            )),
+            Statement::DropView { name, if_exists } => Ok(StatementResult::Done(
+                if self.planner.drop_view(name, *if_exists)? {
+                    format!("View '{name}' has been dropped.")
+                } else {
+                    format!("View '{name}' does not exist: nothing to drop.")
+                },
+            )),
+            Statement::ShowCreateView { name } => {
+                let catalog = self.planner.catalog();
+                let v = catalog
+                    .views
+                    .get(name)
+                    .ok_or_else(|| SluiceError::Plan(catalog.unknown_relation(name)))?;
+                // The statement as it was written.
+                Ok(StatementResult::Info(single_column(
+                    "create view",
+                    vec![v.text.clone()],
+                )))
+            }
             Statement::ShowViews => {
                 let names: Vec<String> = self.planner.catalog().views.keys().cloned().collect();
                 Ok(StatementResult::Info(single_column("view name", names)))

@@ -214,6 +214,7 @@ fn run_script(
                         | sluice::Statement::ExplainDot(_)
                         | sluice::Statement::ExplainStatementSet { .. }
                         | sluice::Statement::ShowCreateTable { .. }
+                        | sluice::Statement::ShowCreateView { .. }
                 ) =>
             {
                 // EXPLAIN and SHOW CREATE TABLE print plain text (as Flink does).

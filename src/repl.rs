@@ -558,6 +558,7 @@ fn print_info(stmt: &sluice::ParsedStatement, batch: &RecordBatch) -> sluice::Re
             | Statement::ExplainDot(_)
             | Statement::ExplainStatementSet { .. }
             | Statement::ShowCreateTable { .. }
+            | Statement::ShowCreateView { .. }
     ) {
         let text = sluice::format::row_values(batch, 0)?.join("");
         println!("{}", text.trim_end());

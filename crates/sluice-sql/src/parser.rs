@@ -83,6 +83,26 @@ pub enum Statement {
         /// The table.
         name: String,
     },
+    /// `SHOW CREATE VIEW name`: the view's DDL.
+    ShowCreateView {
+        /// The view.
+        name: String,
+    },
+    /// `DROP [TEMPORARY] TABLE [IF EXISTS] name` (a running job that reads the table
+    /// keeps running).
+    DropTable {
+        /// The table.
+        name: String,
+        /// `IF EXISTS`: dropping a table that does not exist is not an error.
+        if_exists: bool,
+    },
+    /// `DROP [TEMPORARY] VIEW [IF EXISTS] name`.
+    DropView {
+        /// The view.
+        name: String,
+        /// `IF EXISTS`: dropping a view that does not exist is not an error.
+        if_exists: bool,
+    },
     /// `SHOW VIEWS`.
     ShowViews,
     /// `DESCRIBE name` / `DESC name`.
@@ -466,18 +486,19 @@ impl StatementParser {
             let stmt = if word_is(&what.token, "TABLES") {
                 Statement::ShowTables
             } else if word_is(&what.token, "CREATE") {
-                let table = p.next_token();
-                if !word_is(&table.token, "TABLE") {
+                let kind = p.next_token();
+                let view = word_is(&kind.token, "VIEW");
+                if !view && !word_is(&kind.token, "TABLE") {
                     return Err(err_at(
-                        table.span.start,
-                        format!("Expected: TABLE after SHOW CREATE, found: {table}"),
+                        kind.span.start,
+                        format!("Expected: TABLE or VIEW after SHOW CREATE, found: {kind}"),
                     ));
                 }
-                let name = p
-                    .parse_object_name(false)
-                    .map_err(|e| SluiceError::Sql(e.to_string()))?;
-                Statement::ShowCreateTable {
-                    name: object_name(&name),
+                let name = object_name(&p.parse_object_name(false).map_err(sql_err)?);
+                if view {
+                    Statement::ShowCreateView { name }
+                } else {
+                    Statement::ShowCreateTable { name }
                 }
             } else if word_is(&what.token, "VIEWS") {
                 Statement::ShowViews
@@ -495,6 +516,9 @@ impl StatementParser {
             };
             expect_end(&mut p)?;
             return Ok(stmt);
+        }
+        if is(0, "DROP") {
+            return self.parse_drop();
         }
         if is(0, "STOP") && is(1, "JOB") {
             return self.parse_stop_job();
@@ -532,10 +556,22 @@ impl StatementParser {
                 }
                 _ => None,
             };
-            let (from, dot) = match format {
+            let (mut from, dot) = match format {
                 Some((v, dot)) => (v + 1, dot),
                 None => (start + 1, false),
             };
+            // `EXPLAIN PLAN FOR query` (Flink's older spelling) is `EXPLAIN query`.
+            let next: Vec<usize> = (from..self.tokens.len())
+                .filter(|i| !is_trivia(&self.tokens[*i].token))
+                .take(2)
+                .collect();
+            if let [plan, for_] = next.as_slice() {
+                if word_is(&self.tokens[*plan].token, "PLAN")
+                    && word_is(&self.tokens[*for_].token, "FOR")
+                {
+                    from = for_ + 1;
+                }
+            }
             let rest = &self.tokens[from..];
             let first = rest.iter().position(|t| !is_trivia(&t.token));
             if first.is_some_and(|f| word_is(&rest[f].token, "STATEMENT")) {
@@ -570,7 +606,7 @@ impl StatementParser {
         Err(err_at(
             first.span.start,
             format!(
-                "Expected: a statement (CREATE TABLE, CREATE VIEW, INSERT INTO, SELECT, SET, \
+                "Expected: a statement (CREATE TABLE, CREATE VIEW, DROP, INSERT INTO, SELECT, SET, \
                  RESET, SHOW, DESCRIBE, EXPLAIN, STOP JOB), found: {first}"
             ),
         ))
@@ -685,6 +721,29 @@ impl StatementParser {
             name,
             if_not_exists,
             query,
+        })
+    }
+
+    /// `DROP [TEMPORARY] TABLE|VIEW [IF EXISTS] name`.
+    fn parse_drop(self) -> Result<Statement> {
+        let mut p = self.parser();
+        p.next_token(); // DROP
+        let _ = parse_word(&mut p, "TEMPORARY");
+        let kind = p.next_token();
+        let view = word_is(&kind.token, "VIEW");
+        if !view && !word_is(&kind.token, "TABLE") {
+            return Err(err_at(
+                kind.span.start,
+                format!("Expected: TABLE or VIEW after DROP, found: {kind}"),
+            ));
+        }
+        let if_exists = p.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+        let name = object_name(&p.parse_object_name(false).map_err(sql_err)?);
+        expect_end(&mut p)?;
+        Ok(if view {
+            Statement::DropView { name, if_exists }
+        } else {
+            Statement::DropTable { name, if_exists }
         })
     }
 

@@ -147,6 +147,40 @@ impl Planner {
         Ok(expr)
     }
 
+    /// `DROP TABLE [IF EXISTS] name`; whether a table was dropped.
+    ///
+    /// # Errors
+    /// No such table (unless `if_exists`); `name` is a view (`DROP VIEW` drops it).
+    pub fn drop_table(&mut self, name: &str, if_exists: bool) -> Result<bool> {
+        if self.catalog.tables.remove(name).is_some() {
+            return Ok(true);
+        }
+        if self.catalog.views.contains_key(name) {
+            return plan_err!("'{name}' is a view: DROP VIEW {name}");
+        }
+        if if_exists {
+            return Ok(false);
+        }
+        Err(SluiceError::Plan(self.catalog.unknown_relation(name)))
+    }
+
+    /// `DROP VIEW [IF EXISTS] name`; whether a view was dropped.
+    ///
+    /// # Errors
+    /// No such view (unless `if_exists`); `name` is a table (`DROP TABLE` drops it).
+    pub fn drop_view(&mut self, name: &str, if_exists: bool) -> Result<bool> {
+        if self.catalog.views.remove(name).is_some() {
+            return Ok(true);
+        }
+        if self.catalog.tables.contains_key(name) {
+            return plan_err!("'{name}' is a table: DROP TABLE {name}");
+        }
+        if if_exists {
+            return Ok(false);
+        }
+        Err(SluiceError::Plan(self.catalog.unknown_relation(name)))
+    }
+
     /// Registers a table (`CREATE TABLE`): types computed columns and the watermark.
     ///
     /// # Errors
