@@ -618,20 +618,17 @@ impl Engine {
                 names.sort();
                 Ok(StatementResult::Info(single_column("table name", names)))
             }
-            Statement::DropTable { name, if_exists } => Ok(StatementResult::Done(
-                if self.planner.drop_table(name, *if_exists)? {
-                    format!("Table '{name}' has been dropped.")
-                } else {
-                    format!("Table '{name}' does not exist: nothing to drop.")
-                },
-            )),
-            Statement::DropView { name, if_exists } => Ok(StatementResult::Done(
-                if self.planner.drop_view(name, *if_exists)? {
-                    format!("View '{name}' has been dropped.")
-                } else {
-                    format!("View '{name}' does not exist: nothing to drop.")
-                },
-            )),
+            Statement::DropTable { name, if_exists } | Statement::DropView { name, if_exists } => {
+                let view = matches!(stmt.statement, Statement::DropView { .. });
+                let kind = if view { "View" } else { "Table" };
+                Ok(StatementResult::Done(
+                    if self.planner.drop_relation(name, view, *if_exists)? {
+                        format!("{kind} '{name}' has been dropped.")
+                    } else {
+                        format!("{kind} '{name}' does not exist: nothing to drop.")
+                    },
+                ))
+            }
             Statement::ShowCreateView { name } => {
                 let catalog = self.planner.catalog();
                 let v = catalog

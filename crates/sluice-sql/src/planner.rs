@@ -147,33 +147,31 @@ impl Planner {
         Ok(expr)
     }
 
-    /// `DROP TABLE [IF EXISTS] name`; whether a table was dropped.
+    /// `DROP TABLE [IF EXISTS] name` (`view` false) or `DROP VIEW [IF EXISTS] name` (`view`
+    /// true); whether something was dropped.
     ///
     /// # Errors
-    /// No such table (unless `if_exists`); `name` is a view (`DROP VIEW` drops it).
-    pub fn drop_table(&mut self, name: &str, if_exists: bool) -> Result<bool> {
-        if self.catalog.tables.remove(name).is_some() {
+    /// No such table or view (unless `if_exists`); `name` is the other kind (a view named
+    /// in `DROP TABLE`, or a table in `DROP VIEW`).
+    pub fn drop_relation(&mut self, name: &str, view: bool, if_exists: bool) -> Result<bool> {
+        let (wanted, other) = if view {
+            ("view", "table")
+        } else {
+            ("table", "view")
+        };
+        let removed = if view {
+            self.catalog.views.remove(name).is_some()
+        } else {
+            self.catalog.tables.remove(name).is_some()
+        };
+        if removed {
             return Ok(true);
         }
-        if self.catalog.views.contains_key(name) {
-            return plan_err!("'{name}' is a view: DROP VIEW {name}");
-        }
-        if if_exists {
-            return Ok(false);
-        }
-        Err(SluiceError::Plan(self.catalog.unknown_relation(name)))
-    }
-
-    /// `DROP VIEW [IF EXISTS] name`; whether a view was dropped.
-    ///
-    /// # Errors
-    /// No such view (unless `if_exists`); `name` is a table (`DROP TABLE` drops it).
-    pub fn drop_view(&mut self, name: &str, if_exists: bool) -> Result<bool> {
-        if self.catalog.views.remove(name).is_some() {
-            return Ok(true);
-        }
-        if self.catalog.tables.contains_key(name) {
-            return plan_err!("'{name}' is a table: DROP TABLE {name}");
+        if self.catalog.contains(name) {
+            return plan_err!(
+                "'{name}' is a {other}, not a {wanted}: DROP {} {name}",
+                other.to_uppercase()
+            );
         }
         if if_exists {
             return Ok(false);
