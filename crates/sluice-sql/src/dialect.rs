@@ -516,4 +516,18 @@ mod tests {
             "(tr = [((a BETWEEN 1 AND 0) OR (a BETWEEN 0 AND 1))])"
         );
     }
+
+    /// Field access `.` and subscripts `[]` bind tightest (Calcite 100, above unary minus
+    /// 80 and `*` 60), as in sqlparser. Parser-level only: the ROW and ARRAY values they
+    /// apply to are issue 18's.
+    #[test]
+    fn field_access_and_subscripts_bind_tightest() {
+        assert_eq!(binding("-a[1]"), "(- a[1])");
+        assert_eq!(binding("a[1] * 2"), "(a[1] * 2)");
+        assert_eq!(binding("a[1][2] + b[3]"), "(a[1][2] + b[3])");
+        assert_eq!(binding("r.f + 1"), "(r.f + 1)");
+        assert_eq!(binding("-r.f * 2"), "((- r.f) * 2)");
+        assert_eq!(binding("NOT r.flag AND b"), "((NOT r.flag) AND b)");
+        assert_eq!(binding("r.f BETWEEN 1 AND 2"), "(r.f BETWEEN 1 AND 2)");
+    }
 }
