@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod dialect;
 pub mod functions;
 pub mod match_recognize;
+mod names;
 pub mod parser;
 pub mod planner;
 pub mod row_pattern_parser;

@@ -335,7 +335,7 @@ impl Planner {
             }
             return plan_err!("Table or view '{name}' already exists");
         }
-        let plan = self.logical_plan(query)?;
+        let plan = crate::names::with_final_names(self.logical_plan(query)?)?;
         // Lowering now reports streaming errors (unsupported constructs) at CREATE time.
         self.lower(&plan)?;
         self.catalog.views.insert(
@@ -375,6 +375,7 @@ impl Planner {
         crate::functions::syntax::rewrite_query(&mut ast_query);
         ordered::inline_named_windows(&mut ast_query);
         ordered::fetch_as_limit(&mut ast_query);
+        crate::names::name_select_items(&mut ast_query);
         let plan = to_rel
             .sql_statement_to_plan(ast::Statement::Query(ast_query))
             .and_then(crate::functions::literals::int_literals)
@@ -401,6 +402,7 @@ impl Planner {
         Self::check_runnable(&node)?;
         let needed = vec![true; node.schema.fields().len()];
         ordered::prune_rank_columns(&mut node, &needed);
+        node.schema = crate::names::final_names(&node.schema)?;
         Ok(node)
     }
 

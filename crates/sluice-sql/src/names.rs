@@ -1,0 +1,128 @@
+//! Flink's (Calcite's) names for the columns of a query: a select item without `AS` that is
+//! not a column reference is named `EXPR$<n>`, `n` being its position in the select list
+//! with every `*` expanded (Calcite's `SqlValidatorUtil.deriveAlias`); a column reference
+//! keeps the column's name. DataFusion names such items after their text (`count(*)`,
+//! `t.a + Int64(1)`), and refuses two items with one text (`SELECT t.*, CAST(price AS
+//! DECIMAL(10, 2)) FROM t`: the CAST is named `price` too).
+//!
+//! [`name_select_items`] runs on the parsed query, before DataFusion's planner: an item
+//! before any `*` gets its final name; one after a `*` (whose width is not known yet) a
+//! placeholder, `EXPR$__<k>`, which [`final_names`] turns into `EXPR$<position>` in the
+//! query's output once the `*`s are expanded.
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use datafusion_common::arrow::datatypes::Field;
+use datafusion_common::{Column, DFSchema, DFSchemaRef, Result};
+use datafusion_expr::{Expr, LogicalPlan, LogicalPlanBuilder};
+use datafusion_sql::sqlparser::ast::{self, Ident, SelectItem, SetExpr, VisitMut, VisitorMut};
+
+/// Prefix of a placeholder name (an unnamed item after a `*`).
+const PLACEHOLDER: &str = "EXPR$__";
+
+struct Namer;
+
+/// Whether Calcite names the item after itself: a column reference, possibly parenthesized.
+fn is_column(e: &ast::Expr) -> bool {
+    match e {
+        ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_) => true,
+        ast::Expr::Nested(inner) => is_column(inner),
+        _ => false,
+    }
+}
+
+fn name_items(body: &mut SetExpr) {
+    match body {
+        SetExpr::Select(select) => {
+            let mut after_wildcard = false;
+            for (k, item) in select.projection.iter_mut().enumerate() {
+                match item {
+                    SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => {
+                        after_wildcard = true
+                    }
+                    SelectItem::UnnamedExpr(e) if !is_column(e) => {
+                        let name = if after_wildcard {
+                            format!("{PLACEHOLDER}{k}")
+                        } else {
+                            format!("EXPR${k}")
+                        };
+                        *item = SelectItem::ExprWithAlias {
+                            expr: e.clone(),
+                            alias: Ident::with_quote('"', name),
+                        };
+                    }
+                    _ => {}
+                }
+            }
+        }
+        SetExpr::SetOperation { left, right, .. } => {
+            name_items(left);
+            name_items(right);
+        }
+        _ => {}
+    }
+}
+
+impl VisitorMut for Namer {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &mut ast::Query) -> ControlFlow<()> {
+        name_items(&mut query.body);
+        ControlFlow::Continue(())
+    }
+}
+
+/// Names the unnamed select items of `query` and of every query nested in it.
+pub(crate) fn name_select_items(query: &mut ast::Query) {
+    let _ = query.visit(&mut Namer);
+}
+
+/// A query's output schema with each placeholder name made `EXPR$<position>`.
+///
+/// # Errors
+/// None in practice (the schema is rebuilt with the same qualifiers).
+pub(crate) fn final_names(schema: &DFSchemaRef) -> Result<DFSchemaRef> {
+    if !schema
+        .fields()
+        .iter()
+        .any(|f| f.name().starts_with(PLACEHOLDER))
+    {
+        return Ok(Arc::clone(schema));
+    }
+    let fields: Vec<_> = schema
+        .iter()
+        .enumerate()
+        .map(|(i, (qualifier, f))| {
+            let field = if f.name().starts_with(PLACEHOLDER) {
+                Arc::new(Field::clone(f).with_name(format!("EXPR${i}")))
+            } else {
+                Arc::clone(f)
+            };
+            (qualifier.cloned(), field)
+        })
+        .collect();
+    let metadata = schema.as_arrow().metadata().clone();
+    Ok(Arc::new(DFSchema::new_with_metadata(fields, metadata)?))
+}
+
+/// A view's plan whose output has its final names (a projection renaming placeholders),
+/// so that queries over the view see `EXPR$<position>` as Flink's do.
+///
+/// # Errors
+/// DataFusion's, building the projection.
+pub(crate) fn with_final_names(plan: LogicalPlan) -> Result<LogicalPlan> {
+    let schema = Arc::clone(plan.schema());
+    let renamed = final_names(&schema)?;
+    if Arc::ptr_eq(&schema, &renamed) {
+        return Ok(plan);
+    }
+    let exprs: Vec<Expr> = schema
+        .iter()
+        .zip(renamed.fields())
+        .map(|((qualifier, f), new)| {
+            Expr::Column(Column::new(qualifier.cloned(), f.name())).alias(new.name())
+        })
+        .collect();
+    LogicalPlanBuilder::from(plan).project(exprs)?.build()
+}
