@@ -15,7 +15,8 @@
 //!   (`x BETWEEN SYMMETRIC a AND b` is `x BETWEEN a AND b OR x BETWEEN b AND a`, the
 //!   SQL standard's definition, which Calcite's convertlet expands to).
 //!
-//! Every other rule is `GenericDialect`'s: its settings are forwarded one by one, and the
+//! An empty select list (`SELECT FROM t`) is refused, as in Calcite. Every other rule is
+//! `GenericDialect`'s: its settings are forwarded one by one, and the
 //! parser's own dialect checks see a `GenericDialect` ([`Dialect::dialect`]).
 
 use std::any::TypeId;
@@ -187,8 +188,9 @@ impl Dialect for FlinkDialect {
     fn supports_struct_literal(&self) -> bool {
         GENERIC.supports_struct_literal()
     }
+    /// `SELECT FROM t` is not SQL in Flink (Calcite), and DataFusion's planner fails on it.
     fn supports_empty_projections(&self) -> bool {
-        GENERIC.supports_empty_projections()
+        false
     }
     fn supports_nested_comments(&self) -> bool {
         GENERIC.supports_nested_comments()

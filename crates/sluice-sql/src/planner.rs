@@ -1297,6 +1297,11 @@ pub(crate) fn df_error(e: DataFusionError, catalog: &Catalog) -> SluiceError {
             )
         }
         DataFusionError::Plan(m) => m.clone(),
+        // DataFusion reports operands that have no common type as an internal error
+        // (`BETWEEN` of a TIMESTAMP and an INTERVAL): the user's type error.
+        DataFusionError::Internal(m) if m.starts_with("Failed to coerce types") => {
+            format!("Cannot apply the operator to these types: {m}")
+        }
         other => other.to_string(),
     };
     // Placeholders of lifted window calls are ours, not the user's.
