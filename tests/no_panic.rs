@@ -8,9 +8,13 @@
 //! `SLUICE_NO_PANIC_CASES=N` (default 3000 in CI) sets the number of mutated statements;
 //! `SLUICE_NO_PANIC_SEED` the first seed. Queries are only planned, never run.
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
+use common::files_under;
 use sluice::{parse_script, Engine, EngineConfig, Statement};
 
 /// Words and symbols the mutations insert.
@@ -131,21 +135,6 @@ fn records(path: &Path) -> Vec<(bool, String)> {
     out
 }
 
-fn slt_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut entries: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            slt_files(&p, out);
-        } else if p.extension().is_some_and(|e| e == "slt") {
-            out.push(p);
-        }
-    }
-}
-
 struct Rng(u64);
 
 impl Rng {
@@ -263,7 +252,7 @@ fn no_statement_panics_or_fails_internally() {
         .unwrap_or(1);
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/slt");
     let mut files = Vec::new();
-    slt_files(&root, &mut files);
+    files_under(&root, "slt", &mut files);
     let corpus: Vec<(PathBuf, Vec<(bool, String)>)> =
         files.iter().map(|f| (f.clone(), records(f))).collect();
     let per_file = cases.div_ceil(corpus.len().max(1));

@@ -19,22 +19,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{compare_csv_multiset, rows_as_csv, SluiceDb};
-
-fn files_under(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut entries: Vec<_> = entries.flatten().map(|e| e.path()).collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            files_under(&p, ext, out);
-        } else if p.extension().is_some_and(|e| e == ext) {
-            out.push(p);
-        }
-    }
-}
+use common::{compare_csv_multiset, files_under, rows_as_csv, SluiceDb};
 
 fn run_slt(path: &Path, slt_root: &Path, recovery: Option<u64>) -> Result<(), String> {
     let dir = slt_root.to_path_buf();

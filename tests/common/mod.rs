@@ -1,7 +1,7 @@
 //! Helpers shared by the test binaries: the sqllogictest adapter and result comparison.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use sluice::arrow::array::{Array, RecordBatch};
 use sluice::arrow::datatypes::DataType;
@@ -313,5 +313,21 @@ pub fn compare_csv_multiset(expected: &str, actual: &str) -> Result<(), String> 
                 .collect::<Vec<_>>()
                 .join("\n")
         ))
+    }
+}
+
+/// The files under `dir` (recursively, sorted by path) whose extension is `ext` (no dot).
+pub fn files_under(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            files_under(&p, ext, out);
+        } else if p.extension().is_some_and(|e| e == ext) {
+            out.push(p);
+        }
     }
 }
