@@ -144,6 +144,12 @@ fn state(node: &PlanNode, keys: Option<&[Vec<String>]>, ctx: &ExplainContext) ->
         OperatorSpec::Rank(r) => {
             format!("the rows ranked <= {} per partition, {key_text}", r.upper)
         }
+        OperatorSpec::Join(j) if j.temporal.is_some() => format!(
+            "probe rows {} until the watermark passes their time; versions {}, from the last \
+             one at or before the watermark on (older ones dropped)",
+            keyed(keys.and_then(|k| k.first())),
+            keyed(keys.and_then(|k| k.get(1)))
+        ),
         OperatorSpec::Join(j) if j.window.is_some() => format!(
             "rows of each window, left {}, right {}, joined and dropped when the window fires",
             keyed(keys.and_then(|k| k.first())),
@@ -325,6 +331,27 @@ fn label(node: &PlanNode) -> String {
                 ""
             };
             match &j.interval {
+                _ if j.temporal.is_some() => {
+                    let t = j.temporal.expect("a temporal join");
+                    let name = |i: usize| {
+                        let (q, f) = j.pair_schema.qualified_field(i);
+                        match q {
+                            Some(q) => format!("{q}.{}", f.name()),
+                            None => f.name().clone(),
+                        }
+                    };
+                    let right = name(
+                        j.pair_schema.fields().len() - node.inputs[1].schema.fields().len()
+                            + t.right_time,
+                    );
+                    format!(
+                        "TemporalJoin: {}, on=[{}], FOR SYSTEM_TIME AS OF {} (versions from \
+                         {right}){residual}",
+                        j.kind.sql(),
+                        on.join(", "),
+                        name(t.left_time)
+                    )
+                }
                 _ if j.window.is_some() => {
                     let w = j.window.expect("a window join");
                     format!(

@@ -157,6 +157,25 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
                 .as_ref()
                 .map(|r| physical(r, &spec.pair_schema))
                 .transpose()?;
+            if let Some(times) = spec.temporal {
+                use crate::operators::temporal_join::{TemporalInput, TemporalJoinOperator};
+                let temporal_input = |i: usize, keys: &[datafusion_expr::Expr], time| {
+                    let schema: &DFSchema = &node.inputs[i].schema;
+                    Ok::<_, SluiceError>(TemporalInput {
+                        keys: physical_all(keys, schema)?,
+                        schema: Arc::new(schema.as_arrow().clone()),
+                        time,
+                    })
+                };
+                return Ok(Box::new(TemporalJoinOperator::new(
+                    spec.kind,
+                    temporal_input(0, &spec.left_keys, times.left_time)?,
+                    temporal_input(1, &spec.right_keys, times.right_time)?,
+                    residual,
+                    out_schema,
+                    Arc::clone(metrics),
+                )?));
+            }
             if let Some(columns) = spec.window {
                 let window_input = |i: usize, keys: &[datafusion_expr::Expr], bounds| {
                     let schema: &DFSchema = &node.inputs[i].schema;

@@ -16,7 +16,7 @@ use sluice_common::plan::ConnectorOptions;
 
 pub(crate) use crate::functions::FunctionRegistry;
 use crate::match_recognize::PlannedMatchRecognize;
-use crate::parser::WindowTvfCall;
+use crate::parser::{TemporalRef, WindowTvfCall};
 
 /// Names of the columns a window table function appends to its input.
 pub const WINDOW_START: &str = "window_start";
@@ -78,6 +78,8 @@ pub struct Catalog {
     pub window_tvfs: HashMap<String, WindowTvfCall>,
     /// Lifted MATCH_RECOGNIZE clauses by placeholder name, planned against their input.
     pub match_recognize: HashMap<String, PlannedMatchRecognize>,
+    /// Lifted `FOR SYSTEM_TIME AS OF` references by placeholder name.
+    pub temporal: HashMap<String, TemporalRef>,
 }
 
 impl Catalog {
@@ -188,6 +190,13 @@ impl ContextProvider for SqlContext<'_> {
                 .map_err(DataFusionError::Plan)?
         } else if let Some(mr) = self.catalog.match_recognize.get(table) {
             Arc::new(mr.schema.clone())
+        } else if let Some(schema) = self
+            .catalog
+            .temporal
+            .get(table)
+            .and_then(|r| self.catalog.relation_schema(&r.table))
+        {
+            schema
         } else if let Some(schema) = self.catalog.relation_schema(table) {
             schema
         } else {

@@ -159,6 +159,24 @@ pub struct QueryStatement {
     pub window_tvfs: Vec<WindowTvfCall>,
     /// `MATCH_RECOGNIZE` clauses, by placeholder name.
     pub match_recognize: Vec<MatchRecognizeClause>,
+    /// `table FOR SYSTEM_TIME AS OF expr` references, by placeholder name.
+    pub temporal: Vec<TemporalRef>,
+}
+
+/// `table FOR SYSTEM_TIME AS OF expr` in a `FROM` clause (Flink SQL "Joins > Temporal
+/// Joins"): the table as it was at the time `expr` gives (a time attribute of the other
+/// input of the join). Lifted out of the query like a window call: a placeholder table
+/// name stands for it.
+#[derive(Debug, Clone)]
+pub struct TemporalRef {
+    /// The placeholder table name that stands for the reference in the query.
+    pub placeholder: String,
+    /// The table or view named.
+    pub table: String,
+    /// The `AS OF` expression.
+    pub as_of: ast::Expr,
+    /// Where `FOR` is.
+    pub location: Location,
 }
 
 /// `CREATE TABLE`.
@@ -1160,7 +1178,7 @@ fn object_name(name: &ast::ObjectName) -> String {
 /// Parses a query after lifting out window table function calls and `MATCH_RECOGNIZE`.
 fn parse_query_tokens(tokens: Vec<TokenWithSpan>) -> Result<QueryStatement> {
     let tokens = drop_json_object_key_words(tokens);
-    let (tokens, window_tvfs, match_recognize) = lift_table_functions(tokens)?;
+    let (tokens, window_tvfs, match_recognize, temporal) = lift_table_functions(tokens)?;
     let mut p = Parser::new(&DIALECT).with_tokens_with_locations(tokens);
     let query = p.parse_query().map_err(sql_err)?;
     expect_end(&mut p)?;
@@ -1168,6 +1186,7 @@ fn parse_query_tokens(tokens: Vec<TokenWithSpan>) -> Result<QueryStatement> {
         query,
         window_tvfs,
         match_recognize,
+        temporal,
     })
 }
 
@@ -1255,7 +1274,53 @@ type Lifted = (
     Vec<TokenWithSpan>,
     Vec<WindowTvfCall>,
     Vec<MatchRecognizeClause>,
+    Vec<TemporalRef>,
 );
+
+/// Pushes `AS alias` onto `out` unless the token at `next` (the first meaningful one after
+/// a lifted relation) starts an alias already: without one, the relation's name qualifies
+/// its columns (stable output names such as `sum(t.v)`).
+fn push_default_alias(
+    out: &mut Vec<TokenWithSpan>,
+    tokens: &[TokenWithSpan],
+    next: Option<usize>,
+    alias: &str,
+    span: Span,
+) {
+    let has_alias = next.is_some_and(|n| match &tokens[n].token {
+        Token::Word(w) => {
+            w.keyword == Keyword::AS || w.keyword == Keyword::NoKeyword || w.quote_style.is_some()
+        }
+        _ => false,
+    });
+    if has_alias {
+        return;
+    }
+    let space = || TokenWithSpan::new(Token::Whitespace(Whitespace::Space), span);
+    out.push(space());
+    out.push(TokenWithSpan::new(
+        Token::Word(Word {
+            value: "AS".into(),
+            quote_style: None,
+            keyword: Keyword::AS,
+        }),
+        span,
+    ));
+    out.push(space());
+    out.push(placeholder_token(alias, span));
+}
+
+/// The index of `OF` when `FOR SYSTEM_TIME AS OF` starts at `i`.
+fn system_time_as_of(tokens: &[TokenWithSpan], i: usize) -> Option<usize> {
+    let mut at = i;
+    for word in ["SYSTEM_TIME", "AS", "OF"] {
+        at = next_meaningful(tokens, at + 1)?;
+        if !word_is(&tokens[at].token, word) {
+            return None;
+        }
+    }
+    Some(at)
+}
 
 /// Replaces `TABLE(TUMBLE|HOP|CUMULATE|SESSION(...))` and `input MATCH_RECOGNIZE (...)`
 /// by placeholder table names, returning the calls.
@@ -1263,6 +1328,7 @@ fn lift_table_functions(tokens: Vec<TokenWithSpan>) -> Result<Lifted> {
     let mut out: Vec<TokenWithSpan> = Vec::with_capacity(tokens.len());
     let mut tvfs = Vec::new();
     let mut mrs = Vec::new();
+    let mut temporal = Vec::new();
     let mut i = 0;
     while i < tokens.len() {
         let t = &tokens[i];
@@ -1298,38 +1364,10 @@ fn lift_table_functions(tokens: Vec<TokenWithSpan>) -> Result<Lifted> {
                                         ));
                                     }
                                     out.push(placeholder_token(&call.placeholder, t.span));
-                                    // Without an alias, the input's name qualifies the
-                                    // columns (stable output names such as sum(t.v)).
                                     let next = next_meaningful(&tokens, outer_close + 1);
-                                    let has_alias = next.is_some_and(|n| match &tokens[n].token {
-                                        Token::Word(w) => {
-                                            w.keyword == Keyword::AS
-                                                || w.keyword == Keyword::NoKeyword
-                                                || w.quote_style.is_some()
-                                        }
-                                        _ => false,
-                                    });
-                                    if !has_alias {
-                                        let alias =
-                                            call.input.rsplit('.').next().unwrap_or(&call.input);
-                                        out.push(TokenWithSpan::new(
-                                            Token::Whitespace(Whitespace::Space),
-                                            t.span,
-                                        ));
-                                        out.push(TokenWithSpan::new(
-                                            Token::Word(Word {
-                                                value: "AS".into(),
-                                                quote_style: None,
-                                                keyword: Keyword::AS,
-                                            }),
-                                            t.span,
-                                        ));
-                                        out.push(TokenWithSpan::new(
-                                            Token::Whitespace(Whitespace::Space),
-                                            t.span,
-                                        ));
-                                        out.push(placeholder_token(alias, t.span));
-                                    }
+                                    let alias =
+                                        call.input.rsplit('.').next().unwrap_or(&call.input);
+                                    push_default_alias(&mut out, &tokens, next, alias, t.span);
                                     tvfs.push(call);
                                     i = outer_close + 1;
                                     continue;
@@ -1338,6 +1376,61 @@ fn lift_table_functions(tokens: Vec<TokenWithSpan>) -> Result<Lifted> {
                         }
                     }
                 }
+            }
+        }
+        // table FOR SYSTEM_TIME AS OF expr
+        if word_is(&t.token, "FOR") {
+            if let Some(of) = system_time_as_of(&tokens, i) {
+                // The table name: the identifiers (joined by dots) emitted last.
+                let mut start = out.len();
+                let mut expect_word = true;
+                while let Some(p) = out[..start].iter().rposition(|t| !is_trivia(&t.token)) {
+                    match &out[p].token {
+                        Token::Word(_) if expect_word => {}
+                        Token::Period if !expect_word => {}
+                        _ => break,
+                    }
+                    expect_word = !expect_word;
+                    start = p;
+                }
+                let name: Vec<String> = out[start..]
+                    .iter()
+                    .filter_map(|t| match &t.token {
+                        Token::Word(w) => Some(w.value.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                if name.is_empty() || expect_word {
+                    return Err(err_at(
+                        t.span.start,
+                        "Expected: a table or view name before FOR SYSTEM_TIME AS OF",
+                    ));
+                }
+                let mut p =
+                    Parser::new(&DIALECT).with_tokens_with_locations(tokens[of + 1..].to_vec());
+                let as_of = p.parse_expr().map_err(sql_err)?;
+                let end = of + 1 + p.index();
+                let table = name.join(".");
+                let placeholder = next_placeholder("asof");
+                let span = out[start].span;
+                out.truncate(start);
+                out.push(placeholder_token(&placeholder, span));
+                let alias = name.last().expect("a name").clone();
+                push_default_alias(
+                    &mut out,
+                    &tokens,
+                    next_meaningful(&tokens, end),
+                    &alias,
+                    span,
+                );
+                temporal.push(TemporalRef {
+                    placeholder,
+                    table,
+                    as_of,
+                    location: t.span.start,
+                });
+                i = end;
+                continue;
             }
         }
         // input MATCH_RECOGNIZE ( ... )
@@ -1393,7 +1486,7 @@ fn lift_table_functions(tokens: Vec<TokenWithSpan>) -> Result<Lifted> {
         out.push(t.clone());
         i += 1;
     }
-    Ok((out, tvfs, mrs))
+    Ok((out, tvfs, mrs, temporal))
 }
 
 /// Parses the arguments of a window table function call.

@@ -39,6 +39,7 @@ use crate::match_recognize::PlannedMatchRecognize;
 
 mod joins;
 mod ordered;
+mod temporal;
 mod values;
 use crate::parser::{CreateTable, QueryStatement, TvfKind, WindowTvfCall};
 
@@ -356,6 +357,19 @@ impl Planner {
                 .window_tvfs
                 .insert(call.placeholder.clone(), call.clone());
         }
+        for r in &query.temporal {
+            if !self.catalog.contains(&r.table) {
+                return Err(SluiceError::Plan(format!(
+                    "{} (FOR SYSTEM_TIME AS OF at Line: {}, Column: {})",
+                    self.catalog.unknown_relation(&r.table),
+                    r.location.line,
+                    r.location.column
+                )));
+            }
+            self.catalog
+                .temporal
+                .insert(r.placeholder.clone(), r.clone());
+        }
         for mr in &query.match_recognize {
             let input = self
                 .catalog
@@ -388,7 +402,13 @@ impl Planner {
             .and_then(|p| crate::functions::cast::flink_casts(p, self.time_zone))
             .map_err(|e| df_error(e, &self.catalog))?;
         joins::check_scalar_subqueries(&plan)?;
-        joins::rewrite_subqueries_and_joins(plan).map_err(|e| df_error(e, &self.catalog))
+        // A temporal join's conditions hold for the version valid at the probe's time:
+        // none may be pushed below it (temporal.rs).
+        let push_down_filters = query.temporal.is_empty();
+        let plan = joins::rewrite_subqueries_and_joins(plan, push_down_filters)
+            .map_err(|e| df_error(e, &self.catalog))?;
+        temporal::check_placement(self, &plan)?;
+        Ok(plan)
     }
 
     /// Plans a query into the physical operator graph whose output is the query's result.
@@ -610,6 +630,9 @@ impl Planner {
         j: &datafusion_expr::logical_plan::Join,
         mark_allowed: bool,
     ) -> Result<Planned> {
+        if let Some(tref) = temporal::temporal_ref(self, &j.right) {
+            return self.lower_temporal_join(j, tref);
+        }
         let left = if mark_allowed {
             self.lower_mark_chain(&j.left)?
         } else {
@@ -710,6 +733,8 @@ impl Planner {
             self.lower_window_tvf(call, Arc::clone(&scan.projected_schema))?
         } else if let Some(mr) = self.catalog.match_recognize.get(name) {
             self.lower_match_recognize(mr, name)?
+        } else if let Some(r) = self.catalog.temporal.get(name) {
+            self.lower_relation(&r.table)?
         } else {
             self.lower_relation(name)?
         };

@@ -42,6 +42,8 @@ impl PlanNode {
             OperatorSpec::Rank(spec) => spec.window.is_none() && !spec.keeps_first_arrivals(),
             // An interval or window join emits a padded row once, when its partners can no
             // longer come (its bounds or its window passed).
+            // A temporal join emits each probe row once, when the watermark passes it.
+            OperatorSpec::Join(spec) if spec.temporal.is_some() => self.input().is_updating(),
             OperatorSpec::Join(spec) if spec.interval.is_some() || spec.window.is_some() => {
                 self.inputs.iter().any(|i| i.is_updating())
             }
@@ -221,6 +223,22 @@ pub struct JoinSpec {
     /// A window join (Flink SQL "Window Join"): both inputs carry the windows of the same
     /// window table function and the condition equates their bounds. `None`: not one.
     pub window: Option<WindowJoinColumns>,
+    /// An event-time temporal join (`JOIN versioned FOR SYSTEM_TIME AS OF left.t`, Flink
+    /// SQL "Joins > Temporal Joins"): each left row joins the right input's version valid
+    /// at its time. Then `kind` is inner or left, the keys are the right input's primary
+    /// key (other equalities are in the residual) and the left input is append-only.
+    pub temporal: Option<TemporalJoinTimes>,
+}
+
+/// The event-time attributes of a temporal join's inputs (indexes in each input's
+/// schema): the left (probe) row's time picks the right (versioned) input's version, the
+/// row of the key with the largest time at or before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TemporalJoinTimes {
+    /// The probe input's event-time attribute (`FOR SYSTEM_TIME AS OF` it).
+    pub left_time: usize,
+    /// The versioned input's event-time attribute (when each version starts).
+    pub right_time: usize,
 }
 
 /// The window bound columns of a window join's inputs (indexes in each input's schema,

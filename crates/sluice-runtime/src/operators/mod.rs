@@ -9,6 +9,7 @@ pub mod rank;
 pub mod session_aggregate;
 pub mod sort;
 pub mod stateless;
+pub mod temporal_join;
 pub mod window_aggregate;
 pub mod window_assign;
 pub mod window_join;

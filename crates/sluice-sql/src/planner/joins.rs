@@ -30,23 +30,28 @@ use sluice_common::{not_supported, plan_err, Result};
 ///
 /// # Errors
 /// What a rule fails with.
+/// `push_down_filters`: conditions on one input move below the join (not while a query
+/// has a temporal join, whose conditions hold for one version).
 pub(super) fn rewrite_subqueries_and_joins(
     plan: LogicalPlan,
+    push_down_filters: bool,
 ) -> datafusion_common::Result<LogicalPlan> {
     if !has_join_or_subquery(&plan) {
         return Ok(plan);
     }
-    let rules: Vec<Arc<dyn OptimizerRule + Send + Sync>> = vec![
+    let mut rules: Vec<Arc<dyn OptimizerRule + Send + Sync>> = vec![
         Arc::new(DecorrelatePredicateSubquery::new()),
         Arc::new(ScalarSubqueryToJoin::new()),
         Arc::new(EliminateCrossJoin::new()),
+    ];
+    if push_down_filters {
         // Conditions on one input are applied before the join, so its state holds only
         // rows that can be in the result.
-        Arc::new(PushDownFilter::new()),
-        // Last: the rules above may move equalities back into a join's filter (and a pass
-        // that ends with the plan it started with is the optimizer's last).
-        Arc::new(ExtractEquijoinPredicate::new()),
-    ];
+        rules.push(Arc::new(PushDownFilter::new()));
+    }
+    // Last: the rules above may move equalities back into a join's filter (and a pass
+    // that ends with the plan it started with is the optimizer's last).
+    rules.push(Arc::new(ExtractEquijoinPredicate::new()));
     // Uncorrelated scalar subqueries become joins too (DataFusion can leave them to its
     // physical planner, which a stream does not have).
     let mut options = datafusion_common::config::ConfigOptions::default();
@@ -203,6 +208,7 @@ pub(super) fn join_spec(
         pair_schema,
         interval,
         window: None,
+        temporal: None,
     })
 }
 
