@@ -24,7 +24,9 @@
 //! once per 50 stream rows (one file, the view's rows interleaved: every 51st row), so
 //! stream rows padded before their key's first view row are retracted and joined again.
 //!
-//! (m) an interval join of two 5 M-row streams on 10,000 keys with ±10 s bounds.
+//! (m) an interval join of two 5 M-row streams on 10,000 keys with ±10 s bounds; (n) an
+//! event-time temporal join of a 5 M-row stream with a versioned table of 1 M versions on
+//! 100,000 keys.
 //!
 //! Run: `cargo bench --bench throughput` (release build); `SLUICE_BENCH_ONLY=h,i` runs
 //! only the jobs with those letters. Apache Flink 2.3 on the same
@@ -281,7 +283,68 @@ fn main() {
     if wanted("m") {
         interval_join();
     }
+    if wanted("n") {
+        temporal_join();
+    }
 }
+
+/// (n): a 5 M-row stream `(key INT, ts TIMESTAMP(3), price DOUBLE)` on 100,000 keys (10 ms
+/// of event time per row, up to 500 ms of disorder) joined `FOR SYSTEM_TIME AS OF s.ts`
+/// with a versioned table of 1 M versions `(key INT, rate DOUBLE, ts TIMESTAMP(3),
+/// PRIMARY KEY (key))`, 10 per key, over the same 50,000 s of event time (50 ms per
+/// version, the same disorder); watermarks `ts - 1 s`. Rows/s = input rows (both inputs)
+/// per second. `scripts/flink-temporal-bench` runs the same files in Flink 2.3.
+fn temporal_join() {
+    let dir = root().join("target/bench-data");
+    let base_ms: i64 = 1_704_067_200_000;
+    let stream = dir.join(format!("temporal_stream_{JOIN_STREAM_ROWS}.csv"));
+    let versions = dir.join(format!("temporal_versions_{TEMPORAL_VERSIONS}.csv"));
+    generate_lines(&stream, JOIN_STREAM_ROWS, |i, rng| {
+        let r = rng.next();
+        let ts = base_ms + i as i64 * 10 - (r % 500) as i64;
+        format!(
+            "{},{},{}",
+            (r >> 16) % JOIN_KEYS,
+            sluice_format_ts(ts),
+            ((r >> 40) % 100_000) as f64 / 100.0
+        )
+    })
+    .expect("temporal stream data");
+    generate_lines(&versions, TEMPORAL_VERSIONS, |i, rng| {
+        let r = rng.next();
+        let ts = base_ms + i as i64 * 50 - (r % 500) as i64;
+        // Each key's versions: one every 100,000 rows (5,000 s apart).
+        format!(
+            "{},{},{}",
+            i % JOIN_KEYS,
+            ((r >> 40) % 10_000) as f64 / 100.0,
+            sluice_format_ts(ts)
+        )
+    })
+    .expect("versioned table data");
+    let ddl = format!(
+        "CREATE TABLE events (`key` INT, ts TIMESTAMP(3), price DOUBLE, \
+           WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH ('connector' = 'filesystem', \
+           'path' = '{}', 'format' = 'csv');\n\
+         CREATE TABLE rates (`key` INT, rate DOUBLE, ts TIMESTAMP(3), \
+           WATERMARK FOR ts AS ts - INTERVAL '1' SECOND, PRIMARY KEY (`key`) NOT ENFORCED) \
+           WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');\n\
+         CREATE TABLE sink_temporal (`key` INT, ts TIMESTAMP(3), price DOUBLE, rate DOUBLE) \
+           WITH ('connector' = 'blackhole');\n",
+        stream.display(),
+        versions.display()
+    );
+    let query = "INSERT INTO sink_temporal SELECT s.`key`, s.ts, s.price, r.rate FROM events s \
+        JOIN rates FOR SYSTEM_TIME AS OF s.ts AS r ON s.`key` = r.`key`;";
+    report(
+        "(n) temporal join, 5 M rows x 1 M versions",
+        JOIN_STREAM_ROWS + TEMPORAL_VERSIONS,
+        run(&format!("{ddl}{query}")),
+        None,
+    );
+}
+
+const TEMPORAL_VERSIONS: u64 = 1_000_000;
 
 /// (m): two streams of 5 M rows `(key INT, ts TIMESTAMP(3), price DOUBLE)` on 10,000 keys
 /// (10 ms of event time per row, up to 500 ms of disorder, watermark `ts - 1 s`), joined

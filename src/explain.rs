@@ -107,8 +107,16 @@ fn state(node: &PlanNode, keys: Option<&[Vec<String>]>, ctx: &ExplainContext) ->
         {
             format!("session rows and timers, {key_text}")
         }
+        OperatorSpec::WindowAggregate(a) if a.window.processing_time => format!(
+            "window accumulators, fired by a processing-time timer at each window's end - 1 \
+             ms (depends on the clock: a replay after a failure is not the same run), \
+             {key_text}"
+        ),
         OperatorSpec::WindowAggregate(_) => format!("window accumulators, {key_text}"),
         OperatorSpec::GroupAggregate { .. } => format!("accumulators, {key_text}{ttl}"),
+        OperatorSpec::ChangelogNormalize { .. } => {
+            format!("the last row per primary key, {key_text}")
+        }
         OperatorSpec::MatchRecognize(_) => {
             format!("buffered rows and partial matches, {key_text}")
         }
@@ -202,6 +210,7 @@ fn state(node: &PlanNode, keys: Option<&[Vec<String>]>, ctx: &ExplainContext) ->
         | OperatorSpec::Filter { .. }
         | OperatorSpec::Project { .. }
         | OperatorSpec::WindowAssign { .. }
+        | OperatorSpec::LookupJoin(_)
         | OperatorSpec::Union
         | OperatorSpec::Sink(_) => return None,
     };
@@ -306,6 +315,40 @@ fn label(node: &PlanNode) -> String {
         ),
         OperatorSpec::WindowAssign { window, .. } => format!("WindowAssign: {window}"),
         OperatorSpec::Union => format!("Union: all, {} inputs", node.inputs.len()),
+        OperatorSpec::ChangelogNormalize { key } => format!(
+            "ChangelogNormalize: key=[{}] (repeated change events dropped)",
+            key.iter()
+                .map(|&k| node.input().schema.field(k).name().clone())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        OperatorSpec::LookupJoin(l) => {
+            let on: Vec<String> = l
+                .left_keys
+                .iter()
+                .zip(&l.right_keys)
+                .map(|(a, b)| format!("{a} = {b}"))
+                .collect();
+            let residual = l
+                .residual
+                .as_ref()
+                .map(|r| format!(", residual=[{r}]"))
+                .unwrap_or_default();
+            let cache = l
+                .table
+                .options
+                .get("lookup.cache")
+                .map(|c| c.to_ascii_uppercase())
+                .unwrap_or_else(|| "NONE".into());
+            format!(
+                "LookupJoin: {}, table={}, on=[{}]{residual}, lookup.cache={cache} (processing \
+                 time: each row looks the table up when it arrives; a replay after a failure \
+                 is not the same run)",
+                l.kind.sql(),
+                l.table.table,
+                on.join(", ")
+            )
+        }
         OperatorSpec::Join(j) => {
             let on: Vec<String> = j
                 .left_keys

@@ -103,6 +103,10 @@ pub struct Engine {
 /// The key of the session time zone setting (Flink's name).
 pub const LOCAL_TIME_ZONE: &str = "table.local-time-zone";
 
+/// `'table.exec.source.cdc-events-duplicate'` (Flink): change-data-capture events may repeat;
+/// each such table is read through a ChangelogNormalize by its primary key.
+pub const CDC_EVENTS_DUPLICATE: &str = "table.exec.source.cdc-events-duplicate";
+
 /// The system time zone, as Flink defaults to it: `TZ`, else `/etc/timezone`, else UTC.
 fn system_time_zone() -> String {
     let candidates = [
@@ -208,6 +212,18 @@ impl Engine {
             return Err(SluiceError::Config(format!(
                 "'{k}' must be 'tableau', 'changelog' or 'table', found '{v}'"
             )));
+        }
+        if k == CDC_EVENTS_DUPLICATE {
+            let duplicate = match v.trim().to_ascii_lowercase().as_str() {
+                "true" => true,
+                "false" => false,
+                _ => {
+                    return Err(SluiceError::Config(format!(
+                        "'{k}' must be 'true' or 'false', found '{v}'"
+                    )))
+                }
+            };
+            self.planner.set_cdc_events_duplicate(duplicate);
         }
         if k == LOCAL_TIME_ZONE {
             let zone = sluice_common::time::normalize_time_zone(v).map_err(SluiceError::Config)?;
@@ -596,6 +612,9 @@ impl Engine {
                         self.settings.remove(k);
                     }
                     None => self.settings.clear(),
+                }
+                if !self.settings.contains_key(CDC_EVENTS_DUPLICATE) {
+                    self.planner.set_cdc_events_duplicate(false);
                 }
                 if !self.settings.contains_key(LOCAL_TIME_ZONE) {
                     self.time_zone = system_time_zone();

@@ -418,6 +418,19 @@ fn explain_goldens() {
         window.contains("WindowJoin: LEFT OUTER, TUMBLE"),
         "{window}"
     );
+    // A temporal join: keyed by the versioned table's primary key, its time attributes and
+    // what its state keeps.
+    let temporal = golden("temporal_join.sql", 2, "temporal_join_p2.txt");
+    assert!(
+        temporal.contains("TemporalJoin: LEFT OUTER, on=[o.currency = r.currency]"),
+        "{temporal}"
+    );
+    // A lookup join: chained where its input runs (no keyed state), its cache.
+    let lookup = golden("lookup_join.sql", 2, "lookup_join_p2.txt");
+    assert!(
+        lookup.contains("LookupJoin: LEFT OUTER, table=customers"),
+        "{lookup}"
+    );
     let bad = sluice(&["run", "-e", "EXPLAIN FORMAT JSON SELECT 1"]);
     assert_eq!(bad.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("must be TEXT or DOT"));

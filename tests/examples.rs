@@ -188,6 +188,23 @@ fn flights_weather_before_departure_matches_an_independent_interval_join() {
     );
 }
 
+/// An event-time temporal join: each departure with the weather observation at its origin
+/// valid at its scheduled departure (the weather a versioned table by origin), then an
+/// updating GROUP BY per origin and month. The expected table picks, per flight, the latest
+/// observation at or before the departure with SQLite (local times from Python's time zone
+/// database).
+#[test]
+fn flights_weather_at_departure_matches_an_independent_lookup() {
+    let table = final_table("flights_weather_at_departure.sql");
+    let rows: usize = table.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(rows, 36, "one row per origin (3) and month (12)");
+    assert_matches(
+        "flights_weather_at_departure",
+        &expected("flights_weather_at_departure"),
+        &rows_as_csv(&table),
+    );
+}
+
 /// Parses `YYYY-MM-DD HH:MM:SS` as seconds since the epoch (UTC) for the checks below.
 fn seconds(ts: &str) -> i64 {
     let d = |a: usize, b: usize| ts[a..b].parse::<i64>().unwrap();
@@ -271,6 +288,7 @@ fn every_example_runs() {
         "flights_delay_by_airline.sql",
         "flights_unknown_destinations.sql",
         "flights_weather_before_departure.sql",
+        "flights_weather_at_departure.sql",
         "weather_storm_warnings.sql",
         "sensor_alerts.sql",
     ];
@@ -706,4 +724,185 @@ async fn processing_time_over_window_on_a_manual_clock() {
     }
     drop(ev);
     assert_eq!(rows, ["a,1,1", "a,2,3", "a,4,7", "a,8,12", "a,16,16"]);
+}
+
+/// Waits until the job's stateful operators hold `rows` state rows in all.
+async fn wait_state_rows(job: &sluice::RunningJob, rows: u64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let now: u64 = job.metrics.state_rows().values().map(|(n, _)| n).sum();
+        if now == rows {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "state rows {now}, waiting for {rows}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
+/// A TUMBLE window on a processing-time attribute, fired by the processing-time clock (a
+/// manual one, so the result is exact): rows fall into the window of the time they were
+/// read (`pt`), and a window's row leaves when the clock reaches its end - 1 ms, with no
+/// watermark; the end of the input fires the windows still open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processing_time_tumble_window_on_a_manual_clock() {
+    use sluice::arrow::array::{Int32Array, StringArray};
+    use sluice::arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
+    let clock = sluice::ProcessingClock::manual(1_000_000);
+    let mut engine = Engine::new(EngineConfig {
+        clock: clock.clone(),
+        ..Default::default()
+    });
+    engine
+        .execute_script(
+            "SET 'table.local-time-zone' = 'UTC';\n\
+             CREATE TABLE ev (k STRING, v INT, pt AS PROCTIME()) WITH ('connector' = 'channel')",
+        )
+        .unwrap();
+    let ev = engine.channel_source("ev");
+    let sluice::StatementResult::Query(mut job) = engine
+        .sql(
+            "SELECT window_start, window_end, k, COUNT(*), SUM(v) \
+             FROM TABLE(TUMBLE(TABLE ev, DESCRIPTOR(pt), INTERVAL '1' SECOND)) \
+             GROUP BY window_start, window_end, k",
+        )
+        .unwrap()
+    else {
+        panic!("a query")
+    };
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Utf8, true),
+        Field::new("v", DataType::Int32, true),
+    ]));
+    let send = |rows: &[(&str, i32)]| {
+        let b = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
+                Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.1))),
+            ],
+        )
+        .unwrap();
+        let sender = ev.clone();
+        tokio::task::spawn_blocking(move || sender.send(b).unwrap())
+    };
+    // 1,000,000 ms is 1970-01-01 00:16:40 UTC: the window [00:16:40, 00:16:41).
+    clock.set_ms(1_000_100);
+    send(&[("a", 1), ("a", 2), ("b", 4)]).await.unwrap();
+    wait_state_rows(&job, 2).await;
+    clock.set_ms(1_000_900);
+    send(&[("c", 8)]).await.unwrap();
+    wait_state_rows(&job, 3).await;
+    // The clock reaches the window's end - 1 ms: it fires.
+    clock.set_ms(1_000_999);
+    let mut first = read_rows(&mut job, 3).await;
+    first.sort();
+    assert_eq!(
+        first,
+        [
+            "1970-01-01 00:16:40,1970-01-01 00:16:41,a,2,3",
+            "1970-01-01 00:16:40,1970-01-01 00:16:41,b,1,4",
+            "1970-01-01 00:16:40,1970-01-01 00:16:41,c,1,8",
+        ]
+    );
+    wait_state_rows(&job, 0).await;
+    clock.set_ms(1_001_500);
+    send(&[("a", 16)]).await.unwrap();
+    wait_state_rows(&job, 1).await;
+    // The end of the input fires the open window.
+    drop(ev);
+    assert_eq!(
+        read_rows(&mut job, 1).await,
+        ["1970-01-01 00:16:41,1970-01-01 00:16:42,a,1,16"]
+    );
+}
+
+/// Lookup joins see the looked-up file as Flink's cache options say, on a manual clock:
+/// without a cache (`'NONE'`) every row sees the file as it is; a partial cache keeps a
+/// key's rows until `'lookup.partial-cache.expire-after-write'` passes; a full cache keeps
+/// the whole table until `'lookup.full-cache.periodic-reload.interval'` passes. The file
+/// changes (Ann becomes Anna) after the first row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lookup_join_caches_follow_the_clock() {
+    use sluice::arrow::array::Int32Array;
+    use sluice::arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
+    let dir = std::env::temp_dir().join(format!("sluice-lookup-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("names.csv"), "1,Ann\n2,Bob\n").unwrap();
+    let clock = sluice::ProcessingClock::manual(1_000_000);
+    let mut engine = Engine::new(EngineConfig {
+        clock: clock.clone(),
+        working_dir: Some(dir.clone()),
+        ..Default::default()
+    });
+    let dim = |name: &str, cache: &str| {
+        format!(
+            "CREATE TABLE {name} (k INT, name STRING) WITH ('connector' = 'filesystem', \
+             'path' = 'names.csv', 'format' = 'csv'{cache});\n"
+        )
+    };
+    engine
+        .execute_script(&format!(
+            "CREATE TABLE ev (k INT, pt AS PROCTIME()) WITH ('connector' = 'channel');\n{}{}{}",
+            dim("now", ""),
+            dim(
+                "partial",
+                ", 'lookup.cache' = 'PARTIAL', 'lookup.partial-cache.expire-after-write' = '10 s'"
+            ),
+            dim(
+                "full",
+                ", 'lookup.cache' = 'FULL', 'lookup.full-cache.periodic-reload.interval' = '1 min'"
+            ),
+        ))
+        .unwrap();
+    let ev = engine.channel_source("ev");
+    let sluice::StatementResult::Query(mut job) = engine
+        .sql(
+            "SELECT e.k, n.name, p.name, f.name FROM ev e \
+             LEFT JOIN now FOR SYSTEM_TIME AS OF e.pt AS n ON e.k = n.k \
+             LEFT JOIN partial FOR SYSTEM_TIME AS OF e.pt AS p ON e.k = p.k \
+             LEFT JOIN full FOR SYSTEM_TIME AS OF e.pt AS f ON e.k = f.k",
+        )
+        .unwrap()
+    else {
+        panic!("a query")
+    };
+    let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int32, true)]));
+    let mut rows = Vec::new();
+    for (at_s, k) in [(0, 1), (1, 1), (11, 1), (61, 1), (62, 3)] {
+        clock.set_ms(1_000_000 + at_s * 1000);
+        let b = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![Arc::new(Int32Array::from(vec![k]))],
+        )
+        .unwrap();
+        let sender = ev.clone();
+        tokio::task::spawn_blocking(move || sender.send(b).unwrap())
+            .await
+            .unwrap();
+        rows.extend(read_rows(&mut job, 1).await);
+        if at_s == 0 {
+            // A new file (another length) in place of the old one.
+            let tmp = dir.join(".names.tmp");
+            std::fs::write(&tmp, "1,Anna\n2,Bob\n").unwrap();
+            std::fs::rename(&tmp, dir.join("names.csv")).unwrap();
+        }
+    }
+    drop(ev);
+    assert_eq!(
+        rows,
+        [
+            "1,Ann,Ann,Ann",
+            "1,Anna,Ann,Ann",
+            "1,Anna,Anna,Ann",
+            "1,Anna,Anna,Anna",
+            "3,NULL,NULL,NULL"
+        ]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -241,3 +241,31 @@ rows = db.execute(
 ).fetchall()
 write("flights_weather_before_departure",
       ["origin", "month", "pairs", "avg_wind_speed", "max_wind_gust", "avg_pressure"], rows)
+
+# flights_weather_at_departure.sql: a temporal join of the flights with the weather at
+# their origin valid at the scheduled departure: the observation with the latest local
+# time at or before it (of two with the same local time, in the hour the clocks go back,
+# the later one in UTC), per origin and month.
+db.execute("CREATE TABLE weather_v (origin, obs_local, obs_ts, pressure, wind_speed, wind_gust)")
+with gzip.open(weather_src, "rt", newline="") as f:
+    reader = csv.DictReader(f)
+    db.executemany(
+        "INSERT INTO weather_v VALUES (?, ?, ?, ?, ?, ?)",
+        ((w[0], w[1], r["obs_ts"], w[2], w[3], w[4])
+         for r in reader for w in [weather_row(r)]),
+    )
+db.execute("CREATE INDEX weather_v_origin_time ON weather_v (origin, obs_local, obs_ts)")
+rows = db.execute(
+    """
+    SELECT f.origin, CAST(f.month AS INTEGER) AS m, COUNT(*), AVG(f.dep_delay),
+           AVG(w.wind_speed), MAX(w.wind_gust), AVG(w.pressure)
+    FROM flights f JOIN weather_v w ON w.rowid = (
+      SELECT v.rowid FROM weather_v v
+      WHERE v.origin = f.origin AND v.obs_local <= f.sched_dep_ts
+      ORDER BY v.obs_local DESC, v.obs_ts DESC LIMIT 1)
+    GROUP BY f.origin, m ORDER BY f.origin, m
+    """
+).fetchall()
+write("flights_weather_at_departure",
+      ["origin", "month", "departures", "avg_dep_delay", "avg_wind_speed", "max_wind_gust",
+       "avg_pressure"], rows)

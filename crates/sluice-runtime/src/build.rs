@@ -54,6 +54,8 @@ pub(crate) struct OperatorEnv {
     pub state_ttl: Option<std::time::Duration>,
     /// Processing time.
     pub clock: crate::clock::ProcessingClock,
+    /// Where tables a lookup join reads are (paths, time zone).
+    pub connectors: ConnectorContext,
 }
 
 pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<dyn Operator>> {
@@ -111,17 +113,20 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
                 WindowInput::Columns { start, end } => WindowSource::Columns { start, end },
                 WindowInput::Assign { time_column } => WindowSource::Assign { time_column },
             };
-            Box::new(WindowAggregateOperator::new(
-                spec.window,
-                windows,
-                keys,
-                calls,
-                factory,
-                &key_types,
-                spec.group_outputs.clone(),
-                out_schema,
-                Arc::clone(metrics),
-            )?)
+            Box::new(
+                WindowAggregateOperator::new(
+                    spec.window,
+                    windows,
+                    keys,
+                    calls,
+                    factory,
+                    &key_types,
+                    spec.group_outputs.clone(),
+                    out_schema,
+                    Arc::clone(metrics),
+                )?
+                .with_clock(env.clock.clone()),
+            )
         }
         OperatorSpec::GroupAggregate { keys, aggregates } => {
             let arrow_in = in_schema.as_arrow();
@@ -144,6 +149,39 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
             )
         }
         OperatorSpec::Union => Box::new(UnionOperator::new(out_schema)),
+        OperatorSpec::ChangelogNormalize { key } => Box::new(
+            crate::operators::normalize::ChangelogNormalizeOperator::new(key.clone(), out_schema)?,
+        ),
+        OperatorSpec::LookupJoin(spec) => {
+            use crate::operators::lookup_join::{LookupCache, LookupJoinOperator, LookupTable};
+            let source = &spec.table;
+            let table = LookupTable {
+                files: crate::connectors::lookup::LookupFiles::new(
+                    &source.table,
+                    &source.options,
+                    Arc::new(source.physical_schema.as_arrow().clone()),
+                    &env.connectors,
+                )?,
+                columns: physical_all(&source.columns, &source.physical_schema)?,
+                schema: Arc::new(spec.table_schema.as_arrow().clone()),
+                keys: physical_all(&spec.right_keys, &spec.table_schema)?,
+                cache: LookupCache::from_options(&source.table, &source.options)?,
+            };
+            let residual = spec
+                .residual
+                .as_ref()
+                .map(|r| physical(r, &spec.pair_schema))
+                .transpose()?;
+            Box::new(LookupJoinOperator::new(
+                spec.kind,
+                physical_all(&spec.left_keys, in_schema)?,
+                &Arc::new(in_schema.as_arrow().clone()),
+                table,
+                residual,
+                out_schema,
+                env.clock.clone(),
+            )?)
+        }
         OperatorSpec::Join(spec) => {
             let input = |i: usize, keys: &[datafusion_expr::Expr]| -> Result<JoinInput> {
                 let schema: &DFSchema = &node.inputs[i].schema;

@@ -32,6 +32,31 @@ pub fn evaluate(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> Result<Arr
     Ok(expr.evaluate(batch)?.into_array(batch.num_rows())?)
 }
 
+/// Evaluates a condition over `batch` as a selection mask: NULL counts as false (SQL's
+/// `WHERE` and join conditions). `what` names the condition in the error.
+///
+/// # Errors
+/// What evaluation fails with, or a result that is not BOOLEAN.
+pub fn evaluate_predicate(
+    expr: &Arc<dyn PhysicalExpr>,
+    batch: &RecordBatch,
+    what: &str,
+) -> Result<datafusion_common::arrow::array::BooleanArray> {
+    use datafusion_common::arrow::array::{Array, AsArray};
+    let mask = evaluate(expr, batch)?;
+    let Some(mask) = mask.as_boolean_opt() else {
+        return Err(sluice_common::SluiceError::Execution(format!(
+            "{what} is not boolean: {}",
+            mask.data_type()
+        )));
+    };
+    Ok(if mask.null_count() > 0 {
+        datafusion_common::arrow::compute::prep_null_mask_filter(mask)
+    } else {
+        mask.clone()
+    })
+}
+
 /// Evaluates each expression over `batch`; see [`evaluate`].
 pub fn evaluate_all(exprs: &[Arc<dyn PhysicalExpr>], batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
     exprs.iter().map(|e| evaluate(e, batch)).collect()

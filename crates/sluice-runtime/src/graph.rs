@@ -101,6 +101,18 @@ pub fn routing_keys(node: &PlanNode) -> Option<Vec<RoutingKeys>> {
             exprs: spec.partition_by.clone(),
             schema: node.input().schema.as_ref().clone(),
         }),
+        OperatorSpec::ChangelogNormalize { key } => {
+            let schema = node.input().schema.as_ref();
+            one(RoutingKeys {
+                exprs: key
+                    .iter()
+                    .map(|&c| {
+                        Expr::Column(datafusion_common::Column::from(schema.qualified_field(c)))
+                    })
+                    .collect(),
+                schema: schema.clone(),
+            })
+        }
         OperatorSpec::MatchRecognize(spec) => {
             let schema = node.input().schema.as_ref();
             let exprs = spec
@@ -113,10 +125,12 @@ pub fn routing_keys(node: &PlanNode) -> Option<Vec<RoutingKeys>> {
                 schema: schema.clone(),
             })
         }
+        // A lookup join keeps no keyed state: it runs where its input is.
         OperatorSpec::Source(_)
         | OperatorSpec::Filter { .. }
         | OperatorSpec::Project { .. }
         | OperatorSpec::WindowAssign { .. }
+        | OperatorSpec::LookupJoin(_)
         | OperatorSpec::Union
         | OperatorSpec::Sink(_) => None,
     }

@@ -956,6 +956,8 @@ impl OperatorTask {
         for m in produced {
             self.deliver(m)?;
         }
+        // Timers change state too (windows fired, idle keys forgotten).
+        self.publish_state_rows();
         Ok(())
     }
 

@@ -50,6 +50,9 @@ pub struct Planner {
     /// The session time zone (`'table.local-time-zone'`): windows over `TIMESTAMP_LTZ`
     /// attributes align to its wall clock.
     time_zone: sluice_common::time::Tz,
+    /// `'table.exec.source.cdc-events-duplicate'`: change-data-capture events may repeat,
+    /// so a ChangelogNormalize by primary key follows each such table.
+    cdc_events_duplicate: bool,
 }
 
 impl Default for Planner {
@@ -82,7 +85,15 @@ impl Planner {
             catalog: Catalog::default(),
             functions: FunctionRegistry::new(utc),
             time_zone: utc,
+            cdc_events_duplicate: false,
         }
+    }
+
+    /// `'table.exec.source.cdc-events-duplicate'` (Flink, default false): the events of
+    /// change-data-capture tables may be delivered more than once; each such table is then
+    /// read through a ChangelogNormalize by its primary key (required).
+    pub fn set_cdc_events_duplicate(&mut self, duplicate: bool) {
+        self.cdc_events_duplicate = duplicate;
     }
 
     /// Sets the session time zone (`SET 'table.local-time-zone' = '...'`).
@@ -783,21 +794,41 @@ impl Planner {
                 text: t.clone(),
                 delay_ms: fixed_delay_ms(e, &def.schema.field(*i).name().clone()),
             });
-            return Ok(Planned {
-                node: PlanNode {
-                    spec: OperatorSpec::Source(SourceSpec {
-                        table: name.to_string(),
-                        options: def.options.clone(),
-                        physical_schema,
-                        columns: def.column_exprs.clone(),
-                        watermark,
-                    }),
+            let spec = SourceSpec {
+                table: name.to_string(),
+                options: def.options.clone(),
+                physical_schema,
+                columns: def.column_exprs.clone(),
+                watermark,
+            };
+            let rowtime = def.watermark.as_ref().map(|(i, _, _)| *i);
+            let mut node = PlanNode {
+                rowtime,
+                schema: Arc::clone(&schema),
+                inputs: vec![],
+                spec: OperatorSpec::Source(spec),
+            };
+            if self.cdc_events_duplicate && node.is_updating() {
+                if def.primary_key.is_empty() {
+                    return plan_err!(
+                        "'table.exec.source.cdc-events-duplicate' is 'true', which needs the \
+                         change-data-capture table '{name}' to declare a PRIMARY KEY (...) NOT \
+                         ENFORCED (its events are deduplicated by it)"
+                    );
+                }
+                let key = def
+                    .primary_key
+                    .iter()
+                    .map(|k| def.schema.index_of(k))
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                node = PlanNode {
+                    spec: OperatorSpec::ChangelogNormalize { key },
                     schema,
-                    rowtime: def.watermark.as_ref().map(|(i, _, _)| *i),
-                    inputs: vec![],
-                },
-                window: None,
-            });
+                    rowtime,
+                    inputs: vec![node],
+                };
+            }
+            return Ok(Planned { node, window: None });
         }
         if let Some(view) = self.catalog.views.get(name) {
             let planned = self.lower(&view.plan)?;
@@ -892,16 +923,16 @@ impl Planner {
                 call.input
             );
         };
-        if sluice_common::types::is_proctime(input.node.schema.field(time_column)) {
+        let processing_time = sluice_common::types::is_proctime(in_schema.field(time_column));
+        if processing_time && call.kind == TvfKind::Session {
             return not_supported!(
-                "DESCRIPTOR({}){}: {} windows on a processing-time attribute (issue 15); \
-                 window on an event-time attribute",
+                "DESCRIPTOR({}){}: SESSION windows on a processing-time attribute; TUMBLE, \
+                 HOP and CUMULATE run on one",
                 call.time_column,
-                call.location,
-                call.kind.name()
+                call.location
             );
         }
-        if input.node.rowtime != Some(time_column) {
+        if !processing_time && input.node.rowtime != Some(time_column) {
             let joined = if contains_join(&input.node) {
                 "; a regular join's output has none (as in Flink, a time attribute becomes a \
                  plain column after a regular join: its rows may be updated long after the \
@@ -965,6 +996,7 @@ impl Planner {
             kind,
             offset_ms,
             time_zone,
+            processing_time,
         };
         let n = in_schema.fields().len();
         Ok(Planned {
@@ -974,8 +1006,9 @@ impl Planner {
                     time_column,
                 },
                 schema,
-                // After a window TVF, window_time is the event-time attribute (Flink).
-                rowtime: Some(n + 2),
+                // After a window TVF, window_time is the event-time attribute (Flink); on
+                // processing time there is none.
+                rowtime: (!processing_time).then_some(n + 2),
                 inputs: vec![input.node],
             },
             window: Some(WindowColumns {
@@ -996,6 +1029,14 @@ impl Planner {
                     "SESSION windows without an aggregate directly over them: use \
                      SELECT ..., window_start, window_end, <aggregates> FROM TABLE(SESSION(...)) \
                      GROUP BY window_start, window_end, <partition keys>"
+                );
+            }
+            if window.processing_time {
+                return not_supported!(
+                    "a window table function on a processing-time attribute other than \
+                     directly under its aggregate (SELECT window_start, window_end, ..., \
+                     <aggregates> FROM TABLE(TUMBLE(...)) GROUP BY window_start, window_end, \
+                     ...; no filter, projection, Top-N or join in between)"
                 );
             }
         }
@@ -1145,7 +1186,8 @@ impl Planner {
         // The output's window bounds are window columns again (Flink's window properties):
         // a window join or a window aggregate can follow. Not for sessions, whose bounds
         // are per key.
-        let out_window = if is_session {
+        // Nor for processing-time windows: their bounds are not event time.
+        let out_window = if is_session || window.spec.processing_time {
             None
         } else {
             let at = |g: &GroupOutput| group_outputs.iter().position(|o| o == g);

@@ -37,7 +37,7 @@ impl PlanNode {
     /// `+I`, `-U`, `+U`, `-D`) rather than append-only.
     pub fn is_updating(&self) -> bool {
         match &self.spec {
-            OperatorSpec::GroupAggregate { .. } => true,
+            OperatorSpec::GroupAggregate { .. } | OperatorSpec::ChangelogNormalize { .. } => true,
             // A window Top-N emits each window's ranking once, when the window fires.
             OperatorSpec::Rank(spec) => spec.window.is_none() && !spec.keeps_first_arrivals(),
             // An interval or window join emits a padded row once, when its partners can no
@@ -65,6 +65,7 @@ impl PlanNode {
             | OperatorSpec::MatchRecognize(_) => false,
             OperatorSpec::Filter { .. }
             | OperatorSpec::Project { .. }
+            | OperatorSpec::LookupJoin(_)
             | OperatorSpec::Union
             | OperatorSpec::Limit { .. }
             | OperatorSpec::Sink(_) => self.inputs.iter().any(|i| i.is_updating()),
@@ -134,6 +135,18 @@ pub enum OperatorSpec {
     /// as either input changes (Flink SQL "Joins > Regular Joins"). Output: the left
     /// columns then the right ones (semi and anti joins: the left ones only).
     Join(Box<JoinSpec>),
+    /// Flink's ChangelogNormalize: the last row per primary key (`key`: column indexes),
+    /// so that a changelog whose events may repeat (`'table.exec.source.cdc-events-duplicate'`)
+    /// changes each key once per change. Output: the input's columns, a changelog: `+I` for
+    /// a key's first row, `-U`/`+U` for a changed row, nothing for a repeated one; a `-U` or
+    /// `-D` emits `-D` of the row held (nothing when none is held).
+    ChangelogNormalize {
+        /// The primary key's columns (indexes in the input schema).
+        key: Vec<usize>,
+    },
+    /// A lookup join (see [`LookupJoinSpec`]): one input, the probe; the table looked up
+    /// is read by the operator. Output: the probe's columns then the table's.
+    LookupJoin(Box<LookupJoinSpec>),
     /// Writes its input to a sink table (`INSERT INTO`).
     Sink(SinkSpec),
     /// `MATCH_RECOGNIZE`: row pattern recognition per partition key, in event-time
@@ -228,6 +241,30 @@ pub struct JoinSpec {
     /// at its time. Then `kind` is inner or left, the keys are the right input's primary
     /// key (other equalities are in the residual) and the left input is append-only.
     pub temporal: Option<TemporalJoinTimes>,
+}
+
+/// A lookup join (Flink SQL "Joins > Lookup Join"): `probe JOIN t FOR SYSTEM_TIME AS OF
+/// probe.proc_time ON ...` with `proc_time` a processing-time attribute. Each probe row
+/// (append-only input) is joined when it arrives with the rows of table `t` that have its
+/// key and satisfy `residual` at that processing time (as `t`'s `'lookup.cache'` options
+/// say); `LEFT` pads a row without any. `t` is read by the operator, not streamed.
+#[derive(Debug, Clone)]
+pub struct LookupJoinSpec {
+    /// Inner or left.
+    pub kind: JoinKind,
+    /// Key expressions over the probe's schema.
+    pub left_keys: Vec<Expr>,
+    /// Key expressions over `table_schema`, of the same types pairwise.
+    pub right_keys: Vec<Expr>,
+    /// The other conditions, over `pair_schema`.
+    pub residual: Option<Expr>,
+    /// The probe's columns then the table's.
+    pub pair_schema: DFSchemaRef,
+    /// The table looked up, as a source would read it (options, physical and computed
+    /// columns; its watermark is not used).
+    pub table: SourceSpec,
+    /// The table's columns as the join sees them (qualified by its alias).
+    pub table_schema: DFSchemaRef,
 }
 
 /// The event-time attributes of a temporal join's inputs (indexes in each input's
@@ -476,6 +513,10 @@ pub struct WindowSpec {
     /// bounds are wall-clock `TIMESTAMP(3)`s, and a window fires when the watermark (an
     /// instant) reaches the instant of its end - 1 ms (Flink's `TimeWindowUtil`).
     pub time_zone: Option<crate::time::Tz>,
+    /// Windows on a processing-time attribute (`PROCTIME()`, Flink SQL "Windowing TVF"
+    /// on processing time): a row is in the windows of the time it was read, and a window
+    /// fires when the processing-time clock (not a watermark) reaches its end - 1 ms.
+    pub processing_time: bool,
 }
 
 /// The window table functions of Flink SQL (`TUMBLE`, `HOP`, `CUMULATE`, `SESSION`).
@@ -594,6 +635,9 @@ impl fmt::Display for WindowSpec {
         }
         if self.offset_ms != 0 {
             write!(f, ", offset={}ms", self.offset_ms)?;
+        }
+        if self.processing_time {
+            write!(f, ", processing time")?;
         }
         write!(f, ")")
     }

@@ -14,6 +14,7 @@ pub mod csv_source;
 pub mod datagen;
 pub mod filesystem;
 mod json_format;
+pub mod lookup;
 mod text_columns;
 
 use std::io::Write;

@@ -230,6 +230,7 @@ impl Job {
             metrics: Arc::clone(&self.metrics),
             state_ttl: self.config.state_ttl,
             clock: self.config.clock.clone(),
+            connectors: self.config.connectors.clone(),
         }
     }
 

@@ -26,10 +26,9 @@
 use std::sync::Arc;
 
 use datafusion_common::arrow::array::{
-    new_null_array, Array, ArrayRef, AsArray, BooleanArray, Int64Array, Int8Array, UInt32Array,
-    UInt8Array,
+    new_null_array, Array, ArrayRef, BooleanArray, Int64Array, Int8Array, UInt32Array, UInt8Array,
 };
-use datafusion_common::arrow::compute::{concat, filter, prep_null_mask_filter, take};
+use datafusion_common::arrow::compute::{concat, filter, take};
 use datafusion_common::arrow::datatypes::{DataType, SchemaRef};
 use datafusion_common::arrow::record_batch::RecordBatch;
 use datafusion_common::arrow::row::{RowConverter, Rows};
@@ -38,7 +37,7 @@ use sluice_common::plan::JoinKind;
 use sluice_common::{Result, SluiceError};
 
 use crate::clock::ProcessingClock;
-use crate::expr::{evaluate, evaluate_all};
+use crate::expr::{evaluate_all, evaluate_predicate};
 use crate::message::{RowKind, StreamBatch};
 use crate::operator::{Collector, Operator};
 use crate::state::rows::JoinRows;
@@ -355,18 +354,11 @@ impl JoinOperator {
             [theirs, mine].concat()
         };
         let pairs = RecordBatch::try_new(Arc::clone(&self.pair_schema), columns)?;
-        let mask = evaluate(residual, &pairs)?;
-        let Some(mask) = mask.as_boolean_opt() else {
-            return Err(SluiceError::Execution(format!(
-                "join condition is not boolean: {}",
-                mask.data_type()
-            )));
-        };
-        Ok(Some(if mask.null_count() > 0 {
-            prep_null_mask_filter(mask)
-        } else {
-            mask.clone()
-        }))
+        Ok(Some(evaluate_predicate(
+            residual,
+            &pairs,
+            "join condition",
+        )?))
     }
 
     /// The output batch of `rows`, input `s`'s columns from `data`.
@@ -791,6 +783,7 @@ impl Operator for JoinOperator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use datafusion_common::arrow::array::AsArray;
     use datafusion_common::arrow::array::Int32Array;
     use datafusion_common::arrow::datatypes::{Field, Schema};
     use datafusion_physical_expr::expressions::col;

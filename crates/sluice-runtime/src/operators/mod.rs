@@ -3,7 +3,9 @@
 pub mod group_aggregate;
 pub mod interval_join;
 pub mod join;
+pub mod lookup_join;
 pub mod match_recognize;
+pub mod normalize;
 pub mod over_aggregate;
 pub mod rank;
 pub mod session_aggregate;

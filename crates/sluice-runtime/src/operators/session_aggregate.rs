@@ -515,6 +515,7 @@ mod tests {
                 kind: WindowKind::Session { gap_ms: 10 },
                 offset_ms: 0,
                 time_zone: None,
+                processing_time: false,
             },
             10,
             1,

@@ -2,14 +2,13 @@
 
 use std::sync::Arc;
 
-use datafusion_common::arrow::array::{Array, AsArray};
-use datafusion_common::arrow::compute::prep_null_mask_filter;
+use datafusion_common::arrow::array::Array;
 use datafusion_common::arrow::datatypes::SchemaRef;
 use datafusion_common::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion_physical_expr::PhysicalExpr;
-use sluice_common::{exec_err, Result};
+use sluice_common::Result;
 
-use crate::expr::{evaluate, evaluate_all};
+use crate::expr::{evaluate_all, evaluate_predicate};
 use crate::message::StreamBatch;
 use crate::operator::{Collector, Operator};
 
@@ -32,19 +31,11 @@ impl Operator for FilterOperator {
     }
 
     fn process_batch(&mut self, batch: StreamBatch, out: &mut Collector) -> Result<()> {
-        let mask = evaluate(&self.predicate, &batch.data)?;
-        let Some(mask) = mask.as_boolean_opt() else {
-            return exec_err!("filter predicate is not boolean: {}", mask.data_type());
-        };
+        let mask = evaluate_predicate(&self.predicate, &batch.data, "filter predicate")?;
         if mask.true_count() == batch.num_rows() {
             out.emit(batch);
             return Ok(());
         }
-        let mask = if mask.null_count() > 0 {
-            prep_null_mask_filter(mask)
-        } else {
-            mask.clone()
-        };
         out.emit(batch.filter(&mask)?);
         Ok(())
     }

@@ -35,9 +35,7 @@ use std::sync::Arc;
 use datafusion_common::arrow::array::{
     new_null_array, Array, ArrayRef, AsArray, BooleanArray, Int64Array, UInt32Array, UInt8Array,
 };
-use datafusion_common::arrow::compute::{
-    cast, filter, filter_record_batch, nullif, prep_null_mask_filter, take,
-};
+use datafusion_common::arrow::compute::{cast, filter, filter_record_batch, nullif, take};
 use datafusion_common::arrow::datatypes::{DataType, Int64Type, SchemaRef, TimeUnit, UInt8Type};
 use datafusion_common::arrow::record_batch::RecordBatch;
 use datafusion_common::arrow::row::{RowConverter, Rows};
@@ -45,7 +43,7 @@ use datafusion_physical_expr::PhysicalExpr;
 use sluice_common::plan::JoinKind;
 use sluice_common::{Result, SluiceError};
 
-use crate::expr::{evaluate, evaluate_all};
+use crate::expr::{evaluate_all, evaluate_predicate};
 use crate::message::{RowKind, StreamBatch};
 use crate::metrics::JobMetrics;
 use crate::operator::{Collector, Operator};
@@ -405,19 +403,7 @@ impl TemporalJoinOperator {
         let has_version = BooleanArray::from_iter(staged.iter().map(|a| Some(a.version.is_some())));
         let matched = match &self.residual {
             Some(residual) => {
-                let mask = evaluate(residual, &joined)?;
-                let Some(mask) = mask.as_boolean_opt() else {
-                    return Err(SluiceError::Execution(format!(
-                        "temporal join condition is not boolean: {}",
-                        mask.data_type()
-                    )));
-                };
-                // NULL is not a match.
-                let mask = if mask.null_count() > 0 {
-                    prep_null_mask_filter(mask)
-                } else {
-                    mask.clone()
-                };
+                let mask = evaluate_predicate(residual, &joined, "temporal join condition")?;
                 datafusion_common::arrow::compute::and(&mask, &has_version)?
             }
             None => has_version,

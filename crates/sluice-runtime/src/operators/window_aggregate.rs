@@ -80,6 +80,13 @@ pub struct AggregateCall {
 /// watermark reaches `end - 1 ms`; its state is then dropped. A row for a window that has
 /// already fired is late and dropped (the window assignment upstream already removes
 /// them, judged by each row's own watermark; this operator checks again).
+///
+/// On a processing-time attribute (`WindowSpec::processing_time`, windows assigned here)
+/// the processing-time clock takes the watermark's place: a row is in the windows of its
+/// `PROCTIME()` value (the time it was read), and a window fires on a processing-time
+/// timer when the clock reaches `end - 1 ms`; a row for a window that has fired (read
+/// before the firing, arriving after it) is late and dropped. The end of the input fires
+/// every open window.
 pub struct WindowAggregateOperator {
     spec: WindowSpec,
     windows: WindowSource,
@@ -88,8 +95,10 @@ pub struct WindowAggregateOperator {
     group_outputs: Vec<GroupOutput>,
     schema: SchemaRef,
     state: WindowAggregateState,
+    /// The watermark, or on processing time the clock's time of the last firing.
     watermark_ms: i64,
     metrics: Arc<JobMetrics>,
+    clock: crate::clock::ProcessingClock,
 }
 
 impl WindowAggregateOperator {
@@ -116,7 +125,14 @@ impl WindowAggregateOperator {
             state: WindowAggregateState::new(key_types, factory)?,
             watermark_ms: WATERMARK_MIN,
             metrics,
+            clock: crate::clock::ProcessingClock::system(),
         })
+    }
+
+    /// The processing-time clock windows on a processing-time attribute fire by.
+    pub fn with_clock(mut self, clock: crate::clock::ProcessingClock) -> Self {
+        self.clock = clock;
+        self
     }
 
     fn emit_fired(&mut self, watermark_ms: i64, out: &mut Collector) -> Result<()> {
@@ -230,7 +246,12 @@ impl Operator for WindowAggregateOperator {
                         late += 1;
                         continue;
                     }
-                    let wm = batch.watermark_at(i).max(self.watermark_ms);
+                    // On processing time the last firing, never an event-time watermark.
+                    let wm = if spec.processing_time {
+                        self.watermark_ms
+                    } else {
+                        batch.watermark_at(i).max(self.watermark_ms)
+                    };
                     spec.assign(times.value(i), &mut windows);
                     let mut kept = false;
                     for &(s, e) in &windows {
@@ -290,12 +311,31 @@ impl Operator for WindowAggregateOperator {
     }
 
     fn on_watermark(&mut self, watermark_ms: i64, out: &mut Collector) -> Result<()> {
-        if watermark_ms > self.watermark_ms {
+        if watermark_ms > self.watermark_ms && !self.spec.processing_time {
             self.watermark_ms = watermark_ms;
             self.emit_fired(watermark_ms, out)?;
         }
         out.watermark(watermark_ms);
         Ok(())
+    }
+
+    fn next_processing_timer(&self) -> Option<i64> {
+        if !self.spec.processing_time {
+            return None;
+        }
+        self.state.first_end().map(|end| self.spec.fire_at_ms(end))
+    }
+
+    fn on_processing_time(&mut self, now_ms: i64, out: &mut Collector) -> Result<()> {
+        if self.spec.processing_time && now_ms > self.watermark_ms {
+            self.watermark_ms = now_ms;
+            self.emit_fired(now_ms, out)?;
+        }
+        Ok(())
+    }
+
+    fn state_rows(&self) -> Option<u64> {
+        Some(self.state.len() as u64)
     }
 
     fn on_end(&mut self, out: &mut Collector) -> Result<()> {

@@ -19,9 +19,7 @@ use std::sync::Arc;
 use datafusion_common::arrow::array::{
     new_null_array, Array, ArrayRef, AsArray, BooleanArray, Int64Array, UInt32Array, UInt8Array,
 };
-use datafusion_common::arrow::compute::{
-    cast, concat_batches, filter, prep_null_mask_filter, take,
-};
+use datafusion_common::arrow::compute::{cast, concat_batches, filter, take};
 use datafusion_common::arrow::datatypes::{DataType, Int64Type, SchemaRef, TimeUnit};
 use datafusion_common::arrow::record_batch::RecordBatch;
 use datafusion_common::arrow::row::{RowConverter, Rows};
@@ -30,7 +28,7 @@ use sluice_common::plan::{JoinKind, WindowJoinColumns};
 use sluice_common::{Result, SluiceError};
 
 use super::join::{concat_parts, write_input_columns};
-use crate::expr::{evaluate, evaluate_all};
+use crate::expr::{evaluate_all, evaluate_predicate};
 use crate::message::StreamBatch;
 use crate::metrics::JobMetrics;
 use crate::operator::{Collector, Operator};
@@ -231,17 +229,7 @@ impl WindowJoinOperator {
                 columns.push(take(c.as_ref(), &ri, None)?);
             }
             let pairs = RecordBatch::try_new(Arc::clone(&self.pair_schema), columns)?;
-            let mask = evaluate(residual, &pairs)?;
-            let Some(mask) = mask.as_boolean_opt() else {
-                return Err(SluiceError::Execution(
-                    "join condition is not boolean".into(),
-                ));
-            };
-            let mask = if mask.null_count() > 0 {
-                prep_null_mask_filter(mask)
-            } else {
-                mask.clone()
-            };
+            let mask = evaluate_predicate(residual, &pairs, "join condition")?;
             let keep = |v: Vec<u32>| {
                 v.into_iter()
                     .enumerate()

@@ -60,6 +60,21 @@ impl WindowAggregateState {
         self.windows.len()
     }
 
+    /// The end (ms) of the window that fires first, if any is open.
+    pub fn first_end(&self) -> Option<i64> {
+        self.windows.keys().next().map(|(end, _)| *end)
+    }
+
+    /// (window, key) groups held.
+    pub fn len(&self) -> usize {
+        self.windows.values().map(|w| w.len()).sum()
+    }
+
+    /// Whether no window is open.
+    pub fn is_empty(&self) -> bool {
+        self.windows.is_empty()
+    }
+
     fn window(&mut self, end_ms: i64, start_ms: i64) -> Result<&mut KeyedAccumulators> {
         Ok(match self.windows.entry((end_ms, start_ms)) {
             std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
@@ -290,6 +305,7 @@ mod tests {
             kind: WindowKind::Tumble { size_ms: 10 },
             offset_ms: 0,
             time_zone: None,
+            processing_time: false,
         };
         let mut rows = Vec::new();
         for w in state.fire(&spec, i64::MAX).unwrap() {

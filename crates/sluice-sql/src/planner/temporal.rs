@@ -6,9 +6,9 @@
 //! table's schema. A join whose right input is such a placeholder (under aliases and
 //! projections) is planned here as an event-time temporal join
 //! ([`sluice_common::plan::TemporalJoinTimes`]):
-//! - `expr` must be the left input's event-time attribute (a processing-time attribute
-//!   would make a lookup join, not built yet); the left input must be append-only; the
-//!   join `INNER` or `LEFT`.
+//! - `expr` must be the left input's event-time attribute, or a processing-time one: then
+//!   it is a lookup join ([`sluice_common::plan::LookupJoinSpec`]) against a `filesystem`
+//!   table; the left input must be append-only; the join `INNER` or `LEFT`.
 //! - The right input must be a versioned table: a table with a `PRIMARY KEY` and a
 //!   `WATERMARK`, under projections that keep the key and the time, or a deduplicating
 //!   view keeping the last row per key by event time (`ROW_NUMBER() OVER (PARTITION BY k
@@ -30,7 +30,7 @@ use datafusion_common::{Column, ScalarValue};
 use datafusion_expr::logical_plan::{Join, LogicalPlan};
 use datafusion_expr::utils::conjunction;
 use datafusion_expr::{Expr, SortExpr};
-use sluice_common::plan::{JoinKind, OperatorSpec, PlanNode, TemporalJoinTimes};
+use sluice_common::plan::{JoinKind, LookupJoinSpec, OperatorSpec, PlanNode, TemporalJoinTimes};
 use sluice_common::{not_supported, plan_err, Result};
 
 use super::{joins, reschema, Planned, Planner};
@@ -118,11 +118,7 @@ impl Planner {
             );
         };
         if sluice_common::types::is_proctime(j.left.schema().field(left_time)) {
-            return not_supported!(
-                "a processing-time temporal join (a lookup join) against '{}'{at}; an \
-                 event-time temporal join names the left input's event-time attribute",
-                tref.table
-            );
+            return self.lower_lookup_join(j, tref, kind, left, &at);
         }
         if left.node.rowtime != Some(left_time) {
             return plan_err!(
@@ -205,6 +201,75 @@ impl Planner {
                 // The probe's time attribute: each row leaves when the watermark passes it.
                 rowtime: Some(left_time),
                 inputs: vec![left.node, right_node],
+            },
+            window: None,
+        })
+    }
+
+    /// A lookup join (`FOR SYSTEM_TIME AS OF` a processing-time attribute): the right
+    /// input must be a `filesystem` table itself (Flink: a table whose connector can be
+    /// looked up), joined by at least one equality.
+    fn lower_lookup_join(
+        &self,
+        j: &Join,
+        tref: &TemporalRef,
+        kind: JoinKind,
+        left: Planned,
+        at: &str,
+    ) -> Result<Planned> {
+        if left.node.is_updating() {
+            return not_supported!(
+                "a lookup join whose left input is updating (a changelog){at}: the left input \
+                 must be append-only"
+            );
+        }
+        let right = reschema(self.lower(&j.right)?, Arc::clone(j.right.schema()));
+        let OperatorSpec::Source(source) = right.node.spec else {
+            return not_supported!(
+                "a processing-time temporal join against '{}'{at}: only a table can be looked \
+                 up (a 'filesystem' table), not a view",
+                tref.table
+            );
+        };
+        let connector = source.options.get("connector").cloned().unwrap_or_default();
+        if connector != "filesystem" {
+            return not_supported!(
+                "a processing-time temporal join against '{}'{at}: its connector '{connector}' \
+                 cannot be looked up (only 'filesystem' tables can; Flink: a lookup source)",
+                tref.table
+            );
+        }
+        if source.is_changelog() {
+            return not_supported!(
+                "a lookup join against '{}'{at}, a change-data-capture table: look up a 'csv' \
+                 or 'json' table, or join it FOR SYSTEM_TIME AS OF an event-time attribute",
+                tref.table
+            );
+        }
+        let spec = joins::join_spec(j, None, false)?;
+        if spec.left_keys.is_empty() {
+            return plan_err!(
+                "a lookup join against '{}'{at} needs an equality between the left input and \
+                 the table (ON probe.k = {}.k)",
+                tref.table,
+                tref.table
+            );
+        }
+        Ok(Planned {
+            node: PlanNode {
+                spec: OperatorSpec::LookupJoin(Box::new(LookupJoinSpec {
+                    kind,
+                    left_keys: spec.left_keys,
+                    right_keys: spec.right_keys,
+                    residual: spec.residual,
+                    pair_schema: spec.pair_schema,
+                    table: source,
+                    table_schema: Arc::clone(&right.node.schema),
+                })),
+                schema: Arc::clone(&j.schema),
+                // The probe's columns come first, its time attributes with them.
+                rowtime: left.node.rowtime,
+                inputs: vec![left.node],
             },
             window: None,
         })
@@ -315,6 +380,10 @@ impl Planner {
                     key,
                 ))
             }
+            OperatorSpec::ChangelogNormalize { .. } => not_versioned(
+                "a changelog read with 'table.exec.source.cdc-events-duplicate' is not yet a \
+                 versioned table",
+            ),
             OperatorSpec::Filter { .. } => {
                 not_versioned("a filter over it would hide versions (filter after the join)")
             }
