@@ -743,9 +743,9 @@ async fn wait_state_rows(job: &sluice::RunningJob, rows: u64) {
 }
 
 /// A TUMBLE window on a processing-time attribute, fired by the processing-time clock (a
-/// manual one, so the result is exact): rows fall into the window of the time they were
-/// read (`pt`), and a window's row leaves when the clock reaches its end - 1 ms, with no
-/// watermark; the end of the input fires the windows still open.
+/// manual one, so the result is exact): rows fall into the window of the clock's time when
+/// the aggregate takes them in, and a window's row leaves when the clock reaches its end -
+/// 1 ms, with no watermark; the end of the input fires the windows still open.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn processing_time_tumble_window_on_a_manual_clock() {
     use sluice::arrow::array::{Int32Array, StringArray};

@@ -10,7 +10,8 @@
 //! - `'PARTIAL'`: a key looked up is remembered with its rows until
 //!   `'lookup.partial-cache.expire-after-write'` (since it was read) or
 //!   `'...expire-after-access'` (since it was last used) passes; at most
-//!   `'lookup.partial-cache.max-rows'` keys (the least recently used go first); a key
+//!   `'lookup.partial-cache.max-rows'` keys (the least recently used go first; expired
+//!   keys are forgotten within half an expiry time, so the cache stays bounded); a key
 //!   without rows is remembered too unless `'lookup.partial-cache.cache-missing-key'` is
 //!   `false`. A key not remembered is read from the table as it is now.
 //! - `'FULL'`: the whole table is read when the first row comes and again every
@@ -97,20 +98,11 @@ impl LookupCache {
                     })?),
                     None => None,
                 },
-                cache_missing_key: match options
-                    .get("lookup.partial-cache.cache-missing-key")
-                    .map(|s| s.to_ascii_lowercase())
-                    .as_deref()
-                {
-                    None | Some("true") => true,
-                    Some("false") => false,
-                    Some(v) => {
-                        return Err(SluiceError::Config(format!(
-                            "'lookup.partial-cache.cache-missing-key' of '{table}' must be \
-                             'true' or 'false', found '{v}'"
-                        )))
-                    }
-                },
+                cache_missing_key: crate::connectors::filesystem::bool_option(
+                    options,
+                    "lookup.partial-cache.cache-missing-key",
+                    true,
+                )?,
             },
             "FULL" => {
                 let strategy = options
@@ -182,6 +174,8 @@ pub struct LookupJoinOperator {
     clock: ProcessingClock,
     loaded: Option<Loaded>,
     remembered: HashMap<Box<[u8]>, Entry>,
+    /// When expired keys were last forgotten (ms).
+    swept_ms: i64,
 }
 
 impl LookupJoinOperator {
@@ -234,6 +228,7 @@ impl LookupJoinOperator {
             clock,
             loaded: None,
             remembered: HashMap::new(),
+            swept_ms: i64::MIN,
         })
     }
 
@@ -298,6 +293,7 @@ impl LookupJoinOperator {
         else {
             return of_table(&self.loaded);
         };
+        self.sweep(now, expire_after_write_ms, expire_after_access_ms);
         if let Some(e) = self.remembered.get_mut(key) {
             let fresh = expire_after_write_ms.is_none_or(|w| now - e.written_ms < w)
                 && expire_after_access_ms.is_none_or(|a| now - e.accessed_ms < a);
@@ -309,15 +305,17 @@ impl LookupJoinOperator {
         }
         let rows = of_table(&self.loaded);
         if !rows.is_empty() || cache_missing_key {
-            if max_rows.is_some_and(|m| self.remembered.len() >= m) {
-                // The least recently used key goes.
-                if let Some(oldest) = self
+            if let Some(m) = max_rows.filter(|m| self.remembered.len() >= *m && *m > 0) {
+                // The least recently used keys go, a quarter of them at a time (one sort
+                // for many misses).
+                let mut by_use: Vec<(i64, Box<[u8]>)> = self
                     .remembered
                     .iter()
-                    .min_by_key(|(_, e)| e.accessed_ms)
-                    .map(|(k, _)| k.clone())
-                {
-                    self.remembered.remove(&oldest);
+                    .map(|(k, e)| (e.accessed_ms, k.clone()))
+                    .collect();
+                by_use.sort_unstable();
+                for (_, k) in by_use.into_iter().take((m / 4).max(1)) {
+                    self.remembered.remove(&k);
                 }
             }
             if max_rows != Some(0) {
@@ -334,8 +332,25 @@ impl LookupJoinOperator {
         rows
     }
 
+    /// Forgets the remembered keys that expired, at most twice per expiry time (so the
+    /// cache holds only keys used within it, whatever keys come).
+    fn sweep(&mut self, now: i64, write_ms: Option<i64>, access_ms: Option<i64>) {
+        let Some(every) = write_ms.into_iter().chain(access_ms).min() else {
+            return;
+        };
+        if now.saturating_sub(self.swept_ms) < every / 2 {
+            return;
+        }
+        self.swept_ms = now;
+        self.remembered.retain(|_, e| {
+            write_ms.is_none_or(|w| now - e.written_ms < w)
+                && access_ms.is_none_or(|a| now - e.accessed_ms < a)
+        });
+    }
+
     fn join(&mut self, batch: StreamBatch, out: &mut Collector) -> Result<()> {
-        if batch.ops.is_some() {
+        // Operators over append-only input may still label their rows (+I).
+        if (0..batch.num_rows()).any(|i| batch.row_kind(i).is_retraction()) {
             return Err(SluiceError::Execution(
                 "a lookup join's input must be append-only".into(),
             ));

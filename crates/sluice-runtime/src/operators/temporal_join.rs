@@ -47,6 +47,7 @@ use crate::expr::{evaluate_all, evaluate_predicate};
 use crate::message::{RowKind, StreamBatch};
 use crate::metrics::JobMetrics;
 use crate::operator::{Collector, Operator};
+use crate::operators::stateless::batch_with_schema;
 use crate::state::keyed::KeyedValues;
 use crate::state::time::EventTimeTimers;
 use crate::state::{key_converter, row_converter, SnapshotReader, SnapshotWriter};
@@ -92,13 +93,16 @@ impl KeyState {
         Some(self.versions[at - 1].1.as_deref())
     }
 
-    /// Keeps the last version at or before `watermark` and the later ones.
-    fn trim(&mut self, watermark: i64) {
+    /// Keeps the last version at or before `watermark` and the later ones; returns how
+    /// many went.
+    fn trim(&mut self, watermark: i64) -> usize {
         let at = self.versions.partition_point(|(v, _)| *v <= watermark);
         if at > 1 {
             self.versions.drain(..at - 1);
             self.trimmed = true;
+            return at - 1;
         }
+        0
     }
 
     fn is_empty(&self) -> bool {
@@ -131,6 +135,8 @@ pub struct TemporalJoinOperator {
     timers: EventTimeTimers,
     watermark_ms: i64,
     next_seq: u64,
+    /// Probes and versions held (kept up to date, not counted per message).
+    held: u64,
     /// Answers not yet emitted (emitted at the end of the batch or watermark).
     staged: Vec<Answer>,
     metrics: Arc<JobMetrics>,
@@ -190,6 +196,7 @@ impl TemporalJoinOperator {
             timers: EventTimeTimers::new(),
             watermark_ms: sluice_common::time::WATERMARK_MIN,
             next_seq: 0,
+            held: 0,
             staged: Vec::new(),
             metrics,
         })
@@ -280,6 +287,7 @@ impl TemporalJoinOperator {
         };
         if t > self.watermark_ms {
             let (id, _) = self.keys.id_or_insert_with(key, KeyState::default);
+            self.held += 1;
             self.keys[id as usize].probes.push(Probe {
                 time: t,
                 seq,
@@ -316,7 +324,10 @@ impl TemporalJoinOperator {
         let at = state.versions.partition_point(|(v, _)| *v < t);
         match state.versions.get_mut(at) {
             Some(slot) if slot.0 == t => slot.1 = row,
-            _ => state.versions.insert(at, (t, row)),
+            _ => {
+                state.versions.insert(at, (t, row));
+                self.held += 1;
+            }
         }
         self.timers.set(t, id);
         0
@@ -342,6 +353,7 @@ impl TemporalJoinOperator {
                 .into_iter()
                 .partition(|p| p.time <= w);
             state.probes = waiting;
+            let mut gone = ready.len() as u64;
             for p in ready {
                 let version = state
                     .version_at(p.time)
@@ -354,10 +366,11 @@ impl TemporalJoinOperator {
                     version,
                 });
             }
-            state.trim(w);
+            gone += state.trim(w) as u64;
             if state.is_empty() {
                 self.keys.forget(id, KeyState::default());
             }
+            self.held -= gone;
         }
         released.sort_unstable_by_key(|a| (a.time, a.seq));
         self.staged.extend(released);
@@ -397,8 +410,13 @@ impl TemporalJoinOperator {
                 .map(|c| take(c.as_ref(), &positions, None))
                 .collect::<std::result::Result<Vec<_>, _>>()?
         };
-        let joined =
-            RecordBatch::try_new(Arc::clone(&self.out_schema), [left, right.clone()].concat())?;
+        // Probes without a version have NULLs on the right, also where the output (an
+        // inner join's) declares a column NOT NULL: they go before the output is built.
+        let joined = batch_with_schema(
+            &self.out_schema,
+            [left, right.clone()].concat(),
+            staged.len(),
+        )?;
         // A pair joins when it has a version and the residual holds.
         let has_version = BooleanArray::from_iter(staged.iter().map(|a| Some(a.version.is_some())));
         let matched = match &self.residual {
@@ -417,13 +435,14 @@ impl TemporalJoinOperator {
                 *c = nullif(c.as_ref(), &unmatched)?;
             }
             (
-                RecordBatch::try_new(Arc::clone(&self.out_schema), columns)?,
+                batch_with_schema(&self.out_schema, columns, staged.len())?,
                 watermarks,
             )
         } else {
             let w = filter(&watermarks, &matched)?;
+            let kept = filter_record_batch(&joined, &matched)?;
             (
-                filter_record_batch(&joined, &matched)?,
+                RecordBatch::try_new(Arc::clone(&self.out_schema), kept.columns().to_vec())?,
                 w.as_primitive::<Int64Type>().clone(),
             )
         };
@@ -437,14 +456,7 @@ impl TemporalJoinOperator {
 
     /// Rows held: waiting probes and versions.
     fn held(&self) -> u64 {
-        self.keys
-            .live_ids()
-            .iter()
-            .map(|&id| {
-                let s = &self.keys[id as usize];
-                (s.probes.len() + s.versions.len()) as u64
-            })
-            .sum()
+        self.held
     }
 }
 
@@ -606,6 +618,7 @@ impl Operator for TemporalJoinOperator {
                     0 => {
                         let seq = seqs.value(r).max(0) as u64;
                         self.next_seq = self.next_seq.max(seq + 1);
+                        self.held += 1;
                         state.probes.push(Probe {
                             time: t,
                             seq,
@@ -616,6 +629,7 @@ impl Operator for TemporalJoinOperator {
                         let row = (k == 1).then(|| sides[1].row(r).data().into());
                         let at = state.versions.partition_point(|(v, _)| *v < t);
                         state.versions.insert(at, (t, row));
+                        self.held += 1;
                     }
                 }
                 self.timers.set(t, id);

@@ -82,11 +82,10 @@ pub struct AggregateCall {
 /// them, judged by each row's own watermark; this operator checks again).
 ///
 /// On a processing-time attribute (`WindowSpec::processing_time`, windows assigned here)
-/// the processing-time clock takes the watermark's place: a row is in the windows of its
-/// `PROCTIME()` value (the time it was read), and a window fires on a processing-time
-/// timer when the clock reaches `end - 1 ms`; a row for a window that has fired (read
-/// before the firing, arriving after it) is late and dropped. The end of the input fires
-/// every open window.
+/// the processing-time clock takes the watermark's place (Flink's processing-time
+/// windows): rows are in the windows of the operator's clock when they come in, and a
+/// window fires on a processing-time timer when the clock reaches `end - 1 ms`. No row is
+/// late. The end of the input fires every open window.
 pub struct WindowAggregateOperator {
     spec: WindowSpec,
     windows: WindowSource,
@@ -99,6 +98,8 @@ pub struct WindowAggregateOperator {
     watermark_ms: i64,
     metrics: Arc<JobMetrics>,
     clock: crate::clock::ProcessingClock,
+    /// Scratch for window assignment.
+    assigned: Vec<(i64, i64)>,
 }
 
 impl WindowAggregateOperator {
@@ -126,6 +127,7 @@ impl WindowAggregateOperator {
             watermark_ms: WATERMARK_MIN,
             metrics,
             clock: crate::clock::ProcessingClock::system(),
+            assigned: Vec::new(),
         })
     }
 
@@ -237,24 +239,30 @@ impl Operator for WindowAggregateOperator {
                     }
                 }
             }
+            WindowSource::Assign { .. } if self.spec.processing_time => {
+                // Flink's processing-time windows: the windows of the operator's clock when
+                // the rows come in; none is late (a window that fired already is opened
+                // again and fires at once).
+                self.spec.assign(self.clock.now_ms(), &mut self.assigned);
+                for &(s, e) in &self.assigned {
+                    for i in 0..n {
+                        buckets.add((e, s), i as u32);
+                    }
+                }
+            }
             WindowSource::Assign { time_column } => {
                 let spec = &self.spec;
                 let times = event_times_ms(data.column(*time_column))?;
-                let mut windows = Vec::new();
+                let windows = &mut self.assigned;
                 for i in 0..n {
                     if times.is_null(i) {
                         late += 1;
                         continue;
                     }
-                    // On processing time the last firing, never an event-time watermark.
-                    let wm = if spec.processing_time {
-                        self.watermark_ms
-                    } else {
-                        batch.watermark_at(i).max(self.watermark_ms)
-                    };
-                    spec.assign(times.value(i), &mut windows);
+                    let wm = batch.watermark_at(i).max(self.watermark_ms);
+                    spec.assign(times.value(i), windows);
                     let mut kept = false;
-                    for &(s, e) in &windows {
+                    for &(s, e) in windows.iter() {
                         if !spec.fired(e, wm) {
                             buckets.add((e, s), i as u32);
                             kept = true;
@@ -327,7 +335,8 @@ impl Operator for WindowAggregateOperator {
     }
 
     fn on_processing_time(&mut self, now_ms: i64, out: &mut Collector) -> Result<()> {
-        if self.spec.processing_time && now_ms > self.watermark_ms {
+        // `>=`: a window opened again at the time it fired fires at once.
+        if self.spec.processing_time && now_ms >= self.watermark_ms {
             self.watermark_ms = now_ms;
             self.emit_fired(now_ms, out)?;
         }

@@ -14,9 +14,11 @@
 //!   view keeping the last row per key by event time (`ROW_NUMBER() OVER (PARTITION BY k
 //!   ORDER BY t DESC) = 1` over an append-only input). For such a view the rows under the
 //!   deduplication are the versions: the view as of time `t` holds, per key, the row
-//!   with the largest time at or before `t`, which is exactly the version valid at `t`
-//!   (Flink plans the deduplication and joins its changelog; over rows in time order the
-//!   two agree, and rows out of order get the SQL answer here).
+//!   with the largest time at or before `t`, which is the version valid at `t` (Flink
+//!   plans the deduplication and joins its changelog; over rows in time order the two
+//!   agree, and rows out of order get the SQL answer here). Of two rows of a key with the
+//!   same time the join takes the later arrival (as Flink's temporal join), where the
+//!   view itself keeps the earlier one (Sluice's deduplication ties).
 //! - The join's equalities must cover the primary key (Flink: "Temporal table's primary
 //!   key must be included in the equivalence condition"); they are the keys, every other
 //!   condition is checked on the version valid at the probe's time (the SQL meaning of
@@ -142,6 +144,27 @@ impl Planner {
                 tref.table
             );
         };
+        // A TIMESTAMP and a TIMESTAMP_LTZ attribute count time differently (wall clock and
+        // instant): Flink refuses the pair.
+        let (lt, rt) = (
+            j.left.schema().field(left_time).data_type(),
+            right_node.schema.field(right_time).data_type(),
+        );
+        let ltz = |t: &datafusion_common::arrow::datatypes::DataType| {
+            matches!(
+                t,
+                datafusion_common::arrow::datatypes::DataType::Timestamp(_, Some(_))
+            )
+        };
+        if ltz(lt) != ltz(rt) {
+            return plan_err!(
+                "an event-time temporal join needs the same time attribute type on both \
+                 sides{at}: the left input's is {}, the versioned table's {} (CAST one in a \
+                 view, with its WATERMARK)",
+                sluice_common::types::flink_type_name(lt),
+                sluice_common::types::flink_type_name(rt)
+            );
+        }
         let mut spec = joins::join_spec(j, None, false)?;
         // The primary key's equalities are the keys; any other equality is a condition
         // on the version.
@@ -224,6 +247,13 @@ impl Planner {
             );
         }
         let right = reschema(self.lower(&j.right)?, Arc::clone(j.right.schema()));
+        if matches!(right.node.spec, OperatorSpec::ChangelogNormalize { .. }) {
+            return not_supported!(
+                "a lookup join against '{}'{at}, a change-data-capture table: look up a 'csv' \
+                 or 'json' table, or join it FOR SYSTEM_TIME AS OF an event-time attribute",
+                tref.table
+            );
+        }
         let OperatorSpec::Source(source) = right.node.spec else {
             return not_supported!(
                 "a processing-time temporal join against '{}'{at}: only a table can be looked \
@@ -380,10 +410,13 @@ impl Planner {
                     key,
                 ))
             }
-            OperatorSpec::ChangelogNormalize { .. } => not_versioned(
-                "a changelog read with 'table.exec.source.cdc-events-duplicate' is not yet a \
-                 versioned table",
-            ),
+            // Repeated change events set the same version again: the versions are the
+            // changelog's, not the normalized one's (whose `-U` would be a `-D`).
+            OperatorSpec::ChangelogNormalize { .. } => {
+                let mut node = node;
+                let input = reschema_node(node.inputs.remove(0), node.schema);
+                self.versioned(input, table, at)
+            }
             OperatorSpec::Filter { .. } => {
                 not_versioned("a filter over it would hide versions (filter after the join)")
             }
