@@ -230,14 +230,20 @@ impl TemporalJoinOperator {
         rows.as_ref().map(|r| r.row(i).data()).unwrap_or(&[])
     }
 
-    /// Takes in a batch of input `s`, advancing to each run's watermark before its rows.
+    /// Takes in a batch of input `s`, as if it advanced to each run's watermark before its
+    /// rows. Only a late row (its time at or before the run's watermark) can see the
+    /// difference (a probe answered at once, a version dropped), so the operator advances
+    /// before a run only when it has one, and once at the end of the batch.
     fn take_in(&mut self, s: usize, batch: StreamBatch, out: &mut Collector) -> Result<()> {
         let data = &batch.data;
         let (keys, nulls, times) = self.keys_and_times(s, data)?;
         let rows = self.rows[s].convert_columns(data.columns())?;
         let mut late = 0u64;
+        let mut last = self.watermark_ms;
         for (w, run) in batch.watermark_runs() {
-            if w > self.watermark_ms {
+            last = last.max(w);
+            let has_late = || run.clone().any(|i| times[i].is_some_and(|t| t <= w));
+            if w > self.watermark_ms && has_late() {
                 self.advance(w);
             }
             for i in run {
@@ -263,6 +269,9 @@ impl TemporalJoinOperator {
             }
         }
         JobMetrics::add(&self.metrics.late_rows_dropped, late);
+        if last > self.watermark_ms {
+            self.advance(last);
+        }
         self.flush(out)
     }
 
@@ -349,10 +358,15 @@ impl TemporalJoinOperator {
                 continue;
             }
             let state = &mut self.keys[id as usize];
-            let (ready, waiting): (Vec<Probe>, Vec<Probe>) = std::mem::take(&mut state.probes)
-                .into_iter()
-                .partition(|p| p.time <= w);
-            state.probes = waiting;
+            let ready = if state.probes.iter().all(|p| p.time <= w) {
+                std::mem::take(&mut state.probes)
+            } else {
+                let (ready, waiting): (Vec<Probe>, Vec<Probe>) = std::mem::take(&mut state.probes)
+                    .into_iter()
+                    .partition(|p| p.time <= w);
+                state.probes = waiting;
+                ready
+            };
             let mut gone = ready.len() as u64;
             for p in ready {
                 let version = state

@@ -83,9 +83,10 @@ pub struct AggregateCall {
 ///
 /// On a processing-time attribute (`WindowSpec::processing_time`, windows assigned here)
 /// the processing-time clock takes the watermark's place (Flink's processing-time
-/// windows): rows are in the windows of the operator's clock when they come in, and a
-/// window fires on a processing-time timer when the clock reaches `end - 1 ms`. No row is
-/// late. The end of the input fires every open window.
+/// windows): rows are in the windows of the operator's clock when they come in (rows
+/// taken in the millisecond a window fired count in the next one), and a window fires on
+/// a processing-time timer when the clock reaches `end - 1 ms`. No row is late. The end of
+/// the input fires every open window.
 pub struct WindowAggregateOperator {
     spec: WindowSpec,
     windows: WindowSource,
@@ -241,9 +242,10 @@ impl Operator for WindowAggregateOperator {
             }
             WindowSource::Assign { .. } if self.spec.processing_time => {
                 // Flink's processing-time windows: the windows of the operator's clock when
-                // the rows come in; none is late (a window that fired already is opened
-                // again and fires at once).
-                self.spec.assign(self.clock.now_ms(), &mut self.assigned);
+                // the rows come in; none is late. Rows taken in the millisecond a window
+                // fired (its end - 1) belong to the next one, so no window fires twice.
+                let now = self.clock.now_ms().max(self.watermark_ms.saturating_add(1));
+                self.spec.assign(now, &mut self.assigned);
                 for &(s, e) in &self.assigned {
                     for i in 0..n {
                         buckets.add((e, s), i as u32);
@@ -335,8 +337,7 @@ impl Operator for WindowAggregateOperator {
     }
 
     fn on_processing_time(&mut self, now_ms: i64, out: &mut Collector) -> Result<()> {
-        // `>=`: a window opened again at the time it fired fires at once.
-        if self.spec.processing_time && now_ms >= self.watermark_ms {
+        if self.spec.processing_time && now_ms > self.watermark_ms {
             self.watermark_ms = now_ms;
             self.emit_fired(now_ms, out)?;
         }

@@ -122,17 +122,23 @@ impl Planner {
         if sluice_common::types::is_proctime(j.left.schema().field(left_time)) {
             return self.lower_lookup_join(j, tref, kind, left, &at);
         }
+        if left.node.is_updating() {
+            return not_supported!(
+                "a temporal join whose left input is updating (a changelog){at}: the left \
+                 input must be append-only"
+            );
+        }
+        if j.null_equality == datafusion_common::NullEquality::NullEqualsNull {
+            return not_supported!(
+                "IS NOT DISTINCT FROM in a temporal join{at}: a versioned table's primary key \
+                 is never NULL; compare with ="
+            );
+        }
         if left.node.rowtime != Some(left_time) {
             return plan_err!(
                 "FOR SYSTEM_TIME AS OF {as_of}{at}: {as_of} is not the event-time attribute \
                  of the join's left input (a column with a WATERMARK, kept as a time \
                  attribute)"
-            );
-        }
-        if left.node.is_updating() {
-            return not_supported!(
-                "a temporal join whose left input is updating (a changelog){at}: the left \
-                 input must be append-only"
             );
         }
         let right = reschema(self.lower(&j.right)?, Arc::clone(j.right.schema()));
@@ -277,6 +283,12 @@ impl Planner {
             );
         }
         let spec = joins::join_spec(j, None, false)?;
+        if spec.null_equal {
+            return not_supported!(
+                "IS NOT DISTINCT FROM in a lookup join{at}: NULL keys match nothing there; \
+                 compare with ="
+            );
+        }
         if spec.left_keys.is_empty() {
             return plan_err!(
                 "a lookup join against '{}'{at} needs an equality between the left input and \
