@@ -398,39 +398,21 @@ impl TemporalJoinOperator {
             return Ok(());
         }
         let staged = std::mem::take(&mut self.staged);
-        let decode = |s: usize, rows: Vec<&[u8]>| -> Result<Vec<ArrayRef>> {
-            let parser = self.rows[s].parser();
-            Ok(self.rows[s].convert_rows(rows.into_iter().map(|r| parser.parse(r)))?)
-        };
-        let left = decode(0, staged.iter().map(|a| a.probe.as_ref()).collect())?;
-        let found: Vec<&[u8]> = staged.iter().filter_map(|a| a.version.as_deref()).collect();
-        let mut next = 0u32;
-        let positions = UInt32Array::from_iter(staged.iter().map(|a| {
-            a.version.as_ref().map(|_| {
-                next += 1;
-                next - 1
+        let left = self.decode(0, staged.iter().map(|a| a.probe.as_ref()))?;
+        let mut found: Vec<&[u8]> = Vec::new();
+        let at: Vec<Option<u32>> = staged
+            .iter()
+            .map(|a| {
+                a.version.as_deref().map(|r| {
+                    found.push(r);
+                    found.len() as u32 - 1
+                })
             })
-        }));
-        let right = if found.is_empty() {
-            self.inputs[1]
-                .schema
-                .fields()
-                .iter()
-                .map(|f| new_null_array(f.data_type(), staged.len()))
-                .collect()
-        } else {
-            decode(1, found)?
-                .iter()
-                .map(|c| take(c.as_ref(), &positions, None))
-                .collect::<std::result::Result<Vec<_>, _>>()?
-        };
+            .collect();
+        let right = self.placed(1, &found, at)?;
         // Probes without a version have NULLs on the right, also where the output (an
         // inner join's) declares a column NOT NULL: they go before the output is built.
-        let joined = batch_with_schema(
-            &self.out_schema,
-            [left, right.clone()].concat(),
-            staged.len(),
-        )?;
+        let joined = batch_with_schema(&self.out_schema, [left, right].concat(), staged.len())?;
         // A pair joins when it has a version and the residual holds.
         let has_version = BooleanArray::from_iter(staged.iter().map(|a| Some(a.version.is_some())));
         let matched = match &self.residual {
@@ -466,6 +448,31 @@ impl TemporalJoinOperator {
             ops: None,
         });
         Ok(())
+    }
+
+    /// Input `s`'s rows (row-format bytes) decoded into columns.
+    fn decode<'a>(&self, s: usize, rows: impl Iterator<Item = &'a [u8]>) -> Result<Vec<ArrayRef>> {
+        let parser = self.rows[s].parser();
+        Ok(self.rows[s].convert_rows(rows.map(|r| parser.parse(r)))?)
+    }
+
+    /// Columns of input `s` with one row per entry of `at`: `rows[i]` where it is
+    /// `Some(i)`, NULLs where it is `None`.
+    fn placed(&self, s: usize, rows: &[&[u8]], at: Vec<Option<u32>>) -> Result<Vec<ArrayRef>> {
+        if rows.is_empty() {
+            return Ok(self.inputs[s]
+                .schema
+                .fields()
+                .iter()
+                .map(|f| new_null_array(f.data_type(), at.len()))
+                .collect());
+        }
+        let at = UInt32Array::from(at);
+        Ok(self
+            .decode(s, rows.iter().copied())?
+            .iter()
+            .map(|c| take(c.as_ref(), &at, None))
+            .collect::<std::result::Result<Vec<_>, _>>()?)
     }
 
     /// Rows held: waiting probes and versions.
@@ -553,28 +560,8 @@ impl Operator for TemporalJoinOperator {
         if key_ids.is_empty() {
             return Ok(None);
         }
-        let columns_of =
-            |s: usize, rows: Vec<&[u8]>, at: Vec<Option<u32>>| -> Result<Vec<ArrayRef>> {
-                let n = at.len();
-                if rows.is_empty() {
-                    return Ok(self.inputs[s]
-                        .schema
-                        .fields()
-                        .iter()
-                        .map(|f| new_null_array(f.data_type(), n))
-                        .collect());
-                }
-                let parser = self.rows[s].parser();
-                let decoded =
-                    self.rows[s].convert_rows(rows.into_iter().map(|r| parser.parse(r)))?;
-                let at = UInt32Array::from(at);
-                Ok(decoded
-                    .iter()
-                    .map(|c| take(c.as_ref(), &at, None))
-                    .collect::<std::result::Result<Vec<_>, _>>()?)
-            };
-        let left = columns_of(0, probes, probe_at)?;
-        let right = columns_of(1, versions, version_at)?;
+        let left = self.placed(0, &probes, probe_at)?;
+        let right = self.placed(1, &versions, version_at)?;
         let keys = self
             .keys
             .key_columns(self.key_converter.as_ref(), &key_ids)?;
