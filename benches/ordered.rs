@@ -14,7 +14,6 @@
 //! the same queries in Apache Flink 2.3 on the same files; its figures on this machine are
 //! printed beside Sluice's (see `FLINK`).
 
-use std::io::Write;
 use std::path::Path;
 
 #[path = "common/mod.rs"]
@@ -24,28 +23,6 @@ use common::*;
 /// Apache Flink 2.3's rows/s on this machine, same files, parallelism 1
 /// (`scripts/flink-ordered-bench`, the better of with and without mini-batch).
 const FLINK: &[(&str, f64)] = &[("o", 0.075), ("p1", 0.386), ("p2", 0.478), ("q", 0.219)];
-
-/// 10 M rows of `ts, key, price` with 1 M keys (otherwise as the main input).
-fn generate_dedup(path: &Path, rows: u64) -> std::io::Result<()> {
-    if path.exists() {
-        return Ok(());
-    }
-    std::fs::create_dir_all(path.parent().unwrap())?;
-    let tmp = path.with_extension("tmp");
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);
-    let mut rng = Rng(0x51ED_2701_9E37_79B9);
-    let base_ms: i64 = 1_704_067_200_000;
-    for i in 0..rows {
-        let r = rng.next();
-        let ts = base_ms + (i as i64 * 1_000_000) / rows as i64 - (r % 500) as i64;
-        let key = (r >> 16) % 1_000_000;
-        let price = ((r >> 40) % 100_000) as f64 / 100.0;
-        writeln!(out, "{},{key},{price}", sluice_format_ts(ts))?;
-    }
-    out.flush()?;
-    drop(out);
-    std::fs::rename(tmp, path)
-}
 
 fn ddl(name: &str, path: &Path) -> String {
     format!(
@@ -67,7 +44,7 @@ fn main() {
     let data = root().join(format!("target/bench-data/bench_{rows}.csv"));
     let dedup = root().join(format!("target/bench-data/dedup_{rows}.csv"));
     generate(&data, rows).expect("bench data");
-    generate_dedup(&dedup, rows).expect("dedup data");
+    generate_1m_keys(&dedup, rows).expect("dedup data");
     let tables = format!(
         "{}{}CREATE TABLE sink_over (`key` INT, price DOUBLE, a DOUBLE) WITH ('connector' = 'blackhole');\n\
          CREATE TABLE sink_top (`key` INT, price DOUBLE, rn BIGINT) WITH ('connector' = 'blackhole');\n\

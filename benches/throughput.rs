@@ -1,8 +1,8 @@
 //! Throughput benchmark (parallelism 1): prints rows/s for
 //! (a) a filter into a `blackhole` sink, (b) `TUMBLE` 1 s `COUNT(*)`, `SUM(price)` by key,
 //! (c) `HOP` 10 s / 2 s, same aggregates, (d) `sql-examples/flights_hourly.sql` end to
-//! end, (e) `SESSION` 5 s by key, (f) `CUMULATE` 1 s / 10 s and (g) an updating
-//! `GROUP BY key` (changelog into a blackhole), each reading CSV.
+//! end, (e) `SESSION` 5 s by key and (f) `CUMULATE` 1 s / 10 s, each reading CSV. The
+//! updating `GROUP BY` jobs (g), (g2), (g3) are `benches/updating.rs`.
 //!
 //! Input for (a)-(c): 10 M rows of `ts TIMESTAMP(3), key INT, price DOUBLE` over 1,000 s of
 //! event time, 10,000 keys, up to 500 ms of disorder, watermark `ts - INTERVAL '1' SECOND`;
@@ -51,7 +51,6 @@ fn table_ddl(path: &Path) -> String {
          WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');\n\
          CREATE TABLE sink_filter (ts TIMESTAMP(3), `key` INT, price DOUBLE) WITH ('connector' = 'blackhole');\n\
          CREATE TABLE sink_agg (ws TIMESTAMP(3), `key` INT, n BIGINT, total DOUBLE) WITH ('connector' = 'blackhole');\n\
-         CREATE TABLE sink_upd (`key` INT, n BIGINT, total DOUBLE) WITH ('connector' = 'blackhole');\n\
          CREATE TABLE sink_mr (`key` INT, s TIMESTAMP(3), n BIGINT) WITH ('connector' = 'blackhole');\n",
         path.display()
     )
@@ -239,12 +238,6 @@ fn main() {
             window(
                 "CUMULATE(TABLE bench, DESCRIPTOR(ts), INTERVAL '1' SECOND, INTERVAL '10' SECOND)",
             ),
-            None,
-        ),
-        (
-            "(g) updating GROUP BY key COUNT, SUM",
-            "INSERT INTO sink_upd SELECT `key`, COUNT(*), SUM(price) FROM bench GROUP BY `key`;"
-                .into(),
             None,
         ),
     ];

@@ -130,3 +130,26 @@ pub fn generate(path: &Path, rows: u64) -> std::io::Result<()> {
     drop(out);
     std::fs::rename(tmp, path)
 }
+
+/// `rows` lines of `ts, key, price` with 1 M keys (otherwise as [`generate`]'s input):
+/// benchmark (q)'s deduplication and (g2)'s updating aggregate.
+pub fn generate_1m_keys(path: &Path, rows: u64) -> std::io::Result<()> {
+    if path.exists() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(path.parent().unwrap())?;
+    let tmp = path.with_extension("tmp");
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);
+    let mut rng = Rng(0x51ED_2701_9E37_79B9);
+    let base_ms: i64 = 1_704_067_200_000;
+    for i in 0..rows {
+        let r = rng.next();
+        let ts = base_ms + (i as i64 * 1_000_000) / rows as i64 - (r % 500) as i64;
+        let key = (r >> 16) % 1_000_000;
+        let price = ((r >> 40) % 100_000) as f64 / 100.0;
+        writeln!(out, "{},{key},{price}", sluice_format_ts(ts))?;
+    }
+    out.flush()?;
+    drop(out);
+    std::fs::rename(tmp, path)
+}

@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 pub mod error;
+pub mod numeric;
 pub mod plan;
 pub mod row_pattern;
 pub mod time;

@@ -143,6 +143,7 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
                     calls,
                     aggregates,
                     input.is_updating(),
+                    arrow_in,
                     out_schema,
                 )?
                 .with_state_ttl(env.state_ttl, env.clock.clone()),

@@ -1,26 +1,32 @@
 //! Updating aggregation: `GROUP BY` without windows, and global aggregates.
 //!
 //! The result changes as rows arrive, so the output is a changelog (`+I`, `-U`, `+U`,
-//! `-D`, Flink's RowKind): per batch, every group whose result changed emits `+I new` (first
-//! time), `-U old` + `+U new` (changed), or `-D old` (its last row was retracted). Input may
-//! itself be a changelog (an aggregate of an aggregate): rows marked `-U`/`-D` are
-//! retracted from their group's accumulators.
+//! `-D`, Flink's RowKind): per batch (Flink's mini-batch), every group whose result changed
+//! emits `+I new` (first time), `-U old` + `+U new` (changed), or `-D old` (its last row was
+//! retracted); a group whose result is unchanged emits nothing (Flink's `GroupAggFunction`
+//! compares the previous and the new result the same way). Input may itself be a
+//! changelog (an aggregate of an aggregate, an aggregate over a join): rows marked
+//! `-U`/`-D` are retracted from their group's state.
+//!
+//! State is column-wise ([`crate::state::group_state`]): per aggregate one
+//! [`GroupsState`] over every group, updated a batch at a time; per group id its net row
+//! count, last access time (for the TTL) and the last emitted aggregate values (Arrow row
+//! format bytes, compared with the new ones byte for byte). Output rows are built
+//! column-wise: keys decoded from the key registry, new values from the states, old values
+//! from the emitted bytes.
 //!
 //! A global aggregate (no `GROUP BY`) always has exactly one row, as the SQL standard says
 //! (Flink's streaming mode emits none for empty input; we follow the standard): `COUNT` 0
 //! and the other aggregates NULL over empty or fully retracted input. Its row is emitted at
 //! the first change, or at the end of the input if there was none.
 
-use std::collections::BTreeMap;
-use std::fmt;
 use std::sync::Arc;
 
 use datafusion_common::arrow::array::RecordBatch;
-use datafusion_common::arrow::array::{Array, ArrayRef, Int8Array, UInt32Array};
-use datafusion_common::arrow::compute::take;
-use datafusion_common::arrow::datatypes::{DataType, SchemaRef};
-use datafusion_common::ScalarValue;
-use datafusion_expr::Accumulator;
+use datafusion_common::arrow::array::{new_null_array, Array, ArrayRef, Int8Array};
+use datafusion_common::arrow::compute::interleave;
+use datafusion_common::arrow::datatypes::{DataType, Schema, SchemaRef};
+use datafusion_common::arrow::row::{RowConverter, SortField};
 use datafusion_physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion_physical_expr::PhysicalExpr;
 use sluice_common::Result;
@@ -31,51 +37,39 @@ use crate::message::{RowKind, StreamBatch};
 use crate::operator::{Collector, Operator};
 use crate::operators::stateless::batch_with_schema;
 use crate::operators::window_aggregate::AggregateCall;
-use crate::state::keyed::KeyedValues;
+use crate::state::group_state::{self, BatchRows, GroupsState};
+use crate::state::keyed::KeyRegistry;
 use crate::state::{key_converter, SnapshotReader, SnapshotWriter};
-
-/// One group's state: accumulators, net row count, key and last emitted values.
-struct Group {
-    accumulators: Vec<Box<dyn Accumulator>>,
-    rows: i64,
-    key: Vec<ScalarValue>,
-    emitted: Option<Vec<ScalarValue>>,
-    /// Processing time of the group's last row (ms since the operator started).
-    /// Negative for a group restored with idle time from before the operator started.
-    last_access_ms: i64,
-}
-
-impl Group {
-    /// A new group of `key`, accessed at `now_ms`.
-    fn new(key: Vec<ScalarValue>, accumulators: Vec<Box<dyn Accumulator>>, now_ms: i64) -> Self {
-        Group {
-            accumulators,
-            rows: 0,
-            key,
-            emitted: None,
-            last_access_ms: now_ms,
-        }
-    }
-
-    /// What the slot of a forgotten key holds.
-    fn empty() -> Self {
-        Group::new(Vec::new(), Vec::new(), 0)
-    }
-}
 
 /// See the module docs. Output schema: the keys, then one column per aggregate; rows carry
 /// their RowKind in `StreamBatch::ops`.
 pub struct GroupAggregateOperator {
     keys: Vec<Arc<dyn PhysicalExpr>>,
     calls: Vec<AggregateCall>,
-    aggregates: Vec<Arc<AggregateFunctionExpr>>,
-    /// The input is a changelog: accumulators must retract.
-    retracting: bool,
-    converter: Option<datafusion_common::arrow::row::RowConverter>,
-    /// Groups by key; an expired group's key is forgotten and its id reused.
-    groups: KeyedValues<Group>,
+    /// One column-wise state per aggregate, indexed by group id.
+    states: Vec<Box<dyn GroupsState>>,
+    converter: Option<RowConverter>,
+    /// Encodes a group's aggregate values (the output columns after the keys) as the
+    /// bytes kept in `emitted`; `None` without aggregates (`SELECT DISTINCT`).
+    values_converter: Option<RowConverter>,
+    /// Group keys ↔ group ids; an expired group's key is forgotten and its id reused.
+    registry: KeyRegistry,
+    /// Per group id: net row count (inserts minus retractions).
+    rows: Vec<i64>,
+    /// Per group id: processing time of the group's last row (ms since the operator
+    /// started; negative for a group restored with idle time from before it started).
+    last_access_ms: Vec<i64>,
+    /// Per group id: the aggregate values last emitted (row format of
+    /// `values_converter`), `None` when no row is out (never emitted, or deleted).
+    emitted: Vec<Option<Vec<u8>>>,
+    /// Per group id: the last batch that touched it (`batch_number`), to list each
+    /// touched group once.
+    touched_in: Vec<u64>,
+    batch_number: u64,
     schema: SchemaRef,
-    scratch: Vec<usize>,
+    /// Scratch: every row index of a batch, and the rows' group ids.
+    all_rows: Vec<u32>,
+    group_of: Vec<usize>,
     /// Idle state retention (`'table.exec.state.ttl'`).
     ttl: Option<std::time::Duration>,
     /// Processing time, which the TTL is measured in.
@@ -117,37 +111,87 @@ impl GroupAggregateOperator {
         if !self.sweep.due(now, ttl_ms) {
             return;
         }
-        for id in self.groups.live_ids() {
-            if now - self.groups[id as usize].last_access_ms > ttl_ms {
-                self.groups.forget(id, Group::empty());
-            }
+        let idle: Vec<u32> = self
+            .registry
+            .live_ids()
+            .filter(|&id| now - self.last_access_ms[id as usize] > ttl_ms)
+            .collect();
+        for id in idle {
+            self.forget(id);
         }
+    }
+
+    /// Clears group `id`'s state and frees its id.
+    fn forget(&mut self, id: u32) {
+        if !self.registry.forget(id) {
+            return;
+        }
+        let g = id as usize;
+        for state in &mut self.states {
+            state.reset(g);
+        }
+        self.rows[g] = 0;
+        self.emitted[g] = None;
     }
 
     /// Groups with state (for tests).
     pub fn groups_in_state(&self) -> usize {
-        self.groups.len()
+        self.registry.len()
     }
 
-    /// Aggregates `aggregates` (with their argument expressions in `calls`) per key.
+    /// Aggregates `aggregates` (with their argument expressions in `calls`, over rows of
+    /// `input`) per key.
+    ///
+    /// # Errors
+    /// Key or result types the row format cannot encode; arguments whose types cannot be
+    /// read from `input`.
     pub fn new(
         keys: Vec<Arc<dyn PhysicalExpr>>,
         key_types: &[DataType],
         calls: Vec<AggregateCall>,
         aggregates: Vec<Arc<AggregateFunctionExpr>>,
         retracting: bool,
+        input: &Schema,
         schema: SchemaRef,
     ) -> Result<Self> {
         let converter = key_converter(key_types)?;
+        let states = calls
+            .iter()
+            .zip(&aggregates)
+            .map(|(call, aggregate)| {
+                let arg_types = call
+                    .args
+                    .iter()
+                    .map(|a| a.data_type(input))
+                    .collect::<datafusion_common::Result<Vec<_>>>()?;
+                group_state::for_aggregate(aggregate, &arg_types, retracting)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let values_converter = if aggregates.is_empty() {
+            None
+        } else {
+            Some(RowConverter::new(
+                aggregates
+                    .iter()
+                    .map(|a| SortField::new(a.field().data_type().clone()))
+                    .collect(),
+            )?)
+        };
         Ok(GroupAggregateOperator {
             converter,
+            values_converter,
             keys,
             calls,
-            aggregates,
-            retracting,
-            groups: KeyedValues::new(),
+            states,
+            registry: KeyRegistry::new(),
+            rows: Vec::new(),
+            last_access_ms: Vec::new(),
+            emitted: Vec::new(),
+            touched_in: Vec::new(),
+            batch_number: 0,
             schema,
-            scratch: Vec::new(),
+            all_rows: Vec::new(),
+            group_of: Vec::new(),
             ttl: None,
             clock: ProcessingClock::system(),
             // The first batch sweeps (restored groups may be idle already).
@@ -155,63 +199,117 @@ impl GroupAggregateOperator {
         })
     }
 
-    fn new_accumulators(&self) -> Result<Vec<Box<dyn Accumulator>>> {
-        new_accumulators(&self.aggregates, self.retracting)
-    }
-
-    fn current_values(group: &mut Group) -> Result<Vec<ScalarValue>> {
-        let mut out = group.key.clone();
-        for acc in &mut group.accumulators {
-            out.push(acc.evaluate()?);
+    /// The group ids of `key_rows` (all `n` rows; `None` without keys) into
+    /// `self.group_of`, registering new keys (accessed at `now`).
+    fn assign_groups(
+        &mut self,
+        key_rows: Option<&datafusion_common::arrow::row::Rows>,
+        n: usize,
+        now: i64,
+    ) {
+        if self.all_rows.len() < n {
+            self.all_rows = (0..n as u32).collect();
         }
-        Ok(out)
+        self.registry
+            .ids_of(key_rows, &self.all_rows[..n], &mut self.group_of);
+        let capacity = self.registry.capacity();
+        if self.rows.len() < capacity {
+            self.rows.resize(capacity, 0);
+            self.last_access_ms.resize(capacity, now);
+            self.emitted.resize(capacity, None);
+            self.touched_in.resize(capacity, 0);
+        }
     }
 
-    /// Emits the change of each touched group (and of the global group when asked).
-    fn emit_changes(&mut self, touched: &[usize], out: &mut Collector) -> Result<()> {
+    /// The aggregate values of `groups` that have a result (one array per aggregate).
+    fn current_values(&mut self, groups: &[u32]) -> Result<Vec<ArrayRef>> {
+        self.states.iter_mut().map(|s| s.evaluate(groups)).collect()
+    }
+
+    /// Emits the change of each touched group (ascending ids; the global group too when
+    /// asked).
+    fn emit_changes(&mut self, touched: &[u32], out: &mut Collector) -> Result<()> {
         let global = self.keys.is_empty();
-        let mut rows: Vec<Vec<ScalarValue>> = Vec::new();
+        // Groups with a result now.
+        let live: Vec<u32> = touched
+            .iter()
+            .copied()
+            .filter(|&g| global || self.rows[g as usize] > 0)
+            .collect();
+        let new_values = self.current_values(&live)?;
+        let new_rows = match &self.values_converter {
+            Some(c) => Some(c.convert_columns(&new_values)?),
+            None => None,
+        };
+        // Each output row: its group, kind and where its values come from (0: the new
+        // values at an index of `live`, 1: the old ones at an index of `olds`).
+        let mut out_groups: Vec<u32> = Vec::new();
         let mut ops: Vec<i8> = Vec::new();
+        let mut picks: Vec<(usize, usize)> = Vec::new();
+        let mut olds: Vec<u32> = Vec::new();
+        // (group, index in `live`) whose emitted values become the new ones.
+        let mut replaced: Vec<(u32, usize)> = Vec::new();
+        let mut next_live = 0;
         for &g in touched {
-            let group = &mut self.groups[g];
-            let new = if group.rows > 0 || global {
-                Some(Self::current_values(group)?)
-            } else {
-                None
+            let new = match live.get(next_live) {
+                Some(&l) if l == g => {
+                    next_live += 1;
+                    Some(next_live - 1)
+                }
+                _ => None,
             };
-            match (group.emitted.take(), new) {
-                (None, Some(new)) => {
-                    rows.push(new.clone());
+            let old = self.emitted[g as usize].as_deref();
+            match (old, new) {
+                (None, Some(j)) => {
+                    out_groups.push(g);
                     ops.push(RowKind::Insert as i8);
-                    group.emitted = Some(new);
+                    picks.push((0, j));
+                    replaced.push((g, j));
                 }
-                (Some(old), Some(new)) => {
-                    if old != new {
-                        rows.push(old);
-                        ops.push(RowKind::UpdateBefore as i8);
-                        rows.push(new.clone());
-                        ops.push(RowKind::UpdateAfter as i8);
+                (Some(old), Some(j)) => {
+                    let same = match &new_rows {
+                        Some(rows) => rows.row(j).as_ref() == old,
+                        None => true,
+                    };
+                    if !same {
+                        out_groups.extend([g, g]);
+                        ops.extend([RowKind::UpdateBefore as i8, RowKind::UpdateAfter as i8]);
+                        picks.extend([(1, olds.len()), (0, j)]);
+                        olds.push(g);
+                        replaced.push((g, j));
                     }
-                    group.emitted = Some(new);
                 }
-                (Some(old), None) => {
-                    rows.push(old);
+                (Some(_), None) => {
+                    out_groups.push(g);
                     ops.push(RowKind::Delete as i8);
+                    picks.push((1, olds.len()));
+                    olds.push(g);
                 }
                 (None, None) => {}
             }
         }
-        if rows.is_empty() {
+        if out_groups.is_empty() {
             return Ok(());
         }
-        let n = rows.len();
-        let columns = (0..self.schema.fields().len())
-            .map(|c| {
-                let values = rows.iter().map(|r| r[c].clone());
-                ScalarValue::iter_to_array(values)
-            })
-            .collect::<datafusion_common::Result<Vec<ArrayRef>>>()?;
-        let data = batch_with_schema(&self.schema, columns, n)?;
+        let old_values = self.emitted_values(&olds)?;
+        // The deleted groups' rows are out of the output now; the others' are the new ones.
+        for &g in &olds {
+            self.emitted[g as usize] = None;
+        }
+        for &(g, j) in &replaced {
+            let slot = self.emitted[g as usize].get_or_insert_with(Vec::new);
+            slot.clear();
+            if let Some(rows) = &new_rows {
+                slot.extend_from_slice(rows.row(j).as_ref());
+            }
+        }
+        let mut columns = self
+            .registry
+            .key_columns(self.converter.as_ref(), &out_groups)?;
+        for (new, old) in new_values.iter().zip(&old_values) {
+            columns.push(interleave(&[new.as_ref(), old.as_ref()], &picks)?);
+        }
+        let data = batch_with_schema(&self.schema, columns, out_groups.len())?;
         out.emit(StreamBatch {
             data,
             row_watermarks: None,
@@ -220,28 +318,21 @@ impl GroupAggregateOperator {
         Ok(())
     }
 
-    /// The group id of each of `rows` of the batch (its key rows `key_rows`, `None`
-    /// without keys), creating the groups of new keys from `key_columns`.
-    fn group_ids(
-        &mut self,
-        key_columns: &[ArrayRef],
-        key_rows: Option<&datafusion_common::arrow::row::Rows>,
-        rows: &[u32],
-        out: &mut Vec<usize>,
-    ) -> Result<()> {
-        let now = self.now_ms();
-        let (aggregates, retracting) = (&self.aggregates, self.retracting);
-        self.groups.ids_or_insert_with(key_rows, rows, out, |row| {
-            let key = key_columns
-                .iter()
-                .map(|c| ScalarValue::try_from_array(c, row))
-                .collect::<datafusion_common::Result<Vec<_>>>()?;
-            Ok(Group::new(
-                key,
-                new_accumulators(aggregates, retracting)?,
-                now,
-            ))
-        })
+    /// The last emitted aggregate values of `groups` (each must have some), one array per
+    /// aggregate.
+    fn emitted_values(&self, groups: &[u32]) -> Result<Vec<ArrayRef>> {
+        let Some(converter) = &self.values_converter else {
+            return Ok(Vec::new());
+        };
+        let parser = converter.parser();
+        let rows = groups.iter().map(|&g| {
+            parser.parse(
+                self.emitted[g as usize]
+                    .as_deref()
+                    .expect("a group with an emitted row"),
+            )
+        });
+        Ok(converter.convert_rows(rows)?)
     }
 }
 
@@ -251,14 +342,14 @@ impl Operator for GroupAggregateOperator {
     }
 
     fn state_rows(&self) -> Option<u64> {
-        Some(self.groups.len() as u64)
+        Some(self.registry.len() as u64)
     }
 
     /// With a TTL and groups in state: the next sweep for idle groups (so they are
     /// forgotten even when no row arrives).
     fn next_processing_timer(&self) -> Option<i64> {
         let ttl = self.ttl?.as_millis() as i64;
-        if self.keys.is_empty() || self.groups.is_empty() {
+        if self.keys.is_empty() || self.registry.is_empty() {
             return None;
         }
         Some(self.sweep.next_ms(ttl))
@@ -274,74 +365,51 @@ impl Operator for GroupAggregateOperator {
         let now = self.now_ms();
         let data = &batch.data;
         let n = data.num_rows();
+        if n == 0 {
+            return Ok(());
+        }
         let key_columns = evaluate_all(&self.keys, data)?;
         let key_rows = match &self.converter {
             Some(c) => Some(c.convert_columns(&key_columns)?),
             None => None,
         };
-        let all: Vec<u32> = (0..n as u32).collect();
-        let mut group_of = std::mem::take(&mut self.scratch);
-        self.group_ids(&key_columns, key_rows.as_ref(), &all, &mut group_of)?;
-        // Rows of each group in arrival order, as runs of added or retracted rows: an
-        // order-sensitive aggregate (LAST_VALUE, LISTAGG) must see a retraction after the
-        // rows that arrived before it and before those after it.
-        let mut per_group: BTreeMap<usize, Vec<(bool, Vec<u32>)>> = BTreeMap::new();
-        for (row, &g) in group_of.iter().enumerate() {
-            let retract = batch.row_kind(row).is_retraction();
-            let runs = per_group.entry(g).or_default();
-            match runs.last_mut() {
-                Some((r, rows)) if *r == retract => rows.push(row as u32),
-                _ => runs.push((retract, vec![row as u32])),
-            }
-        }
-        self.scratch = group_of;
-        let (args, filters) = AggregateCall::evaluate_all(&self.calls, data)?;
-        let select = |rows: &[u32], a: usize| -> Result<Vec<ArrayRef>> {
-            let idx = UInt32Array::from(rows.to_vec());
-            let idx = match &filters[a] {
-                // FILTER (WHERE ...): only rows where it is true.
-                Some(f) => {
-                    let kept: Vec<u32> = rows
-                        .iter()
-                        .copied()
-                        .filter(|r| f.is_valid(*r as usize) && f.value(*r as usize))
-                        .collect();
-                    UInt32Array::from(kept)
-                }
-                None => idx,
-            };
-            Ok(args[a]
+        self.assign_groups(key_rows.as_ref(), n, now);
+        let retract: Option<Vec<bool>> = batch.ops.as_ref().map(|ops| {
+            ops.values()
                 .iter()
-                .map(|c| take(c.as_ref(), &idx, None))
-                .collect::<std::result::Result<Vec<_>, _>>()?)
+                .map(|&c| RowKind::from_code(c).is_retraction())
+                .collect()
+        });
+        let (args, filters) = AggregateCall::evaluate_all(&self.calls, data)?;
+        let rows = BatchRows {
+            groups: &self.group_of,
+            retract: retract.as_deref(),
+            total_groups: self.registry.capacity(),
         };
-        let mut touched = Vec::with_capacity(per_group.len());
-        for (g, runs) in per_group {
-            for (retract, rows) in runs {
-                for a in 0..self.calls.len() {
-                    let values = select(&rows, a)?;
-                    let accumulator = &mut self.groups[g].accumulators[a];
-                    if retract {
-                        accumulator.retract_batch(&values)?;
-                    } else {
-                        accumulator.update_batch(&values)?;
-                    }
-                }
-                let n = rows.len() as i64;
-                self.groups[g].rows += if retract { -n } else { n };
-            }
-            self.groups[g].last_access_ms = now;
-            touched.push(g);
+        for ((state, args), filter) in self.states.iter_mut().zip(&args).zip(&filters) {
+            state.update(args, rows, filter.as_ref())?;
         }
+        self.batch_number += 1;
+        let mut touched: Vec<u32> = Vec::new();
+        for (row, &g) in self.group_of.iter().enumerate() {
+            self.rows[g] += if rows.is_retraction(row) { -1 } else { 1 };
+            if self.touched_in[g] != self.batch_number {
+                self.touched_in[g] = self.batch_number;
+                self.last_access_ms[g] = now;
+                touched.push(g as u32);
+            }
+        }
+        touched.sort_unstable();
         self.emit_changes(&touched, out)
     }
 
     fn on_end(&mut self, out: &mut Collector) -> Result<()> {
         // A global aggregate has its one row even when no row ever arrived.
-        if self.keys.is_empty() && self.groups.is_empty() {
-            let mut ids = Vec::new();
-            self.group_ids(&[], None, &[0], &mut ids)?;
-            self.emit_changes(&ids, out)?;
+        if self.keys.is_empty() && self.registry.is_empty() {
+            let now = self.now_ms();
+            self.assign_groups(None, 1, now);
+            let id = self.group_of[0] as u32;
+            self.emit_changes(&[id], out)?;
         }
         Ok(())
     }
@@ -350,38 +418,21 @@ impl Operator for GroupAggregateOperator {
     /// `key_group`, the key columns `key_<k>`, `rows` (Int64: the group's net row
     /// count), `idle_ms` (Int64: processing time since the group's last row, for
     /// `'table.exec.state.ttl'`), `emitted` (Boolean: a result row was emitted and not
-    /// deleted), each
-    /// accumulator's state `agg_<a>_<i>` (DataFusion's `Accumulator::state`), and the last
-    /// emitted aggregate values `out_<a>`.
+    /// deleted), each aggregate's state columns `agg_<a>_<i>` ([`GroupsState::state`]),
+    /// and the last emitted aggregate values `out_<a>` (NULL where none is out).
     fn snapshot_state(&mut self, max_parallelism: u32) -> Result<Option<RecordBatch>> {
         use datafusion_common::arrow::array::{BooleanArray, Int64Array};
-        let ids = self.groups.live_ids();
+        let ids: Vec<u32> = self.registry.live_ids().collect();
         if ids.is_empty() {
             return Ok(None);
         }
-        let key_count = self.keys.len();
-        let mut states: Vec<Vec<Vec<ScalarValue>>> = vec![Vec::new(); self.calls.len()];
-        for &id in &ids {
-            // `state()` may consume an accumulator: rebuild it from the state it gave.
-            let fresh = self.new_accumulators()?;
-            let group = &mut self.groups[id as usize];
-            for (a, (acc, mut rebuilt)) in group.accumulators.iter_mut().zip(fresh).enumerate() {
-                let state = acc.state()?;
-                let arrays = state
-                    .iter()
-                    .map(|v| v.to_array())
-                    .collect::<datafusion_common::Result<Vec<_>>>()?;
-                rebuilt.merge_batch(&arrays)?;
-                *acc = rebuilt;
-                states[a].push(state);
-            }
-        }
-        let groups: Vec<&Group> = ids.iter().map(|&id| &self.groups[id as usize]).collect();
-        let key_columns = self.groups.key_columns(self.converter.as_ref(), &ids)?;
+        let key_columns = self.registry.key_columns(self.converter.as_ref(), &ids)?;
         let mut w = SnapshotWriter::new(key_columns, ids.len(), max_parallelism)?;
         w.column(
             "rows",
-            Arc::new(Int64Array::from_iter_values(groups.iter().map(|g| g.rows))),
+            Arc::new(Int64Array::from_iter_values(
+                ids.iter().map(|&g| self.rows[g as usize]),
+            )),
         );
         // Idle time, so a restore keeps each group's TTL clock (Flink keeps state TTL
         // timestamps in its snapshots too).
@@ -389,29 +440,47 @@ impl Operator for GroupAggregateOperator {
         w.column(
             "idle_ms",
             Arc::new(Int64Array::from_iter_values(
-                groups.iter().map(|g| (now - g.last_access_ms).max(0)),
+                ids.iter()
+                    .map(|&g| (now - self.last_access_ms[g as usize]).max(0)),
             )),
         );
         w.column(
             "emitted",
             Arc::new(BooleanArray::from_iter(
-                groups.iter().map(|g| Some(g.emitted.is_some())),
+                ids.iter()
+                    .map(|&g| Some(self.emitted[g as usize].is_some())),
             )),
         );
-        for (a, per_group) in states.iter().enumerate() {
-            let width = per_group.first().map(|s| s.len()).unwrap_or(0);
-            for i in 0..width {
-                let c = ScalarValue::iter_to_array(per_group.iter().map(|s| s[i].clone()))?;
-                w.column(format!("agg_{a}_{i}"), c);
+        for (a, state) in self.states.iter_mut().enumerate() {
+            for (i, column) in state.state(&ids)?.into_iter().enumerate() {
+                w.column(format!("agg_{a}_{i}"), column);
             }
         }
-        for a in 0..self.calls.len() {
-            let field = self.schema.field(key_count + a);
-            let c = ScalarValue::iter_to_array(groups.iter().map(|g| match &g.emitted {
-                Some(v) => v[key_count + a].clone(),
-                None => ScalarValue::try_from(field.data_type()).unwrap_or(ScalarValue::Null),
-            }))?;
-            w.column(format!("out_{a}"), c);
+        // The emitted values, NULL for groups without a row out.
+        let with_row: Vec<u32> = ids
+            .iter()
+            .copied()
+            .filter(|&g| self.emitted[g as usize].is_some())
+            .collect();
+        let emitted = self.emitted_values(&with_row)?;
+        let mut next = 0;
+        let picks: Vec<(usize, usize)> = ids
+            .iter()
+            .map(|&g| {
+                if self.emitted[g as usize].is_some() {
+                    next += 1;
+                    (0, next - 1)
+                } else {
+                    (1, 0)
+                }
+            })
+            .collect();
+        for (a, values) in emitted.iter().enumerate() {
+            let null = new_null_array(values.data_type(), 1);
+            w.column(
+                format!("out_{a}"),
+                interleave(&[values.as_ref(), null.as_ref()], &picks)?,
+            );
         }
         w.finish()
     }
@@ -430,204 +499,29 @@ impl Operator for GroupAggregateOperator {
             let idle = reader.primitive::<Int64Type>("idle_ms")?;
             // (Snapshots of Sluice 0.1 had no idle time: their plan fingerprints differ.)
             let now = self.now_ms();
-            let (keys, key_rows) = reader.key_rows(self.converter.as_ref(), self.keys.len())?;
-            let state_columns: Vec<Vec<ArrayRef>> = (0..self.calls.len())
-                .map(|a| reader.numbered(&format!("agg_{a}_")))
-                .collect();
+            let (_, key_rows) = reader.key_rows(self.converter.as_ref(), self.keys.len())?;
             let outs = (0..self.calls.len())
                 .map(|a| reader.column(&format!("out_{a}")))
                 .collect::<Result<Vec<_>>>()?;
-            let all: Vec<u32> = (0..n as u32).collect();
-            let mut group_of = Vec::new();
-            self.group_ids(&keys, key_rows.as_ref(), &all, &mut group_of)?;
-            for (row, &g) in group_of.iter().enumerate() {
-                let mut accumulators = self.new_accumulators()?;
-                for (acc, columns) in accumulators.iter_mut().zip(&state_columns) {
-                    let states = columns.iter().map(|c| c.slice(row, 1)).collect::<Vec<_>>();
-                    acc.merge_batch(&states)?;
-                }
-                let group = &mut self.groups[g];
-                group.accumulators = accumulators;
-                group.rows = rows.value(row);
-                group.last_access_ms = now - idle.value(row);
-                group.emitted = if emitted.value(row) {
-                    let mut v = group.key.clone();
-                    for o in &outs {
-                        v.push(ScalarValue::try_from_array(o, row)?);
-                    }
-                    Some(v)
-                } else {
-                    None
-                };
+            let out_rows = match &self.values_converter {
+                Some(c) => Some(c.convert_columns(&outs)?),
+                None => None,
+            };
+            self.assign_groups(key_rows.as_ref(), n, now);
+            let groups = std::mem::take(&mut self.group_of);
+            let total = self.registry.capacity();
+            for (a, state) in self.states.iter_mut().enumerate() {
+                state.merge(&reader.numbered(&format!("agg_{a}_")), &groups, total)?;
             }
-        }
-        Ok(())
-    }
-}
-
-/// One new accumulator per aggregate; for a changelog input (`retracting`), ones that can
-/// retract any value.
-fn new_accumulators(
-    aggregates: &[Arc<AggregateFunctionExpr>],
-    retracting: bool,
-) -> Result<Vec<Box<dyn Accumulator>>> {
-    aggregates
-        .iter()
-        .map(|a| -> Result<Box<dyn Accumulator>> {
-            if !retracting {
-                return Ok(a.create_accumulator()?);
+            for (row, &g) in groups.iter().enumerate() {
+                self.rows[g] = rows.value(row);
+                self.last_access_ms[g] = now - idle.value(row);
+                self.emitted[g] = emitted.value(row).then(|| match &out_rows {
+                    Some(r) => r.row(row).as_ref().to_vec(),
+                    None => Vec::new(),
+                });
             }
-            match a.fun().name() {
-                // DataFusion's sliding MIN/MAX retract in arrival order only (window
-                // frames); a changelog retracts any value, so keep them all.
-                "min" | "max" => Ok(Box::new(Multiset::new(
-                    if a.fun().name() == "min" {
-                        MultisetKind::Min
-                    } else {
-                        MultisetKind::Max
-                    },
-                    a.field().data_type().clone(),
-                ))),
-                // DataFusion's sliding COUNT(DISTINCT) keeps counts, but its state
-                // (what a checkpoint holds) only the values: a restored one would lose
-                // multiplicities. Ours keeps both in its state.
-                "count" if a.is_distinct() => {
-                    let values_type = match a.state_fields()?[0].data_type() {
-                        DataType::List(item) => item.data_type().clone(),
-                        other => other.clone(),
-                    };
-                    Ok(Box::new(Multiset::new(
-                        MultisetKind::CountDistinct,
-                        values_type,
-                    )))
-                }
-                _ => Ok(a.create_sliding_accumulator()?),
-            }
-        })
-        .collect()
-}
-
-/// What a [`Multiset`] computes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum MultisetKind {
-    Min,
-    Max,
-    CountDistinct,
-}
-
-/// MIN, MAX or COUNT(DISTINCT) that can retract any value: keeps every value with its
-/// count (its state, for checkpoints, is the list of values repeated by their counts).
-struct Multiset {
-    kind: MultisetKind,
-    /// Type of the values (and of MIN/MAX's result).
-    data_type: DataType,
-    values: BTreeMap<OrdScalar, usize>,
-}
-
-/// A scalar ordered by `partial_cmp` (values of one column compare; NaN sorts as equal).
-#[derive(PartialEq, Eq)]
-struct OrdScalar(ScalarValue);
-
-impl PartialOrd for OrdScalar {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for OrdScalar {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0
-            .partial_cmp(&other.0)
-            .unwrap_or(std::cmp::Ordering::Equal)
-    }
-}
-
-impl Multiset {
-    fn new(kind: MultisetKind, data_type: DataType) -> Self {
-        Multiset {
-            kind,
-            data_type,
-            values: BTreeMap::new(),
-        }
-    }
-}
-
-impl fmt::Debug for Multiset {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Multiset({:?}, {} values)", self.kind, self.values.len())
-    }
-}
-
-impl Accumulator for Multiset {
-    fn update_batch(&mut self, values: &[ArrayRef]) -> datafusion_common::Result<()> {
-        let array = &values[0];
-        for i in 0..array.len() {
-            if array.is_valid(i) {
-                *self
-                    .values
-                    .entry(OrdScalar(ScalarValue::try_from_array(array, i)?))
-                    .or_default() += 1;
-            }
-        }
-        Ok(())
-    }
-
-    fn retract_batch(&mut self, values: &[ArrayRef]) -> datafusion_common::Result<()> {
-        let array = &values[0];
-        for i in 0..array.len() {
-            if array.is_valid(i) {
-                let key = OrdScalar(ScalarValue::try_from_array(array, i)?);
-                if let Some(c) = self.values.get_mut(&key) {
-                    *c -= 1;
-                    if *c == 0 {
-                        self.values.remove(&key);
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn supports_retract_batch(&self) -> bool {
-        true
-    }
-
-    fn evaluate(&mut self) -> datafusion_common::Result<ScalarValue> {
-        let v = match self.kind {
-            MultisetKind::CountDistinct => {
-                return Ok(ScalarValue::Int64(Some(self.values.len() as i64)))
-            }
-            MultisetKind::Min => self.values.keys().next(),
-            MultisetKind::Max => self.values.keys().next_back(),
-        };
-        match v {
-            Some(v) => Ok(v.0.clone()),
-            None => ScalarValue::try_from(&self.data_type),
-        }
-    }
-
-    fn size(&self) -> usize {
-        std::mem::size_of_val(self) + self.values.len() * 64
-    }
-
-    /// One list of every value held, repeated by its count.
-    fn state(&mut self) -> datafusion_common::Result<Vec<ScalarValue>> {
-        let values: Vec<ScalarValue> = self
-            .values
-            .iter()
-            .flat_map(|(v, c)| std::iter::repeat_n(v.0.clone(), *c))
-            .collect();
-        Ok(vec![ScalarValue::List(ScalarValue::new_list_nullable(
-            &values,
-            &self.data_type,
-        ))])
-    }
-
-    fn merge_batch(&mut self, states: &[ArrayRef]) -> datafusion_common::Result<()> {
-        use datafusion_common::arrow::array::AsArray;
-        let lists = states[0].as_list::<i32>();
-        for values in lists.iter().flatten() {
-            self.update_batch(&[values])?;
+            self.group_of = groups;
         }
         Ok(())
     }
@@ -656,6 +550,7 @@ mod tests {
             }],
             vec![count],
             false,
+            &input,
             output,
         )
         .unwrap()
@@ -712,7 +607,7 @@ mod tests {
         op.process_batch(rows(&[4]), &mut out).unwrap();
         assert_eq!(changes(&mut out), vec![(insert, 4, 1)]);
         assert_eq!(op.groups_in_state(), 1);
-        assert_eq!(op.groups.capacity(), 3, "ids reused, none added");
+        assert_eq!(op.registry.capacity(), 3, "ids reused, none added");
         // Key 1 again: a fresh count, emitted as an insert (Flink does the same).
         op.process_batch(rows(&[1]), &mut out).unwrap();
         assert_eq!(changes(&mut out), vec![(insert, 1, 1)]);

@@ -5,6 +5,8 @@
 //!   (one value per key: the updating aggregate's groups, SESSION's open sessions,
 //!   MATCH_RECOGNIZE's partitions) and [`keyed::KeyedAccumulators`] (vectorized
 //!   accumulators per key, one set per window in [`WindowAggregateState`]).
+//! - [`group_state`]: the updating aggregate's state, column-wise per aggregate over every
+//!   group, retractable and read without being consumed.
 //! - [`time`]: event-time timers per key (SESSION ends, `WITHIN`) and the buffer of rows
 //!   waiting for the watermark, released in event-time order (MATCH_RECOGNIZE).
 //! - [`pending`]: whole rows waiting for the watermark, released in (time, arrival) order
@@ -18,6 +20,7 @@
 //! Everything held here is columnar or decodes to columns (key rows in Arrow's row format,
 //! accumulator state arrays, buffered batches), which is what checkpoints write.
 
+pub mod group_state;
 pub mod keyed;
 pub mod pending;
 pub mod rows;

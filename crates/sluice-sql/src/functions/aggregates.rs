@@ -165,23 +165,14 @@ impl Accumulator for AvgAccumulator {
         }
         match (self.kind, &self.result) {
             (Kind::Integer, t) => {
-                let avg = (self.int_sum as i64).wrapping_div(self.count);
+                let avg = sluice_common::numeric::avg_integer(self.int_sum as i64, self.count, t);
                 ScalarValue::Int64(Some(avg)).cast_to(t)
             }
             (Kind::Float, t) => {
                 ScalarValue::Float64(Some(self.float_sum / self.count as f64)).cast_to(t)
             }
             (Kind::Decimal { scale }, DataType::Decimal128(p, s)) => {
-                // sum / count at the result's scale, rounded half up (Java's BigDecimal).
-                let shift = 10i128.pow((*s - scale) as u32);
-                let num = self.int_sum * shift;
-                let count = self.count as i128;
-                let (q, r) = (num / count, num % count);
-                let q = if 2 * r.abs() >= count.abs() {
-                    q + num.signum() * count.signum()
-                } else {
-                    q
-                };
+                let q = sluice_common::numeric::avg_decimal(self.int_sum, self.count, scale, *s);
                 Ok(ScalarValue::Decimal128(Some(q), *p, *s))
             }
             (_, t) => plan_err!("AVG: unexpected result type {t}"),

@@ -231,15 +231,7 @@ fn flink_cast(a: &ArrayRef, to: &DataType, zone: &Tz) -> Result<ArrayRef> {
     })
 }
 
-/// `v` narrowed to the integer type `t` keeping the low bits, as Java narrows integers.
-pub(crate) fn wrap_to(v: i64, t: &DataType) -> i64 {
-    match t {
-        DataType::Int8 => v as i8 as i64,
-        DataType::Int16 => v as i16 as i64,
-        DataType::Int32 => v as i32 as i64,
-        _ => v,
-    }
-}
+pub(crate) use sluice_common::numeric::wrap_to;
 
 /// Integers or floating-point numbers to the integer type `t` as Java converts them: a
 /// floating-point number saturates (`(long)` for BIGINT, `(int)` then narrowing for the
