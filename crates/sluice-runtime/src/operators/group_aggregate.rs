@@ -10,10 +10,12 @@
 //!
 //! State is column-wise ([`crate::state::group_state`]): per aggregate one
 //! [`GroupsState`] over every group, updated a batch at a time; per group id its net row
-//! count, last access time (for the TTL) and the last emitted aggregate values (Arrow row
-//! format bytes, compared with the new ones byte for byte). Output rows are built
-//! column-wise: keys decoded from the key registry, new values from the states, old values
-//! from the emitted bytes.
+//! count, last access time (for the TTL) and whether a result row of it is out. The row
+//! that is out always holds the group's current values (every change is emitted at the
+//! end of the batch that made it), so the old values of a batch's groups are read from
+//! the states before the batch is applied and compared, in Arrow's row format, with the
+//! values after it. Output rows are built column-wise: keys decoded from the key
+//! registry, values interleaved from the before and after arrays.
 //!
 //! A global aggregate (no `GROUP BY`) always has exactly one row, as the SQL standard says
 //! (Flink's streaming mode emits none for empty input; we follow the standard): `COUNT` 0
@@ -49,8 +51,9 @@ pub struct GroupAggregateOperator {
     /// One column-wise state per aggregate, indexed by group id.
     states: Vec<Box<dyn GroupsState>>,
     converter: Option<RowConverter>,
-    /// Encodes a group's aggregate values (the output columns after the keys) as the
-    /// bytes kept in `emitted`; `None` without aggregates (`SELECT DISTINCT`).
+    /// Encodes a group's aggregate values (the output columns after the keys) for
+    /// comparing them before and after a batch; `None` without aggregates (`SELECT
+    /// DISTINCT`).
     values_converter: Option<RowConverter>,
     /// Group keys ↔ group ids; an expired group's key is forgotten and its id reused.
     registry: KeyRegistry,
@@ -59,9 +62,9 @@ pub struct GroupAggregateOperator {
     /// Per group id: processing time of the group's last row (ms since the operator
     /// started; negative for a group restored with idle time from before it started).
     last_access_ms: Vec<i64>,
-    /// Per group id: the aggregate values last emitted (row format of
-    /// `values_converter`), `None` when no row is out (never emitted, or deleted).
-    emitted: Vec<Option<Vec<u8>>>,
+    /// Per group id: whether a result row is out (emitted and not deleted); it holds the
+    /// group's current values.
+    emitted: Vec<bool>,
     /// Per group id: the last batch that touched it (`batch_number`), to list each
     /// touched group once.
     touched_in: Vec<u64>,
@@ -131,7 +134,7 @@ impl GroupAggregateOperator {
             state.reset(g);
         }
         self.rows[g] = 0;
-        self.emitted[g] = None;
+        self.emitted[g] = false;
     }
 
     /// Groups with state (for tests).
@@ -216,7 +219,7 @@ impl GroupAggregateOperator {
         if self.rows.len() < capacity {
             self.rows.resize(capacity, 0);
             self.last_access_ms.resize(capacity, now);
-            self.emitted.resize(capacity, None);
+            self.emitted.resize(capacity, false);
             self.touched_in.resize(capacity, 0);
         }
     }
@@ -226,87 +229,106 @@ impl GroupAggregateOperator {
         self.states.iter_mut().map(|s| s.evaluate(groups)).collect()
     }
 
+    /// The groups of the batch's rows (`self.group_of`), each once, ascending; marks them
+    /// accessed at `now`.
+    fn touched_groups(&mut self, now: i64) -> Vec<u32> {
+        self.batch_number += 1;
+        let mut touched: Vec<u32> = Vec::new();
+        for &g in &self.group_of {
+            if self.touched_in[g] != self.batch_number {
+                self.touched_in[g] = self.batch_number;
+                self.last_access_ms[g] = now;
+                touched.push(g as u32);
+            }
+        }
+        touched.sort_unstable();
+        touched
+    }
+
+    /// The groups of `groups` with a row out, and their values (one array per
+    /// aggregate): read before a batch changes the state, the rows that are out.
+    fn values_out(&mut self, groups: &[u32]) -> Result<(Vec<u32>, Vec<ArrayRef>)> {
+        let out: Vec<u32> = groups
+            .iter()
+            .copied()
+            .filter(|&g| self.emitted[g as usize])
+            .collect();
+        let values = self.current_values(&out)?;
+        Ok((out, values))
+    }
+
     /// Emits the change of each touched group (ascending ids; the global group too when
-    /// asked).
-    fn emit_changes(&mut self, touched: &[u32], out: &mut Collector) -> Result<()> {
+    /// asked): `before` are the groups among them with a row out and that row's values.
+    fn emit_changes(
+        &mut self,
+        touched: &[u32],
+        (before_groups, before): (Vec<u32>, Vec<ArrayRef>),
+        out: &mut Collector,
+    ) -> Result<()> {
         let global = self.keys.is_empty();
-        // Groups with a result now.
+        // Groups with a result now, and its values.
         let live: Vec<u32> = touched
             .iter()
             .copied()
             .filter(|&g| global || self.rows[g as usize] > 0)
             .collect();
-        let new_values = self.current_values(&live)?;
-        let new_rows = match &self.values_converter {
-            Some(c) => Some(c.convert_columns(&new_values)?),
-            None => None,
+        let after = self.current_values(&live)?;
+        let (before_rows, after_rows) = match &self.values_converter {
+            Some(c) => (
+                Some(c.convert_columns(&before)?),
+                Some(c.convert_columns(&after)?),
+            ),
+            None => (None, None),
         };
-        // Each output row: its group, kind and where its values come from (0: the new
-        // values at an index of `live`, 1: the old ones at an index of `olds`).
+        // Each output row: its group, kind and where its values come from (0: `after` at
+        // an index of `live`, 1: `before` at an index of `before_groups`).
         let mut out_groups: Vec<u32> = Vec::new();
         let mut ops: Vec<i8> = Vec::new();
         let mut picks: Vec<(usize, usize)> = Vec::new();
-        let mut olds: Vec<u32> = Vec::new();
-        // (group, index in `live`) whose emitted values become the new ones.
-        let mut replaced: Vec<(u32, usize)> = Vec::new();
-        let mut next_live = 0;
+        let (mut next_before, mut next_live) = (0, 0);
+        let position = |list: &[u32], next: &mut usize, g: u32| match list.get(*next) {
+            Some(&x) if x == g => {
+                *next += 1;
+                Some(*next - 1)
+            }
+            _ => None,
+        };
         for &g in touched {
-            let new = match live.get(next_live) {
-                Some(&l) if l == g => {
-                    next_live += 1;
-                    Some(next_live - 1)
-                }
-                _ => None,
-            };
-            let old = self.emitted[g as usize].as_deref();
+            let old = position(&before_groups, &mut next_before, g);
+            let new = position(&live, &mut next_live, g);
             match (old, new) {
                 (None, Some(j)) => {
                     out_groups.push(g);
                     ops.push(RowKind::Insert as i8);
                     picks.push((0, j));
-                    replaced.push((g, j));
                 }
-                (Some(old), Some(j)) => {
-                    let same = match &new_rows {
-                        Some(rows) => rows.row(j).as_ref() == old,
-                        None => true,
+                (Some(i), Some(j)) => {
+                    let same = match (&before_rows, &after_rows) {
+                        (Some(b), Some(a)) => b.row(i) == a.row(j),
+                        _ => true,
                     };
                     if !same {
                         out_groups.extend([g, g]);
                         ops.extend([RowKind::UpdateBefore as i8, RowKind::UpdateAfter as i8]);
-                        picks.extend([(1, olds.len()), (0, j)]);
-                        olds.push(g);
-                        replaced.push((g, j));
+                        picks.extend([(1, i), (0, j)]);
                     }
                 }
-                (Some(_), None) => {
+                (Some(i), None) => {
                     out_groups.push(g);
                     ops.push(RowKind::Delete as i8);
-                    picks.push((1, olds.len()));
-                    olds.push(g);
+                    picks.push((1, i));
                 }
                 (None, None) => {}
             }
+            self.emitted[g as usize] = new.is_some();
         }
         if out_groups.is_empty() {
             return Ok(());
         }
-        let old_values = self.emitted_values(&olds)?;
-        // The deleted groups' rows are out of the output now; the others' are the new ones.
-        for &g in &olds {
-            self.emitted[g as usize] = None;
-        }
-        for &(g, j) in &replaced {
-            let slot = self.emitted[g as usize].get_or_insert_with(Vec::new);
-            slot.clear();
-            if let Some(rows) = &new_rows {
-                slot.extend_from_slice(rows.row(j).as_ref());
-            }
-        }
         let mut columns = self
             .registry
             .key_columns(self.converter.as_ref(), &out_groups)?;
-        for (new, old) in new_values.iter().zip(&old_values) {
+        for (new, old) in after.iter().zip(&before) {
             columns.push(interleave(&[new.as_ref(), old.as_ref()], &picks)?);
         }
         let data = batch_with_schema(&self.schema, columns, out_groups.len())?;
@@ -316,23 +338,6 @@ impl GroupAggregateOperator {
             ops: Some(Int8Array::from(ops)),
         });
         Ok(())
-    }
-
-    /// The last emitted aggregate values of `groups` (each must have some), one array per
-    /// aggregate.
-    fn emitted_values(&self, groups: &[u32]) -> Result<Vec<ArrayRef>> {
-        let Some(converter) = &self.values_converter else {
-            return Ok(Vec::new());
-        };
-        let parser = converter.parser();
-        let rows = groups.iter().map(|&g| {
-            parser.parse(
-                self.emitted[g as usize]
-                    .as_deref()
-                    .expect("a group with an emitted row"),
-            )
-        });
-        Ok(converter.convert_rows(rows)?)
     }
 }
 
@@ -374,6 +379,8 @@ impl Operator for GroupAggregateOperator {
             None => None,
         };
         self.assign_groups(key_rows.as_ref(), n, now);
+        let touched = self.touched_groups(now);
+        let before = self.values_out(&touched)?;
         let retract: Option<Vec<bool>> = batch.ops.as_ref().map(|ops| {
             ops.values()
                 .iter()
@@ -389,18 +396,10 @@ impl Operator for GroupAggregateOperator {
         for ((state, args), filter) in self.states.iter_mut().zip(&args).zip(&filters) {
             state.update(args, rows, filter.as_ref())?;
         }
-        self.batch_number += 1;
-        let mut touched: Vec<u32> = Vec::new();
         for (row, &g) in self.group_of.iter().enumerate() {
             self.rows[g] += if rows.is_retraction(row) { -1 } else { 1 };
-            if self.touched_in[g] != self.batch_number {
-                self.touched_in[g] = self.batch_number;
-                self.last_access_ms[g] = now;
-                touched.push(g as u32);
-            }
         }
-        touched.sort_unstable();
-        self.emit_changes(&touched, out)
+        self.emit_changes(&touched, before, out)
     }
 
     fn on_end(&mut self, out: &mut Collector) -> Result<()> {
@@ -409,7 +408,8 @@ impl Operator for GroupAggregateOperator {
             let now = self.now_ms();
             self.assign_groups(None, 1, now);
             let id = self.group_of[0] as u32;
-            self.emit_changes(&[id], out)?;
+            let nothing_out = (Vec::new(), self.current_values(&[])?);
+            self.emit_changes(&[id], nothing_out, out)?;
         }
         Ok(())
     }
@@ -447,8 +447,7 @@ impl Operator for GroupAggregateOperator {
         w.column(
             "emitted",
             Arc::new(BooleanArray::from_iter(
-                ids.iter()
-                    .map(|&g| Some(self.emitted[g as usize].is_some())),
+                ids.iter().map(|&g| Some(self.emitted[g as usize])),
             )),
         );
         for (a, state) in self.states.iter_mut().enumerate() {
@@ -456,18 +455,13 @@ impl Operator for GroupAggregateOperator {
                 w.column(format!("agg_{a}_{i}"), column);
             }
         }
-        // The emitted values, NULL for groups without a row out.
-        let with_row: Vec<u32> = ids
-            .iter()
-            .copied()
-            .filter(|&g| self.emitted[g as usize].is_some())
-            .collect();
-        let emitted = self.emitted_values(&with_row)?;
+        // The values of the rows out (the current ones), NULL for groups without one.
+        let (_, emitted) = self.values_out(&ids)?;
         let mut next = 0;
         let picks: Vec<(usize, usize)> = ids
             .iter()
             .map(|&g| {
-                if self.emitted[g as usize].is_some() {
+                if self.emitted[g as usize] {
                     next += 1;
                     (0, next - 1)
                 } else {
@@ -500,13 +494,6 @@ impl Operator for GroupAggregateOperator {
             // (Snapshots of Sluice 0.1 had no idle time: their plan fingerprints differ.)
             let now = self.now_ms();
             let (_, key_rows) = reader.key_rows(self.converter.as_ref(), self.keys.len())?;
-            let outs = (0..self.calls.len())
-                .map(|a| reader.column(&format!("out_{a}")))
-                .collect::<Result<Vec<_>>>()?;
-            let out_rows = match &self.values_converter {
-                Some(c) => Some(c.convert_columns(&outs)?),
-                None => None,
-            };
             self.assign_groups(key_rows.as_ref(), n, now);
             let groups = std::mem::take(&mut self.group_of);
             let total = self.registry.capacity();
@@ -516,10 +503,8 @@ impl Operator for GroupAggregateOperator {
             for (row, &g) in groups.iter().enumerate() {
                 self.rows[g] = rows.value(row);
                 self.last_access_ms[g] = now - idle.value(row);
-                self.emitted[g] = emitted.value(row).then(|| match &out_rows {
-                    Some(r) => r.row(row).as_ref().to_vec(),
-                    None => Vec::new(),
-                });
+                // The row out holds the restored values (`out_<a>` equals them).
+                self.emitted[g] = emitted.value(row);
             }
             self.group_of = groups;
         }

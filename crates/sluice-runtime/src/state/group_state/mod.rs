@@ -22,10 +22,13 @@
 //!
 //! Implementations ([`for_aggregate`] picks one): [`numeric`] keeps `COUNT`, `SUM` (of
 //! integers and floating-point numbers) and `AVG` in plain vectors updated by one loop
-//! over the batch; everything else (`MIN`/`MAX`/`COUNT(DISTINCT)` over a changelog as a
-//! multiset, `FIRST_VALUE`, `LISTAGG`, `STDDEV`, DECIMAL `SUM`, ...) goes through
+//! over the batch; [`minmax`] keeps `MIN`/`MAX` of integers and timestamps (the best
+//! value, or over a changelog every value with its count); everything else (`MIN`/`MAX`
+//! of other types and `COUNT(DISTINCT)` over a changelog as a [`multiset::Multiset`],
+//! `FIRST_VALUE`, `LISTAGG`, `STDDEV`, DECIMAL `SUM`, ...) goes through
 //! [`rowwise::RowwiseGroups`], one DataFusion `Accumulator` per group.
 
+pub mod minmax;
 pub mod multiset;
 pub mod numeric;
 pub mod rowwise;
@@ -110,6 +113,13 @@ pub fn for_aggregate(
     if let Some(state) = numeric::for_aggregate(aggregate, arg_types)? {
         return Ok(state);
     }
+    let result = result_type(aggregate);
+    if let ("min" | "max", [t]) = (aggregate.fun().name(), arg_types) {
+        if minmax::supports(t) && *t == result {
+            let max = aggregate.fun().name() == "max";
+            return Ok(Box::new(minmax::MinMax::new(max, result, retracting)));
+        }
+    }
     Ok(Box::new(rowwise::RowwiseGroups::new(
         Arc::clone(aggregate),
         retracting,
@@ -140,18 +150,43 @@ mod tests {
         use crate::operators::test_support::aggregate;
         use datafusion_functions_aggregate::{average::avg_udaf, count::count_udaf, sum::sum_udaf};
         let s = input();
+        use datafusion_functions_aggregate::min_max::{max_udaf, min_udaf};
         vec![
             (aggregate(count_udaf(), "i", &s, "c"), DataType::Int64),
             (aggregate(sum_udaf(), "i", &s, "si"), DataType::Int64),
             (aggregate(sum_udaf(), "f", &s, "sf"), DataType::Float64),
             (aggregate(avg_udaf(), "f", &s, "af"), DataType::Float64),
+            (aggregate(min_udaf(), "i", &s, "mi"), DataType::Int64),
+            (aggregate(max_udaf(), "i", &s, "ma"), DataType::Int64),
+            (aggregate(min_udaf(), "f", &s, "mf"), DataType::Float64),
+            (aggregate(max_udaf(), "f", &s, "xf"), DataType::Float64),
         ]
     }
 
-    /// The column-wise states give the values of DataFusion's own retractable (sliding)
-    /// accumulators, one per group, on random changelogs (inserts, retractions of values
-    /// still in the group, NULLs, FILTER masks), and a snapshot restored into fresh
-    /// states gives the same values again.
+    /// The column-wise state of `aggregate` (never the row-wise one: that is the
+    /// reference).
+    fn column_wise(
+        aggregate: &Arc<AggregateFunctionExpr>,
+        t: &DataType,
+        retracting: bool,
+    ) -> Box<dyn GroupsState> {
+        match aggregate.fun().name() {
+            "min" | "max" => Box::new(minmax::MinMax::new(
+                aggregate.fun().name() == "max",
+                t.clone(),
+                retracting,
+            )),
+            _ => numeric::for_aggregate(aggregate, &[t.clone()])
+                .unwrap()
+                .expect("kept column-wise"),
+        }
+    }
+
+    /// The column-wise states give the values of the row-wise ones (DataFusion's own
+    /// accumulators, one per group: sliding ones over a changelog, and for MIN/MAX there
+    /// the `Multiset`), on random changelogs (inserts, retractions of values still in the
+    /// group, NULLs, FILTER masks) and on append-only input, and a snapshot restored into
+    /// fresh states gives the same values again.
     #[test]
     fn column_wise_states_equal_datafusion_accumulators_on_random_changelogs() {
         let mut seed = 0x2545_F491_4F6C_DD1Du64;
@@ -161,12 +196,13 @@ mod tests {
             seed ^= seed << 17;
             seed
         };
-        for (aggregate, arg_type) in aggregates() {
+        for ((aggregate, arg_type), retracting) in aggregates()
+            .into_iter()
+            .flat_map(|a| [(a.clone(), true), (a, false)])
+        {
             let column = if arg_type == DataType::Int64 { 0 } else { 1 };
-            let mut fast = numeric::for_aggregate(&aggregate, &[arg_type.clone()])
-                .unwrap()
-                .expect("kept column-wise");
-            let mut reference = rowwise::RowwiseGroups::new(Arc::clone(&aggregate), true);
+            let mut fast = column_wise(&aggregate, &arg_type, retracting);
+            let mut reference = rowwise::RowwiseGroups::new(Arc::clone(&aggregate), retracting);
             let groups = 7usize;
             // Values still in each group (so retractions take back something inserted).
             let mut held: Vec<Vec<Option<i64>>> = vec![Vec::new(); groups];
@@ -176,7 +212,7 @@ mod tests {
                     (Vec::new(), Vec::new(), Vec::new(), Vec::new());
                 for _ in 0..n {
                     let g = (next() % groups as u64) as usize;
-                    let take_back = !held[g].is_empty() && next() % 3 == 0;
+                    let take_back = retracting && !held[g].is_empty() && next() % 3 == 0;
                     let v = if take_back {
                         let i = (next() as usize) % held[g].len();
                         held[g].swap_remove(i)
@@ -212,7 +248,7 @@ mod tests {
                 let mask = BooleanArray::from(mask);
                 let rows = BatchRows {
                     groups: &ids,
-                    retract: Some(&retract),
+                    retract: retracting.then_some(&retract[..]),
                     total_groups: groups,
                 };
                 fast.update(&[Arc::clone(&array)], rows, Some(&mask))
@@ -225,7 +261,7 @@ mod tests {
                     assert_eq!(
                         ScalarValue::try_from_array(&got, g).unwrap(),
                         ScalarValue::try_from_array(&want, g).unwrap(),
-                        "{} of group {g}",
+                        "{} of group {g} (retracting: {retracting})",
                         aggregate.name()
                     );
                 }
@@ -233,9 +269,7 @@ mod tests {
             // Snapshot and restore into fresh state, groups in another order.
             let order: Vec<u32> = (0..groups as u32).rev().collect();
             let state = fast.state(&order).unwrap();
-            let mut restored = numeric::for_aggregate(&aggregate, &[arg_type])
-                .unwrap()
-                .unwrap();
+            let mut restored = column_wise(&aggregate, &arg_type, retracting);
             let targets: Vec<usize> = order.iter().map(|&g| g as usize).collect();
             restored.merge(&state, &targets, groups).unwrap();
             let all: Vec<u32> = (0..groups as u32).collect();

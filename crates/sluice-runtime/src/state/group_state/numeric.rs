@@ -67,7 +67,7 @@ pub fn for_aggregate(
 /// Calls `f(row, group, retract)` for every row of the batch that is not filtered out
 /// and whose `valid` bit is set (`None`: every row is valid).
 #[inline]
-fn for_each_row(
+pub(super) fn for_each_row(
     rows: BatchRows<'_>,
     valid: Option<&datafusion_common::arrow::buffer::NullBuffer>,
     filter: Option<&BooleanArray>,

@@ -1,0 +1,251 @@
+//! `MIN` and `MAX` of integer, floating-point and TIMESTAMP columns kept per group without
+//! scalars, each value as an `i64` key that orders as the values do (a floating-point
+//! value's bits arranged so that integer order is Java's `Double.compare` order: -0.0
+//! below 0.0, NaN above everything): over an append-only input the best value so far;
+//! over a changelog every value with its count (a retraction takes one copy out, so the
+//! next best is known), as [`super::multiset::Multiset`] keeps them for other types.
+//! Values and result type are the argument's (Flink docs, "Aggregate Functions"); NULL
+//! while a group holds no value.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use datafusion_common::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, Int64Array, ListArray,
+};
+use datafusion_common::arrow::buffer::OffsetBuffer;
+use datafusion_common::arrow::compute::cast;
+use datafusion_common::arrow::datatypes::{DataType, Field, Int64Type};
+use sluice_common::{Result, SluiceError};
+
+use super::numeric::for_each_row;
+use super::{BatchRows, GroupsState};
+
+/// Whether `MIN`/`MAX` of `t` is kept here.
+pub fn supports(t: &DataType) -> bool {
+    t.is_signed_integer() || t.is_floating() || matches!(t, DataType::Timestamp(_, _))
+}
+
+/// A DOUBLE's bits as an `i64` whose order is the values' total order (negative values
+/// have every bit but the sign flipped); its own inverse.
+#[inline]
+fn float_key(bits: i64) -> i64 {
+    bits ^ (((bits >> 63) as u64) >> 1) as i64
+}
+
+/// The values of `array` as order-preserving `i64` keys (see [`float_key`]).
+fn keys(array: &ArrayRef) -> Result<Int64Array> {
+    if array.data_type().is_floating() {
+        let v = cast(array, &DataType::Float64)?;
+        let v = v.as_primitive::<datafusion_common::arrow::datatypes::Float64Type>();
+        return Ok(v.unary(|x| float_key(x.to_bits() as i64)));
+    }
+    Ok(cast(array, &DataType::Int64)?
+        .as_primitive::<Int64Type>()
+        .clone())
+}
+
+/// Per group: the best value, or every value with its count.
+enum Values {
+    Best { best: Vec<i64>, has: Vec<bool> },
+    Counted(Vec<BTreeMap<i64, u64>>),
+}
+
+/// See the module docs.
+pub struct MinMax {
+    max: bool,
+    /// The argument's (and result's) type.
+    data_type: DataType,
+    values: Values,
+}
+
+impl MinMax {
+    /// `MAX` (else `MIN`) of values of `data_type` ([`supports`] it); `retracting`: the
+    /// input is a changelog.
+    pub fn new(max: bool, data_type: DataType, retracting: bool) -> Self {
+        let values = if retracting {
+            Values::Counted(Vec::new())
+        } else {
+            Values::Best {
+                best: Vec::new(),
+                has: Vec::new(),
+            }
+        };
+        MinMax {
+            max,
+            data_type,
+            values,
+        }
+    }
+
+    fn grow(&mut self, total: usize) {
+        match &mut self.values {
+            Values::Best { best, has } => {
+                if best.len() < total {
+                    best.resize(total, 0);
+                    has.resize(total, false);
+                }
+            }
+            Values::Counted(v) => {
+                if v.len() < total {
+                    v.resize_with(total, BTreeMap::new);
+                }
+            }
+        }
+    }
+
+    /// The current value of group `g`.
+    fn value(&self, g: usize) -> Option<i64> {
+        match &self.values {
+            Values::Best { best, has } => has.get(g).copied().unwrap_or(false).then(|| best[g]),
+            Values::Counted(v) => {
+                let set = v.get(g)?;
+                if self.max {
+                    set.keys().next_back().copied()
+                } else {
+                    set.keys().next().copied()
+                }
+            }
+        }
+    }
+
+    /// `values` (keys, see [`keys`]) in the argument's type.
+    fn typed(&self, values: Int64Array) -> Result<ArrayRef> {
+        if self.data_type.is_floating() {
+            let floats: datafusion_common::arrow::array::Float64Array =
+                values.unary(|k| f64::from_bits(float_key(k) as u64));
+            return Ok(cast(&floats, &self.data_type)?);
+        }
+        Ok(cast(&values, &self.data_type)?)
+    }
+
+    /// Adds `x` to group `g` (or takes one copy out).
+    fn add(&mut self, g: usize, x: i64, retract: bool) -> Result<()> {
+        let max = self.max;
+        match &mut self.values {
+            Values::Best { best, has } => {
+                if retract {
+                    return Err(SluiceError::Internal(
+                        "MIN/MAX of an append-only input got a retraction".into(),
+                    ));
+                }
+                if !has[g] || (max && x > best[g]) || (!max && x < best[g]) {
+                    best[g] = x;
+                    has[g] = true;
+                }
+            }
+            Values::Counted(v) => {
+                let set = &mut v[g];
+                if retract {
+                    if let Some(c) = set.get_mut(&x) {
+                        *c -= 1;
+                        if *c == 0 {
+                            set.remove(&x);
+                        }
+                    }
+                } else {
+                    *set.entry(x).or_default() += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl GroupsState for MinMax {
+    fn update(
+        &mut self,
+        values: &[ArrayRef],
+        rows: BatchRows<'_>,
+        filter: Option<&BooleanArray>,
+    ) -> Result<()> {
+        self.grow(rows.total_groups);
+        let v = keys(&values[0])?;
+        let x = v.values();
+        let mut failed = None;
+        for_each_row(rows, v.nulls(), filter, |row, g, retract| {
+            if let Err(e) = self.add(g, x[row], retract) {
+                failed = Some(e);
+            }
+        });
+        failed.map_or(Ok(()), Err)
+    }
+
+    fn evaluate(&mut self, groups: &[u32]) -> Result<ArrayRef> {
+        self.typed(Int64Array::from_iter(
+            groups.iter().map(|&g| self.value(g as usize)),
+        ))
+    }
+
+    /// Append-only: one column, the value (NULL without one), as DataFusion's MIN/MAX
+    /// state. Over a changelog: one list per group of every value repeated by its count,
+    /// as [`super::multiset::Multiset`]'s state.
+    fn state(&mut self, groups: &[u32]) -> Result<Vec<ArrayRef>> {
+        let Values::Counted(sets) = &self.values else {
+            return Ok(vec![self.evaluate(groups)?]);
+        };
+        let mut flat = Vec::new();
+        let mut lengths = Vec::with_capacity(groups.len());
+        for &g in groups {
+            let before = flat.len();
+            if let Some(set) = sets.get(g as usize) {
+                for (&x, &c) in set {
+                    flat.extend(std::iter::repeat_n(x, c as usize));
+                }
+            }
+            lengths.push(flat.len() - before);
+        }
+        let items = self.typed(Int64Array::from(flat))?;
+        let field = Arc::new(Field::new_list_field(self.data_type.clone(), true));
+        Ok(vec![Arc::new(ListArray::try_new(
+            field,
+            OffsetBuffer::from_lengths(lengths),
+            items,
+            None,
+        )?)])
+    }
+
+    fn merge(&mut self, states: &[ArrayRef], groups: &[usize], total: usize) -> Result<()> {
+        self.grow(total);
+        let column = states
+            .first()
+            .ok_or_else(|| SluiceError::Internal("MIN/MAX state: no column".into()))?;
+        if matches!(self.values, Values::Counted(_)) {
+            let lists = column.as_list_opt::<i32>().ok_or_else(|| {
+                SluiceError::Internal("MIN/MAX state of a changelog: not a list".into())
+            })?;
+            for (row, &g) in groups.iter().enumerate() {
+                if lists.is_null(row) {
+                    continue;
+                }
+                let items = keys(&lists.value(row))?;
+                for x in items.iter().flatten() {
+                    self.add(g, x, false)?;
+                }
+            }
+        } else {
+            let v = keys(column)?;
+            for (row, &g) in groups.iter().enumerate() {
+                if v.is_valid(row) {
+                    self.add(g, v.value(row), false)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn reset(&mut self, group: usize) {
+        match &mut self.values {
+            Values::Best { has, .. } => {
+                if let Some(h) = has.get_mut(group) {
+                    *h = false;
+                }
+            }
+            Values::Counted(v) => {
+                if let Some(set) = v.get_mut(group) {
+                    set.clear();
+                }
+            }
+        }
+    }
+}
