@@ -1,7 +1,6 @@
 //! `MIN` and `MAX` of integer, floating-point and TIMESTAMP columns kept per group without
-//! scalars, each value as an `i64` key that orders as the values do (a floating-point
-//! value's bits arranged so that integer order is Java's `Double.compare` order: -0.0
-//! below 0.0, NaN above everything): over an append-only input the best value so far;
+//! scalars, each value as its [`super::value_keys`] key: over an append-only input the
+//! best value so far;
 //! over a changelog every value with its count (a retraction takes one copy out, so the
 //! next best is known), as [`super::multiset::Multiset`] keeps them for other types.
 //! Values and result type are the argument's (Flink docs, "Aggregate Functions"); NULL
@@ -14,36 +13,12 @@ use datafusion_common::arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, Int64Array, ListArray,
 };
 use datafusion_common::arrow::buffer::OffsetBuffer;
-use datafusion_common::arrow::compute::cast;
-use datafusion_common::arrow::datatypes::{DataType, Field, Int64Type};
+use datafusion_common::arrow::datatypes::{DataType, Field};
 use sluice_common::{Result, SluiceError};
 
 use super::numeric::for_each_row;
+use super::value_keys::{keys, values};
 use super::{BatchRows, GroupsState};
-
-/// Whether `MIN`/`MAX` of `t` is kept here.
-pub fn supports(t: &DataType) -> bool {
-    t.is_signed_integer() || t.is_floating() || matches!(t, DataType::Timestamp(_, _))
-}
-
-/// A DOUBLE's bits as an `i64` whose order is the values' total order (negative values
-/// have every bit but the sign flipped); its own inverse.
-#[inline]
-fn float_key(bits: i64) -> i64 {
-    bits ^ (((bits >> 63) as u64) >> 1) as i64
-}
-
-/// The values of `array` as order-preserving `i64` keys (see [`float_key`]).
-fn keys(array: &ArrayRef) -> Result<Int64Array> {
-    if array.data_type().is_floating() {
-        let v = cast(array, &DataType::Float64)?;
-        let v = v.as_primitive::<datafusion_common::arrow::datatypes::Float64Type>();
-        return Ok(v.unary(|x| float_key(x.to_bits() as i64)));
-    }
-    Ok(cast(array, &DataType::Int64)?
-        .as_primitive::<Int64Type>()
-        .clone())
-}
 
 /// Per group: the best value, or every value with its count.
 enum Values {
@@ -109,14 +84,9 @@ impl MinMax {
         }
     }
 
-    /// `values` (keys, see [`keys`]) in the argument's type.
-    fn typed(&self, values: Int64Array) -> Result<ArrayRef> {
-        if self.data_type.is_floating() {
-            let floats: datafusion_common::arrow::array::Float64Array =
-                values.unary(|k| f64::from_bits(float_key(k) as u64));
-            return Ok(cast(&floats, &self.data_type)?);
-        }
-        Ok(cast(&values, &self.data_type)?)
+    /// `values` (keys) in the argument's type.
+    fn typed(&self, keys: Int64Array) -> Result<ArrayRef> {
+        values(keys, &self.data_type)
     }
 
     /// Adds `x` to group `g` (or takes one copy out).

@@ -22,16 +22,19 @@
 //!
 //! Implementations ([`for_aggregate`] picks one): [`numeric`] keeps `COUNT`, `SUM` (of
 //! integers and floating-point numbers) and `AVG` in plain vectors updated by one loop
-//! over the batch; [`minmax`] keeps `MIN`/`MAX` of integers and timestamps (the best
-//! value, or over a changelog every value with its count); everything else (`MIN`/`MAX`
-//! of other types and `COUNT(DISTINCT)` over a changelog as a [`multiset::Multiset`],
+//! over the batch; [`minmax`] keeps `MIN`/`MAX` and [`distinct`] `COUNT(DISTINCT)` of
+//! integers, floating-point numbers and timestamps (values as [`value_keys`]: the best
+//! value, or every value with its count); everything else (`MIN`/`MAX` and
+//! `COUNT(DISTINCT)` of other types, over a changelog as a [`multiset::Multiset`],
 //! `FIRST_VALUE`, `LISTAGG`, `STDDEV`, DECIMAL `SUM`, ...) goes through
 //! [`rowwise::RowwiseGroups`], one DataFusion `Accumulator` per group.
 
+pub mod distinct;
 pub mod minmax;
 pub mod multiset;
 pub mod numeric;
 pub mod rowwise;
+pub mod value_keys;
 
 use std::sync::Arc;
 
@@ -114,11 +117,15 @@ pub fn for_aggregate(
         return Ok(state);
     }
     let result = result_type(aggregate);
-    if let ("min" | "max", [t]) = (aggregate.fun().name(), arg_types) {
-        if minmax::supports(t) && *t == result {
+    match (aggregate.fun().name(), arg_types) {
+        ("min" | "max", [t]) if value_keys::supports(t) && *t == result => {
             let max = aggregate.fun().name() == "max";
             return Ok(Box::new(minmax::MinMax::new(max, result, retracting)));
         }
+        ("count", [t]) if aggregate.is_distinct() && value_keys::supports(t) => {
+            return Ok(Box::new(distinct::DistinctCount::new(t.clone())));
+        }
+        _ => {}
     }
     Ok(Box::new(rowwise::RowwiseGroups::new(
         Arc::clone(aggregate),
@@ -160,7 +167,26 @@ mod tests {
             (aggregate(max_udaf(), "i", &s, "ma"), DataType::Int64),
             (aggregate(min_udaf(), "f", &s, "mf"), DataType::Float64),
             (aggregate(max_udaf(), "f", &s, "xf"), DataType::Float64),
+            (count_distinct("i", &s), DataType::Int64),
+            (count_distinct("f", &s), DataType::Float64),
         ]
+    }
+
+    /// `COUNT(DISTINCT column)`.
+    fn count_distinct(column: &str, input: &SchemaRef) -> Arc<AggregateFunctionExpr> {
+        use datafusion_physical_expr::aggregate::AggregateExprBuilder;
+        let arg = datafusion_physical_expr::expressions::col(column, input).unwrap();
+        Arc::new(
+            AggregateExprBuilder::new(
+                datafusion_functions_aggregate::count::count_udaf(),
+                vec![arg],
+            )
+            .schema(Arc::clone(input))
+            .alias(format!("cd_{column}"))
+            .distinct()
+            .build()
+            .unwrap(),
+        )
     }
 
     /// The column-wise state of `aggregate` (never the row-wise one: that is the
@@ -171,6 +197,7 @@ mod tests {
         retracting: bool,
     ) -> Box<dyn GroupsState> {
         match aggregate.fun().name() {
+            "count" if aggregate.is_distinct() => Box::new(distinct::DistinctCount::new(t.clone())),
             "min" | "max" => Box::new(minmax::MinMax::new(
                 aggregate.fun().name() == "max",
                 t.clone(),
@@ -280,7 +307,10 @@ mod tests {
             // A reset group is empty again.
             restored.reset(3);
             let v = restored.evaluate(&[3]).unwrap();
-            let empty = if aggregate.name() == "c" { 0 } else { 1 };
+            let empty = match aggregate.fun().name() {
+                "count" => 0,
+                _ => 1,
+            };
             assert_eq!(v.null_count(), empty, "{}", aggregate.name());
         }
     }
