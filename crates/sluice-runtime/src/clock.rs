@@ -89,7 +89,8 @@ mod tests {
 /// When an operator looks for state idle longer than `'table.exec.state.ttl'`: at most
 /// twice per TTL (so a key is forgotten between 1 and 1.5 TTLs after its last row), and on
 /// a processing-time timer when no row arrives. One schedule for every operator with
-/// idle-state retention (updating aggregate, regular join, Top-N).
+/// idle-state retention (through [`crate::state::ttl::IdleKeys`], or the regular join's
+/// per-row times).
 #[derive(Debug, Clone, Copy)]
 pub struct IdleSweep {
     /// Processing time (ms) of the last sweep; far in the past before the first, so the

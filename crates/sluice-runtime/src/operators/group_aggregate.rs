@@ -41,6 +41,7 @@ use crate::operators::stateless::batch_with_schema;
 use crate::operators::window_aggregate::AggregateCall;
 use crate::state::group_state::{self, BatchRows, GroupsState};
 use crate::state::keyed::KeyRegistry;
+use crate::state::ttl::IdleKeys;
 use crate::state::{key_converter, SnapshotReader, SnapshotWriter};
 
 /// See the module docs. Output schema: the keys, then one column per aggregate; rows carry
@@ -59,9 +60,6 @@ pub struct GroupAggregateOperator {
     registry: KeyRegistry,
     /// Per group id: net row count (inserts minus retractions).
     rows: Vec<i64>,
-    /// Per group id: processing time of the group's last row (ms since the operator
-    /// started; negative for a group restored with idle time from before it started).
-    last_access_ms: Vec<i64>,
     /// Per group id: whether a result row is out (emitted and not deleted); it holds the
     /// group's current values.
     emitted: Vec<bool>,
@@ -73,12 +71,8 @@ pub struct GroupAggregateOperator {
     /// Scratch: every row index of a batch, and the rows' group ids.
     all_rows: Vec<u32>,
     group_of: Vec<usize>,
-    /// Idle state retention (`'table.exec.state.ttl'`).
-    ttl: Option<std::time::Duration>,
-    /// Processing time, which the TTL is measured in.
-    clock: ProcessingClock,
-    /// When expired groups are looked for.
-    sweep: crate::clock::IdleSweep,
+    /// Idle state retention per group id (`'table.exec.state.ttl'`).
+    idle: IdleKeys,
 }
 
 impl GroupAggregateOperator {
@@ -91,35 +85,21 @@ impl GroupAggregateOperator {
         ttl: Option<std::time::Duration>,
         clock: ProcessingClock,
     ) -> Self {
-        self.ttl = ttl;
-        self.clock = clock;
+        self.idle = IdleKeys::new(ttl, clock);
         self
     }
 
     fn now_ms(&self) -> i64 {
-        self.clock.now_ms()
+        self.idle.now_ms()
     }
 
     /// Forgets the groups idle for longer than the TTL (looked for at most twice per
     /// TTL); their ids are reused by new keys.
     fn expire(&mut self) {
-        let Some(ttl) = self.ttl else {
-            return;
-        };
-        if self.keys.is_empty() {
+        if !self.idle.enabled() || self.keys.is_empty() {
             return; // the global aggregate always has its row
         }
-        let ttl_ms = ttl.as_millis() as i64;
-        let now = self.now_ms();
-        if !self.sweep.due(now, ttl_ms) {
-            return;
-        }
-        let idle: Vec<u32> = self
-            .registry
-            .live_ids()
-            .filter(|&id| now - self.last_access_ms[id as usize] > ttl_ms)
-            .collect();
-        for id in idle {
+        for id in self.idle.expired(self.registry.live_ids()) {
             self.forget(id);
         }
     }
@@ -188,28 +168,19 @@ impl GroupAggregateOperator {
             states,
             registry: KeyRegistry::new(),
             rows: Vec::new(),
-            last_access_ms: Vec::new(),
             emitted: Vec::new(),
             touched_in: Vec::new(),
             batch_number: 0,
             schema,
             all_rows: Vec::new(),
             group_of: Vec::new(),
-            ttl: None,
-            clock: ProcessingClock::system(),
-            // The first batch sweeps (restored groups may be idle already).
-            sweep: crate::clock::IdleSweep::default(),
+            idle: IdleKeys::new(None, ProcessingClock::system()),
         })
     }
 
     /// The group ids of `key_rows` (all `n` rows; `None` without keys) into
-    /// `self.group_of`, registering new keys (accessed at `now`).
-    fn assign_groups(
-        &mut self,
-        key_rows: Option<&datafusion_common::arrow::row::Rows>,
-        n: usize,
-        now: i64,
-    ) {
+    /// `self.group_of`, registering new keys.
+    fn assign_groups(&mut self, key_rows: Option<&datafusion_common::arrow::row::Rows>, n: usize) {
         if self.all_rows.len() < n {
             self.all_rows = (0..n as u32).collect();
         }
@@ -218,7 +189,6 @@ impl GroupAggregateOperator {
         let capacity = self.registry.capacity();
         if self.rows.len() < capacity {
             self.rows.resize(capacity, 0);
-            self.last_access_ms.resize(capacity, now);
             self.emitted.resize(capacity, false);
             self.touched_in.resize(capacity, 0);
         }
@@ -237,7 +207,7 @@ impl GroupAggregateOperator {
         for &g in &self.group_of {
             if self.touched_in[g] != self.batch_number {
                 self.touched_in[g] = self.batch_number;
-                self.last_access_ms[g] = now;
+                self.idle.touch(g, now);
                 touched.push(g as u32);
             }
         }
@@ -353,11 +323,8 @@ impl Operator for GroupAggregateOperator {
     /// With a TTL and groups in state: the next sweep for idle groups (so they are
     /// forgotten even when no row arrives).
     fn next_processing_timer(&self) -> Option<i64> {
-        let ttl = self.ttl?.as_millis() as i64;
-        if self.keys.is_empty() || self.registry.is_empty() {
-            return None;
-        }
-        Some(self.sweep.next_ms(ttl))
+        self.idle
+            .next_timer(!self.keys.is_empty() && !self.registry.is_empty())
     }
 
     fn on_processing_time(&mut self, _now_ms: i64, _out: &mut Collector) -> Result<()> {
@@ -378,7 +345,7 @@ impl Operator for GroupAggregateOperator {
             Some(c) => Some(c.convert_columns(&key_columns)?),
             None => None,
         };
-        self.assign_groups(key_rows.as_ref(), n, now);
+        self.assign_groups(key_rows.as_ref(), n);
         let touched = self.touched_groups(now);
         let before = self.values_out(&touched)?;
         let retract: Option<Vec<bool>> = batch.ops.as_ref().map(|ops| {
@@ -405,8 +372,7 @@ impl Operator for GroupAggregateOperator {
     fn on_end(&mut self, out: &mut Collector) -> Result<()> {
         // A global aggregate has its one row even when no row ever arrived.
         if self.keys.is_empty() && self.registry.is_empty() {
-            let now = self.now_ms();
-            self.assign_groups(None, 1, now);
+            self.assign_groups(None, 1);
             let id = self.group_of[0] as u32;
             let nothing_out = (Vec::new(), self.current_values(&[])?);
             self.emit_changes(&[id], nothing_out, out)?;
@@ -440,8 +406,7 @@ impl Operator for GroupAggregateOperator {
         w.column(
             "idle_ms",
             Arc::new(Int64Array::from_iter_values(
-                ids.iter()
-                    .map(|&g| (now - self.last_access_ms[g as usize]).max(0)),
+                ids.iter().map(|&g| self.idle.idle_ms(g as usize, now)),
             )),
         );
         w.column(
@@ -494,7 +459,7 @@ impl Operator for GroupAggregateOperator {
             // (Snapshots of Sluice 0.1 had no idle time: their plan fingerprints differ.)
             let now = self.now_ms();
             let (_, key_rows) = reader.key_rows(self.converter.as_ref(), self.keys.len())?;
-            self.assign_groups(key_rows.as_ref(), n, now);
+            self.assign_groups(key_rows.as_ref(), n);
             let groups = std::mem::take(&mut self.group_of);
             let total = self.registry.capacity();
             for (a, state) in self.states.iter_mut().enumerate() {
@@ -502,7 +467,7 @@ impl Operator for GroupAggregateOperator {
             }
             for (row, &g) in groups.iter().enumerate() {
                 self.rows[g] = rows.value(row);
-                self.last_access_ms[g] = now - idle.value(row);
+                self.idle.restore(g, now, idle.value(row));
                 // The row out holds the restored values (`out_<a>` equals them).
                 self.emitted[g] = emitted.value(row);
             }

@@ -21,10 +21,14 @@ pub mod window_join;
 pub(crate) mod test_support {
     use std::sync::Arc;
 
+    use datafusion_common::arrow::array::{Int32Array, Int8Array, RecordBatch};
     use datafusion_common::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
     use datafusion_expr::AggregateUDF;
     use datafusion_physical_expr::aggregate::{AggregateExprBuilder, AggregateFunctionExpr};
     use datafusion_physical_expr::expressions::col;
+
+    use crate::message::{Message, RowKind, StreamBatch};
+    use crate::operator::{Collector, Operator};
 
     /// The aggregate `udf(column)` over `input`, named `alias`.
     pub fn aggregate(
@@ -50,6 +54,45 @@ pub(crate) mod test_support {
             input,
             "n",
         )
+    }
+
+    /// Pushes one batch of `(k, v, kind)` rows of `schema` (two INT columns) into `op`;
+    /// the changes it emits as `"+I k v ..."` strings, in order.
+    pub fn push_pairs(
+        op: &mut dyn Operator,
+        schema: &SchemaRef,
+        rows: &[(i32, i32, RowKind)],
+    ) -> Vec<String> {
+        let data = RecordBatch::try_new(
+            Arc::clone(schema),
+            vec![
+                Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.0))),
+                Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.1))),
+            ],
+        )
+        .unwrap();
+        let batch = StreamBatch {
+            data,
+            row_watermarks: None,
+            ops: Some(Int8Array::from_iter_values(rows.iter().map(|r| r.2 as i8))),
+        };
+        let mut out = Collector::default();
+        op.process_batch(batch, &mut out).unwrap();
+        let mut changes = Vec::new();
+        for m in out.take() {
+            let Message::Data(b) = m else {
+                continue;
+            };
+            for i in 0..b.num_rows() {
+                let mut s = b.row_kind(i).short().to_string();
+                for c in b.data.columns() {
+                    let v = datafusion_common::ScalarValue::try_from_array(c, i).unwrap();
+                    s.push_str(&format!(" {v}"));
+                }
+                changes.push(s);
+            }
+        }
+        changes
     }
 
     /// The output `(k INT, n BIGINT)` of `SELECT k, COUNT(..) AS n ... GROUP BY k`.

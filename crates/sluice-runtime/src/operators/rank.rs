@@ -44,6 +44,7 @@ use crate::operator::{Collector, Operator};
 use crate::operators::stateless::batch_with_schema;
 use crate::state::keyed::KeyedValues;
 use crate::state::sorted::SortedRows;
+use crate::state::ttl::IdleKeys;
 use crate::state::{key_converter, SnapshotReader, SnapshotWriter};
 
 /// A partition's rows in rank order (rows shared, so the lists compared per batch copy no
@@ -117,14 +118,9 @@ pub struct RankOperator {
     /// Per partition id, the number of the last batch that touched it.
     touched_in: Vec<u32>,
     batch_number: u32,
-    /// Idle state retention (`'table.exec.state.ttl'`; not for a window Top-N, whose
-    /// state goes with its windows).
-    ttl: Option<std::time::Duration>,
-    clock: ProcessingClock,
-    /// Per partition id, the processing time (ms) of its last row.
-    last_access: Vec<i64>,
-    /// When idle partitions are looked for.
-    sweep: crate::clock::IdleSweep,
+    /// Idle state retention per partition id (`'table.exec.state.ttl'`; not for a window
+    /// Top-N, whose state goes with its windows).
+    idle: IdleKeys,
     /// The next arrival number.
     next_seq: u64,
     in_schema: SchemaRef,
@@ -174,10 +170,7 @@ impl RankOperator {
             held: 0,
             touched_in: Vec::new(),
             batch_number: 0,
-            ttl: None,
-            clock: ProcessingClock::system(),
-            last_access: Vec::new(),
-            sweep: crate::clock::IdleSweep::default(),
+            idle: IdleKeys::new(None, ProcessingClock::system()),
             next_seq: 0,
             in_schema,
             schema,
@@ -193,42 +186,20 @@ impl RankOperator {
         ttl: Option<std::time::Duration>,
         clock: ProcessingClock,
     ) -> Self {
-        if self.window.is_none() {
-            self.ttl = ttl;
-        }
-        self.clock = clock;
+        let ttl = if self.window.is_none() { ttl } else { None };
+        self.idle = IdleKeys::new(ttl, clock);
         self
-    }
-
-    /// Records a row of partition `p` now.
-    fn touch(&mut self, p: usize, now: i64) {
-        if self.ttl.is_none() {
-            return;
-        }
-        if self.last_access.len() <= p {
-            self.last_access
-                .resize(self.partitions.capacity().max(p + 1), now);
-        }
-        self.last_access[p] = now;
     }
 
     /// Forgets the partitions idle for longer than the TTL (looked for at most twice per
     /// TTL).
     fn expire(&mut self) {
-        let Some(ttl) = self.ttl else {
-            return;
-        };
-        let ttl_ms = ttl.as_millis() as i64;
-        let now = self.clock.now_ms();
-        if !self.sweep.due(now, ttl_ms) {
+        if !self.idle.enabled() {
             return;
         }
-        for id in self.partitions.live_ids() {
-            let last = self.last_access.get(id as usize).copied().unwrap_or(now);
-            if now - last > ttl_ms {
-                self.held -= self.partitions[id as usize].len();
-                self.partitions.forget(id, Ranked::new());
-            }
+        for id in self.idle.expired(self.partitions.live_ids().into_iter()) {
+            self.held -= self.partitions[id as usize].len();
+            self.partitions.forget(id, Ranked::new());
         }
     }
 
@@ -505,11 +476,7 @@ impl Operator for RankOperator {
 
     /// With a TTL and partitions in state: the next sweep for idle ones.
     fn next_processing_timer(&self) -> Option<i64> {
-        let ttl = self.ttl?.as_millis() as i64;
-        if self.partitions.is_empty() {
-            return None;
-        }
-        Some(self.sweep.next_ms(ttl))
+        self.idle.next_timer(!self.partitions.is_empty())
     }
 
     fn on_processing_time(&mut self, _now_ms: i64, _out: &mut Collector) -> Result<()> {
@@ -532,7 +499,7 @@ impl Operator for RankOperator {
             return self.process_windowed(batch);
         }
         self.expire();
-        let now = self.clock.now_ms();
+        let now = self.idle.now_ms();
         let data = &batch.data;
         let n = data.num_rows();
         let all: Vec<u32> = (0..n as u32).collect();
@@ -574,7 +541,7 @@ impl Operator for RankOperator {
             let p = ids[i];
             if self.touched_in[p] != self.batch_number {
                 self.touched_in[p] = self.batch_number;
-                self.touch(p, now);
+                self.idle.touch(p, now);
                 let from = shown.len();
                 self.ranked_into(&self.partitions[p], &mut shown);
                 before.push((p, from, shown.len()));
@@ -635,13 +602,10 @@ impl Operator for RankOperator {
         let mut w = SnapshotWriter::new(key_columns, ids.len(), max_parallelism)?;
         w.column("seq", Arc::new(Int64Array::from(seqs)));
         // Idle time, so a restore keeps each partition's TTL clock.
-        let now = self.clock.now_ms();
+        let now = self.idle.now_ms();
         let idle: Vec<i64> = ids
             .iter()
-            .map(|&id| {
-                let last = self.last_access.get(id as usize).copied().unwrap_or(now);
-                (now - last).max(0)
-            })
+            .map(|&id| self.idle.idle_ms(id as usize, now))
             .collect();
         w.column("idle_ms", Arc::new(Int64Array::from(idle)));
         let parser = self.row_converter.parser();
@@ -664,7 +628,7 @@ impl Operator for RankOperator {
             let reader = SnapshotReader::new(snap, "Top-N");
             let seqs = reader.primitive::<Int64Type>("seq")?;
             let idle = reader.primitive::<Int64Type>("idle_ms")?;
-            let now = self.clock.now_ms();
+            let now = self.idle.now_ms();
             let (_, key_rows) =
                 reader.key_rows(self.key_converter.as_ref(), self.partition_by.len())?;
             let columns = (0..self.in_schema.fields().len())
@@ -691,7 +655,7 @@ impl Operator for RankOperator {
                 }
                 let seq = seqs.value(i) as u64;
                 self.next_seq = self.next_seq.max(seq + 1);
-                self.touch(p, now - idle.value(i));
+                self.idle.restore(p, now, idle.value(i));
                 let sort = self.sort_key(&sort_keys, i, seq);
                 self.partitions[p].insert(sort, seq, Arc::from(rows.row(i).as_ref()));
                 self.held += 1;
@@ -704,7 +668,6 @@ impl Operator for RankOperator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion_common::arrow::array::Int32Array;
     use datafusion_common::arrow::datatypes::{DataType, Field, Schema};
     use datafusion_physical_expr::expressions::col;
 
@@ -740,36 +703,8 @@ mod tests {
 
     /// Pushes one batch of `(k, v, kind)` rows; the changes as `"+I k v rn"` strings.
     fn push(op: &mut RankOperator, rows: &[(i32, i32, RowKind)]) -> Vec<String> {
-        let data = RecordBatch::try_new(
-            Arc::clone(&op.in_schema),
-            vec![
-                Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.0))),
-                Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.1))),
-            ],
-        )
-        .unwrap();
-        let batch = StreamBatch {
-            data,
-            row_watermarks: None,
-            ops: Some(Int8Array::from_iter_values(rows.iter().map(|r| r.2 as i8))),
-        };
-        let mut out = Collector::default();
-        op.process_batch(batch, &mut out).unwrap();
-        let mut changes = Vec::new();
-        for m in out.take() {
-            let crate::message::Message::Data(b) = m else {
-                continue;
-            };
-            for i in 0..b.num_rows() {
-                let mut s = b.row_kind(i).short().to_string();
-                for c in b.data.columns() {
-                    let v = datafusion_common::ScalarValue::try_from_array(c, i).unwrap();
-                    s.push_str(&format!(" {v}"));
-                }
-                changes.push(s);
-            }
-        }
-        changes
+        let schema = Arc::clone(&op.in_schema);
+        crate::operators::test_support::push_pairs(op, &schema, rows)
     }
 
     const I: RowKind = RowKind::Insert;

@@ -16,6 +16,7 @@
 //! - [`snapshot`]: the common snapshot layout (`key_group`, `key_<k>`, state columns),
 //!   written with [`SnapshotWriter`], read with [`SnapshotReader`], encoded as Arrow IPC.
 //! - [`window`]: window aggregate state, namespaced by window.
+//! - [`ttl`]: idle state retention per key id (`'table.exec.state.ttl'`).
 //!
 //! Everything held here is columnar or decodes to columns (key rows in Arrow's row format,
 //! accumulator state arrays, buffered batches), which is what checkpoints write.
@@ -27,6 +28,7 @@ pub mod rows;
 pub mod snapshot;
 pub mod sorted;
 pub mod time;
+pub mod ttl;
 pub mod window;
 
 use std::sync::Arc;
