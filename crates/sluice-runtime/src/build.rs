@@ -8,7 +8,7 @@ use datafusion_common::DFSchema;
 use datafusion_expr::execution_props::ExecutionProps;
 use datafusion_expr::physical_planning_context::PhysicalPlanningContext;
 use datafusion_physical_expr::aggregate::{AggregateFunctionExpr, LoweredAggregateBuilder};
-use sluice_common::plan::{OperatorSpec, PlanNode, WindowInput};
+use sluice_common::plan::{OperatorSpec, PlanNode, RankFunction, WindowInput};
 use sluice_common::{Result, SluiceError};
 
 use crate::connectors::{create_sink, BatchSink, ConnectorContext};
@@ -319,6 +319,25 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
         )?),
         OperatorSpec::Limit { offset, fetch } => {
             Box::new(crate::operators::sort::LimitOperator::new(*offset, *fetch))
+        }
+        // A Top-1 over append-only input keeps one row per partition.
+        OperatorSpec::Rank(spec)
+            if spec.window.is_none()
+                && spec.function == RankFunction::RowNumber
+                && (spec.lower, spec.upper) == (1, 1)
+                && !input.is_updating() =>
+        {
+            Box::new(
+                crate::operators::deduplicate::DeduplicateOperator::new(
+                    physical_all(&spec.partition_by, in_schema)?,
+                    sort_keys(&spec.order_by, in_schema)?,
+                    spec.rank_column,
+                    spec.by_arrival,
+                    Arc::new(in_schema.as_arrow().clone()),
+                    out_schema,
+                )?
+                .with_state_ttl(env.state_ttl, env.clock.clone()),
+            )
         }
         OperatorSpec::Rank(spec) => Box::new(
             crate::operators::rank::RankOperator::new(

@@ -1,5 +1,6 @@
 //! The operators: one module per kind.
 
+pub mod deduplicate;
 pub mod group_aggregate;
 pub mod interval_join;
 pub mod join;

@@ -1,0 +1,592 @@
+//! Deduplication and every other Top-1 over an append-only input: `ROW_NUMBER() OVER
+//! (PARTITION BY k ORDER BY ...) = 1` (Flink SQL "Deduplication"; Flink's
+//! `RowTimeDeduplicateFunction` and the processing-time keep-first / keep-last functions).
+//! The general Top-N ([`super::rank::RankOperator`]) keeps the same answer with a sorted
+//! row list per partition; a Top-1 over rows that are never retracted needs only one row
+//! per partition, so this operator keeps just that, in buffers reused when it is replaced.
+//!
+//! Per partition id: the kept row in Arrow's row format, its sort key (its `ORDER BY`
+//! values in row format, so bytes compare in the `ORDER BY` order) and its arrival number.
+//! A new row replaces the kept one when its sort key is smaller (an equal key keeps the
+//! earlier arrival: shared cases rule 9); ranked by arrival (a `PROCTIME()` attribute)
+//! descending always replaces, ascending never does.
+//!
+//! Output per batch (mini-batch, as the Top-N): for each partition whose row changed, the
+//! batch's best row: `+I` for a new partition, else `-U old` / `+U new` (a Top-1's
+//! replacement is an update, as Flink emits it); with the rank column, a constant 1.
+//! State: one row per partition, in the Top-N's snapshot layout, so the two restore each
+//! other's checkpoints.
+
+use std::sync::Arc;
+
+use datafusion_common::arrow::array::{
+    Array, ArrayRef, Int64Array, Int8Array, RecordBatch, UInt32Array,
+};
+use datafusion_common::arrow::compute::{interleave, take, SortOptions};
+use datafusion_common::arrow::datatypes::{Int64Type, SchemaRef};
+use datafusion_common::arrow::row::{RowConverter, Rows};
+use datafusion_physical_expr::PhysicalExpr;
+use sluice_common::Result;
+
+use crate::clock::ProcessingClock;
+use crate::expr::evaluate_all;
+use crate::message::{RowKind, StreamBatch};
+use crate::operator::{Collector, Operator};
+use crate::operators::stateless::batch_with_schema;
+use crate::state::keyed::KeyRegistry;
+use crate::state::ttl::IdleKeys;
+use crate::state::{key_converter, SnapshotReader, SnapshotWriter};
+
+/// A partition's kept row (`live`: there is one).
+#[derive(Default)]
+struct Kept {
+    live: bool,
+    seq: u64,
+    sort: Vec<u8>,
+    row: Vec<u8>,
+}
+
+/// No row of this batch (yet) for a partition.
+const NONE: u32 = u32::MAX;
+
+/// See the module docs.
+pub struct DeduplicateOperator {
+    partition_by: Vec<Arc<dyn PhysicalExpr>>,
+    key_converter: Option<RowConverter>,
+    order_by: Vec<Arc<dyn PhysicalExpr>>,
+    sort_converter: RowConverter,
+    row_converter: RowConverter,
+    /// Ranked by arrival (`ORDER BY` a processing-time attribute): `Some(descending)`.
+    by_arrival: Option<bool>,
+    rank_column: bool,
+    partitions: KeyRegistry,
+    /// Per partition id.
+    kept: Vec<Kept>,
+    /// Per partition id: the last batch that touched it, and that batch's best row.
+    touched_in: Vec<u32>,
+    winner: Vec<u32>,
+    batch_number: u32,
+    /// Idle state retention per partition id (`'table.exec.state.ttl'`).
+    idle: IdleKeys,
+    /// The next arrival number.
+    next_seq: u64,
+    /// Scratch: every row index of a batch, and the rows' partition ids.
+    all_rows: Vec<u32>,
+    ids: Vec<usize>,
+    in_schema: SchemaRef,
+    schema: SchemaRef,
+}
+
+impl DeduplicateOperator {
+    /// The first row of each partition of `partition_by` in `order_by` order (ties: the
+    /// earlier arrival), over append-only input `in_schema`; `by_arrival` when `order_by`
+    /// is a processing-time attribute; `rank_column` appends the rank (always 1); output
+    /// `schema` (the input's columns, then the rank).
+    pub fn new(
+        partition_by: Vec<Arc<dyn PhysicalExpr>>,
+        order_by: Vec<(Arc<dyn PhysicalExpr>, SortOptions)>,
+        rank_column: bool,
+        by_arrival: bool,
+        in_schema: SchemaRef,
+        schema: SchemaRef,
+    ) -> Result<Self> {
+        let key_types = partition_by
+            .iter()
+            .map(|k| k.data_type(&in_schema))
+            .collect::<datafusion_common::Result<Vec<_>>>()?;
+        let descending = order_by.first().is_some_and(|(_, o)| o.descending);
+        Ok(DeduplicateOperator {
+            key_converter: key_converter(&key_types)?,
+            partition_by,
+            sort_converter: crate::state::sort_converter(&order_by, &in_schema)?,
+            order_by: order_by.into_iter().map(|(e, _)| e).collect(),
+            row_converter: crate::state::row_converter(&in_schema)?,
+            by_arrival: by_arrival.then_some(descending),
+            rank_column,
+            partitions: KeyRegistry::new(),
+            kept: Vec::new(),
+            touched_in: Vec::new(),
+            winner: Vec::new(),
+            batch_number: 0,
+            idle: IdleKeys::new(None, ProcessingClock::system()),
+            next_seq: 0,
+            all_rows: Vec::new(),
+            ids: Vec::new(),
+            in_schema,
+            schema,
+        })
+    }
+
+    /// Forgets partitions that received no row for `ttl` of processing time (Flink's
+    /// `table.exec.state.ttl`), without output: a later row of the partition is its first
+    /// again (`+I`). Idle time is measured on `clock`.
+    pub fn with_state_ttl(
+        mut self,
+        ttl: Option<std::time::Duration>,
+        clock: ProcessingClock,
+    ) -> Self {
+        self.idle = IdleKeys::new(ttl, clock);
+        self
+    }
+
+    /// The partition ids of the first `n` rows of `data` into `self.ids` (new partitions
+    /// start without a row).
+    fn assign(&mut self, data: &RecordBatch, n: usize) -> Result<()> {
+        let keys = evaluate_all(&self.partition_by, data)?;
+        let key_rows = match &self.key_converter {
+            Some(c) => Some(c.convert_columns(&keys)?),
+            None => None,
+        };
+        self.ids_of(key_rows.as_ref(), n);
+        Ok(())
+    }
+
+    /// The partition ids of the first `n` of `key_rows` into `self.ids`, registering new
+    /// partitions (without a row).
+    fn ids_of(&mut self, key_rows: Option<&Rows>, n: usize) {
+        if self.all_rows.len() < n {
+            self.all_rows = (0..n as u32).collect();
+        }
+        self.partitions
+            .ids_of(key_rows, &self.all_rows[..n], &mut self.ids);
+        let capacity = self.partitions.capacity();
+        if self.kept.len() < capacity {
+            self.kept.resize_with(capacity, Kept::default);
+            self.touched_in.resize(capacity, 0);
+            self.winner.resize(capacity, NONE);
+        }
+    }
+
+    /// The sort keys of `data`'s rows (`None` when ranked by arrival).
+    fn sort_rows(&self, data: &RecordBatch) -> Result<Option<Rows>> {
+        if self.by_arrival.is_some() {
+            return Ok(None);
+        }
+        let values = evaluate_all(&self.order_by, data)?;
+        Ok(Some(self.sort_converter.convert_columns(&values)?))
+    }
+
+    /// Whether a row with sort key `new` arriving later replaces `(current, seq)`.
+    fn replaces(&self, new: &[u8], current: &[u8]) -> bool {
+        match self.by_arrival {
+            Some(descending) => descending,
+            None => new < current,
+        }
+    }
+
+    /// Forgets the partitions idle for longer than the TTL.
+    fn expire(&mut self) {
+        if !self.idle.enabled() {
+            return;
+        }
+        for id in self.idle.expired(self.partitions.live_ids()) {
+            self.partitions.forget(id);
+            self.kept[id as usize] = Kept::default();
+        }
+    }
+}
+
+impl Operator for DeduplicateOperator {
+    fn name(&self) -> &'static str {
+        "Deduplicate"
+    }
+
+    fn state_rows(&self) -> Option<u64> {
+        Some(self.partitions.len() as u64)
+    }
+
+    fn next_processing_timer(&self) -> Option<i64> {
+        self.idle.next_timer(!self.partitions.is_empty())
+    }
+
+    fn on_processing_time(&mut self, _now_ms: i64, _out: &mut Collector) -> Result<()> {
+        self.expire();
+        Ok(())
+    }
+
+    fn process_batch(&mut self, batch: StreamBatch, out: &mut Collector) -> Result<()> {
+        self.expire();
+        let now = self.idle.now_ms();
+        let data = &batch.data;
+        let n = data.num_rows();
+        self.assign(data, n)?;
+        let sort = self.sort_rows(data)?;
+        let sort_of = |i: u32| sort.as_ref().map_or(&[][..], |s| s.row(i as usize).data());
+        // Each touched partition once, in first-touch order, with the batch's best row.
+        self.batch_number = self.batch_number.wrapping_add(1);
+        let mut touched: Vec<u32> = Vec::new();
+        for i in 0..n as u32 {
+            let p = self.ids[i as usize];
+            if self.touched_in[p] != self.batch_number {
+                self.touched_in[p] = self.batch_number;
+                self.winner[p] = NONE;
+                self.idle.touch(p, now);
+                touched.push(p as u32);
+            }
+            let best = self.winner[p];
+            let wins = if best != NONE {
+                self.replaces(sort_of(i), sort_of(best))
+            } else if self.kept[p].live {
+                self.replaces(sort_of(i), &self.kept[p].sort)
+            } else {
+                true
+            };
+            if wins {
+                self.winner[p] = i;
+            }
+        }
+        let changed: Vec<u32> = touched
+            .into_iter()
+            .filter(|&p| self.winner[p as usize] != NONE)
+            .collect();
+        let seq0 = self.next_seq;
+        self.next_seq += n as u64;
+        if changed.is_empty() {
+            return Ok(());
+        }
+        // The old rows (decoded from state) and the new ones (taken from the batch),
+        // interleaved as -U old, +U new (or +I new).
+        let parser = self.row_converter.parser();
+        let old = self.row_converter.convert_rows(
+            changed
+                .iter()
+                .filter(|&&p| self.kept[p as usize].live)
+                .map(|&p| parser.parse(&self.kept[p as usize].row)),
+        )?;
+        let winners =
+            UInt32Array::from_iter_values(changed.iter().map(|&p| self.winner[p as usize]));
+        let new = data
+            .columns()
+            .iter()
+            .map(|c| take(c.as_ref(), &winners, None))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let mut order = Vec::with_capacity(2 * changed.len());
+        let mut ops = Vec::with_capacity(2 * changed.len());
+        let mut olds = 0;
+        for (k, &p) in changed.iter().enumerate() {
+            if self.kept[p as usize].live {
+                order.push((0, olds));
+                ops.push(RowKind::UpdateBefore as i8);
+                olds += 1;
+                order.push((1, k));
+                ops.push(RowKind::UpdateAfter as i8);
+            } else {
+                order.push((1, k));
+                ops.push(RowKind::Insert as i8);
+            }
+        }
+        let mut columns = old
+            .iter()
+            .zip(&new)
+            .map(|(o, n)| interleave(&[o.as_ref() as &dyn Array, n.as_ref()], &order))
+            .collect::<std::result::Result<Vec<ArrayRef>, _>>()?;
+        if self.rank_column {
+            columns.push(Arc::new(Int64Array::from_value(1, order.len())));
+        }
+        // The new rows become the kept ones (buffers reused).
+        let new_rows = self.row_converter.convert_columns(&new)?;
+        for (k, &p) in changed.iter().enumerate() {
+            let i = self.winner[p as usize];
+            let kept = &mut self.kept[p as usize];
+            kept.live = true;
+            kept.seq = seq0 + u64::from(i);
+            kept.row.clear();
+            kept.row.extend_from_slice(new_rows.row(k).as_ref());
+            kept.sort.clear();
+            kept.sort.extend_from_slice(sort_of(i));
+        }
+        let rows = order.len();
+        out.emit(StreamBatch {
+            data: batch_with_schema(&self.schema, columns, rows)?,
+            row_watermarks: None,
+            ops: Some(Int8Array::from(ops)),
+        });
+        Ok(())
+    }
+
+    /// One row per partition, in the Top-N's layout: `key_group`, `key_<k>` (the
+    /// partition), `seq` (Int64: the row's arrival number), `idle_ms` (Int64: processing
+    /// time since the partition's last row, for `'table.exec.state.ttl'`), `row_<i>` (the
+    /// input columns).
+    fn snapshot_state(&mut self, max_parallelism: u32) -> Result<Option<RecordBatch>> {
+        let ids: Vec<u32> = self
+            .partitions
+            .live_ids()
+            .filter(|&id| self.kept[id as usize].live)
+            .collect();
+        if ids.is_empty() {
+            return Ok(None);
+        }
+        let key_columns = self
+            .partitions
+            .key_columns(self.key_converter.as_ref(), &ids)?;
+        let mut w = SnapshotWriter::new(key_columns, ids.len(), max_parallelism)?;
+        let kept = |id: &u32| &self.kept[*id as usize];
+        w.column(
+            "seq",
+            Arc::new(Int64Array::from_iter_values(
+                ids.iter().map(|id| kept(id).seq as i64),
+            )),
+        );
+        let now = self.idle.now_ms();
+        w.column(
+            "idle_ms",
+            Arc::new(Int64Array::from_iter_values(
+                ids.iter().map(|&id| self.idle.idle_ms(id as usize, now)),
+            )),
+        );
+        let parser = self.row_converter.parser();
+        let columns = self
+            .row_converter
+            .convert_rows(ids.iter().map(|id| parser.parse(&kept(id).row)))?;
+        for (i, c) in columns.into_iter().enumerate() {
+            w.column(format!("row_{i}"), c);
+        }
+        w.finish()
+    }
+
+    /// Takes the rows of snapshots (see [`Self::snapshot_state`]; the Top-N's too): per
+    /// partition the first in sort order, then arrival.
+    fn restore_state(&mut self, snapshots: &[RecordBatch]) -> Result<()> {
+        for snap in snapshots {
+            let n = snap.num_rows();
+            if n == 0 {
+                continue;
+            }
+            let reader = SnapshotReader::new(snap, "Deduplicate");
+            let seqs = reader.primitive::<Int64Type>("seq")?;
+            let idle = reader.primitive::<Int64Type>("idle_ms")?;
+            let now = self.idle.now_ms();
+            let (_, key_rows) =
+                reader.key_rows(self.key_converter.as_ref(), self.partition_by.len())?;
+            let columns = (0..self.in_schema.fields().len())
+                .map(|i| reader.column(&format!("row_{i}")))
+                .collect::<Result<Vec<_>>>()?;
+            let data = batch_with_schema(&self.in_schema, columns, n)?;
+            self.ids_of(key_rows.as_ref(), n);
+            let sort = self.sort_rows(&data)?;
+            let rows = self.row_converter.convert_columns(data.columns())?;
+            for i in 0..n {
+                let p = self.ids[i];
+                let seq = seqs.value(i) as u64;
+                self.next_seq = self.next_seq.max(seq + 1);
+                self.idle.restore(p, now, idle.value(i));
+                let key = sort.as_ref().map_or(&[][..], |s| s.row(i).data());
+                let kept = &self.kept[p];
+                let better = !kept.live
+                    || match self.by_arrival {
+                        Some(descending) => (seq > kept.seq) == descending,
+                        None => (key, seq) < (&kept.sort[..], kept.seq),
+                    };
+                if better {
+                    let kept = &mut self.kept[p];
+                    kept.live = true;
+                    kept.seq = seq;
+                    kept.sort = key.to_vec();
+                    kept.row = rows.row(i).as_ref().to_vec();
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::operators::rank::RankOperator;
+    use crate::operators::test_support::push_pairs;
+    use datafusion_common::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion_physical_expr::expressions::col;
+    use sluice_common::plan::RankFunction;
+
+    const I: RowKind = RowKind::Insert;
+
+    /// Rows `(k INT, v INT)`.
+    fn input() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int32, true),
+            Field::new("v", DataType::Int32, true),
+        ]))
+    }
+
+    fn output(rank_column: bool) -> SchemaRef {
+        let mut fields = input().fields().to_vec();
+        if rank_column {
+            fields.push(Arc::new(Field::new("rn", DataType::Int64, false)));
+        }
+        Arc::new(Schema::new(fields))
+    }
+
+    fn order(descending: bool) -> SortOptions {
+        SortOptions {
+            descending,
+            nulls_first: !descending,
+        }
+    }
+
+    /// The first row per `k` by `v` (descending: the largest `v`).
+    fn dedup(descending: bool, rank_column: bool, by_arrival: bool) -> DeduplicateOperator {
+        let s = input();
+        DeduplicateOperator::new(
+            vec![col("k", &s).unwrap()],
+            vec![(col("v", &s).unwrap(), order(descending))],
+            rank_column,
+            by_arrival,
+            Arc::clone(&s),
+            output(rank_column),
+        )
+        .unwrap()
+    }
+
+    fn push(op: &mut DeduplicateOperator, rows: &[(i32, i32)]) -> Vec<String> {
+        let rows: Vec<_> = rows.iter().map(|&(k, v)| (k, v, I)).collect();
+        push_pairs(op, &input(), &rows)
+    }
+
+    /// Keep the row with the largest `v` per key (keep-last by event time is this with
+    /// `v` the time): a larger `v` replaces (`-U`/`+U`), an equal one keeps the earlier
+    /// arrival, a smaller one changes nothing; one batch emits the net change per key.
+    #[test]
+    fn a_better_row_replaces_the_kept_one() {
+        let mut op = dedup(true, false, false);
+        assert_eq!(push(&mut op, &[(1, 5), (2, 3)]), ["+I 1 5", "+I 2 3"]);
+        assert_eq!(push(&mut op, &[(1, 7)]), ["-U 1 5", "+U 1 7"]);
+        assert_eq!(
+            push(&mut op, &[(1, 7), (1, 6), (2, 2)]),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            push(&mut op, &[(2, 4), (3, 1), (2, 9), (2, 8), (3, 1)]),
+            ["-U 2 3", "+U 2 9", "+I 3 1"]
+        );
+        assert_eq!(op.state_rows(), Some(3));
+        // Ascending, with the rank column: the smallest `v` (keep-first); a later row
+        // with an earlier time replaces it (the SQL answer, shared cases README).
+        let mut op = dedup(false, true, false);
+        assert_eq!(push(&mut op, &[(1, 5), (1, 4)]), ["+I 1 4 1"]);
+        assert_eq!(push(&mut op, &[(1, 4), (1, 9)]), Vec::<String>::new());
+        assert_eq!(push(&mut op, &[(1, 2)]), ["-U 1 4 1", "+U 1 2 1"]);
+    }
+
+    /// Ranked by arrival: descending keeps the last row, ascending the first (append-only
+    /// output).
+    #[test]
+    fn by_arrival_keeps_the_last_or_the_first_row() {
+        let mut last = dedup(true, false, true);
+        assert_eq!(push(&mut last, &[(1, 5), (1, 2)]), ["+I 1 2"]);
+        assert_eq!(push(&mut last, &[(1, 2)]), ["-U 1 2", "+U 1 2"]);
+        let mut first = dedup(false, false, true);
+        assert_eq!(push(&mut first, &[(1, 5), (1, 2)]), ["+I 1 5"]);
+        assert_eq!(push(&mut first, &[(1, 9), (2, 0)]), ["+I 2 0"]);
+    }
+
+    /// The same changes as the general Top-N's Top-1 over random append-only batches
+    /// (peers included), and snapshots of either restore into the other.
+    #[test]
+    fn agrees_with_the_general_top_n() {
+        let s = input();
+        for (descending, rank_column) in [(true, false), (false, true)] {
+            let mut fast = dedup(descending, rank_column, false);
+            let mut general = RankOperator::new(
+                RankFunction::RowNumber,
+                vec![col("k", &s).unwrap()],
+                vec![(col("v", &s).unwrap(), order(descending))],
+                1,
+                1,
+                rank_column,
+                true,
+                false,
+                None,
+                Arc::clone(&s),
+                output(rank_column),
+            )
+            .unwrap();
+            let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+            let mut next = |m: u64| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                (seed % m) as i32
+            };
+            for round in 0..60 {
+                let len = next(12) as usize;
+                let rows: Vec<_> = (0..len).map(|_| (next(5), next(20), I)).collect();
+                // (Keys may come out in another order: compared as sets.)
+                let mut a = push_pairs(&mut fast, &s, &rows);
+                let mut b = push_pairs(&mut general, &s, &rows);
+                a.sort();
+                b.sort();
+                assert_eq!(a, b, "round {round}: {rows:?}");
+                if round % 20 == 19 {
+                    // Swap state through snapshots: each restores the other's.
+                    let from_fast = fast
+                        .snapshot_state(128)
+                        .unwrap()
+                        .into_iter()
+                        .collect::<Vec<_>>();
+                    let from_general = general
+                        .snapshot_state(128)
+                        .unwrap()
+                        .into_iter()
+                        .collect::<Vec<_>>();
+                    fast = dedup(descending, rank_column, false);
+                    fast.restore_state(&from_general).unwrap();
+                    general = RankOperator::new(
+                        RankFunction::RowNumber,
+                        vec![col("k", &s).unwrap()],
+                        vec![(col("v", &s).unwrap(), order(descending))],
+                        1,
+                        1,
+                        rank_column,
+                        true,
+                        false,
+                        None,
+                        Arc::clone(&s),
+                        output(rank_column),
+                    )
+                    .unwrap();
+                    general.restore_state(&from_fast).unwrap();
+                }
+            }
+        }
+    }
+
+    /// A snapshot split in two (as at another parallelism) restores into one operator;
+    /// the better row of a key held twice wins.
+    #[test]
+    fn restore_merges_snapshots() {
+        let mut a = dedup(true, false, false);
+        push(&mut a, &[(1, 5), (2, 3)]);
+        let mut b = dedup(true, false, false);
+        push(&mut b, &[(1, 4), (3, 8)]);
+        let snaps: Vec<_> = [a.snapshot_state(128), b.snapshot_state(128)]
+            .into_iter()
+            .map(|s| s.unwrap().unwrap())
+            .collect();
+        let mut merged = dedup(true, false, false);
+        merged.restore_state(&snaps).unwrap();
+        assert_eq!(merged.state_rows(), Some(3));
+        assert_eq!(push(&mut merged, &[(1, 5), (3, 9)]), ["-U 3 8", "+U 3 9"]);
+        assert_eq!(push(&mut merged, &[(1, 6)]), ["-U 1 5", "+U 1 6"]);
+    }
+
+    /// `'table.exec.state.ttl'`: an idle partition is forgotten without output; its next
+    /// row is its first again.
+    #[test]
+    fn state_ttl_forgets_idle_partitions() {
+        let clock = ProcessingClock::manual(1_000);
+        let mut op = dedup(true, false, false)
+            .with_state_ttl(Some(std::time::Duration::from_millis(100)), clock.clone());
+        assert_eq!(push(&mut op, &[(1, 5), (2, 5)]), ["+I 1 5", "+I 2 5"]);
+        clock.advance_ms(60);
+        assert!(push(&mut op, &[(2, 1)]).is_empty());
+        clock.advance_ms(60);
+        let due = op.next_processing_timer().expect("a sweep is due");
+        assert!(due <= clock.now_ms());
+        op.on_processing_time(clock.now_ms(), &mut Collector::default())
+            .unwrap();
+        assert_eq!(op.state_rows(), Some(1));
+        assert_eq!(push(&mut op, &[(1, 2), (2, 2)]), ["+I 1 2"]);
+    }
+}
