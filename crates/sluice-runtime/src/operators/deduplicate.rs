@@ -34,6 +34,7 @@ use crate::message::{RowKind, StreamBatch};
 use crate::operator::{Collector, Operator};
 use crate::operators::stateless::batch_with_schema;
 use crate::state::keyed::KeyRegistry;
+use crate::state::sorted::SortKey;
 use crate::state::ttl::IdleKeys;
 use crate::state::{key_converter, SnapshotReader, SnapshotWriter};
 
@@ -42,8 +43,28 @@ use crate::state::{key_converter, SnapshotReader, SnapshotWriter};
 struct Kept {
     live: bool,
     seq: u64,
-    sort: Vec<u8>,
+    sort: SortKey,
     row: Vec<u8>,
+}
+
+/// How many rows ahead partition state is prefetched.
+const PREFETCH_DISTANCE: usize = 8;
+
+/// Hints the CPU to load `slice[i]` into cache (nothing when out of bounds or on other
+/// architectures).
+#[inline(always)]
+fn prefetch<T>(slice: &[T], i: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(v) = slice.get(i) {
+        // SAFETY: a prefetch is only a hint; it never faults and the pointer is valid.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                (v as *const T).cast::<i8>(),
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (slice, i);
 }
 
 /// No row of this batch (yet) for a partition.
@@ -62,9 +83,9 @@ pub struct DeduplicateOperator {
     partitions: KeyRegistry,
     /// Per partition id.
     kept: Vec<Kept>,
-    /// Per partition id: the last batch that touched it, and that batch's best row.
-    touched_in: Vec<u32>,
-    winner: Vec<u32>,
+    /// Per partition id: the last batch that touched it and that batch's best row (one
+    /// vector: one memory access per row).
+    batch_best: Vec<(u32, u32)>,
     batch_number: u32,
     /// Idle state retention per partition id (`'table.exec.state.ttl'`).
     idle: IdleKeys,
@@ -105,8 +126,7 @@ impl DeduplicateOperator {
             rank_column,
             partitions: KeyRegistry::new(),
             kept: Vec::new(),
-            touched_in: Vec::new(),
-            winner: Vec::new(),
+            batch_best: Vec::new(),
             batch_number: 0,
             idle: IdleKeys::new(None, ProcessingClock::system()),
             next_seq: 0,
@@ -152,8 +172,7 @@ impl DeduplicateOperator {
         let capacity = self.partitions.capacity();
         if self.kept.len() < capacity {
             self.kept.resize_with(capacity, Kept::default);
-            self.touched_in.resize(capacity, 0);
-            self.winner.resize(capacity, NONE);
+            self.batch_best.resize(capacity, (0, NONE));
         }
     }
 
@@ -216,28 +235,37 @@ impl Operator for DeduplicateOperator {
         self.batch_number = self.batch_number.wrapping_add(1);
         let mut touched: Vec<u32> = Vec::new();
         for i in 0..n as u32 {
+            // The state of the partition some rows ahead, fetched while this row is
+            // looked at (1 M partitions do not stay in cache).
+            if let Some(&ahead) = self.ids.get(i as usize + PREFETCH_DISTANCE) {
+                prefetch(&self.batch_best, ahead);
+                prefetch(&self.kept, ahead);
+            }
+            // Its kept row's bytes, nearer (the partition's state has arrived by then).
+            if let Some(&near) = self.ids.get(i as usize + PREFETCH_DISTANCE / 2) {
+                prefetch(&self.kept[near].row, 0);
+            }
             let p = self.ids[i as usize];
-            if self.touched_in[p] != self.batch_number {
-                self.touched_in[p] = self.batch_number;
-                self.winner[p] = NONE;
+            let (seen_in, best) = self.batch_best[p];
+            let best = if seen_in == self.batch_number {
+                best
+            } else {
                 self.idle.touch(p, now);
                 touched.push(p as u32);
-            }
-            let best = self.winner[p];
+                NONE
+            };
             let wins = if best != NONE {
                 self.replaces(sort_of(i), sort_of(best))
             } else if self.kept[p].live {
-                self.replaces(sort_of(i), &self.kept[p].sort)
+                self.replaces(sort_of(i), self.kept[p].sort.bytes())
             } else {
                 true
             };
-            if wins {
-                self.winner[p] = i;
-            }
+            self.batch_best[p] = (self.batch_number, if wins { i } else { best });
         }
         let changed: Vec<u32> = touched
             .into_iter()
-            .filter(|&p| self.winner[p as usize] != NONE)
+            .filter(|&p| self.batch_best[p as usize].1 != NONE)
             .collect();
         let seq0 = self.next_seq;
         self.next_seq += n as u64;
@@ -254,7 +282,7 @@ impl Operator for DeduplicateOperator {
                 .map(|&p| parser.parse(&self.kept[p as usize].row)),
         )?;
         let winners =
-            UInt32Array::from_iter_values(changed.iter().map(|&p| self.winner[p as usize]));
+            UInt32Array::from_iter_values(changed.iter().map(|&p| self.batch_best[p as usize].1));
         let new = data
             .columns()
             .iter()
@@ -286,14 +314,13 @@ impl Operator for DeduplicateOperator {
         // The new rows become the kept ones (buffers reused).
         let new_rows = self.row_converter.convert_columns(&new)?;
         for (k, &p) in changed.iter().enumerate() {
-            let i = self.winner[p as usize];
+            let i = self.batch_best[p as usize].1;
             let kept = &mut self.kept[p as usize];
             kept.live = true;
             kept.seq = seq0 + u64::from(i);
             kept.row.clear();
             kept.row.extend_from_slice(new_rows.row(k).as_ref());
-            kept.sort.clear();
-            kept.sort.extend_from_slice(sort_of(i));
+            kept.sort = SortKey::new(sort_of(i));
         }
         let rows = order.len();
         out.emit(StreamBatch {
@@ -376,13 +403,13 @@ impl Operator for DeduplicateOperator {
                 let better = !kept.live
                     || match self.by_arrival {
                         Some(descending) => (seq > kept.seq) == descending,
-                        None => (key, seq) < (&kept.sort[..], kept.seq),
+                        None => (key, seq) < (kept.sort.bytes(), kept.seq),
                     };
                 if better {
                     let kept = &mut self.kept[p];
                     kept.live = true;
                     kept.seq = seq;
-                    kept.sort = key.to_vec();
+                    kept.sort = SortKey::new(key);
                     kept.row = rows.row(i).as_ref().to_vec();
                 }
             }

@@ -43,7 +43,7 @@ use crate::message::{RowKind, StreamBatch};
 use crate::operator::{Collector, Operator};
 use crate::operators::stateless::batch_with_schema;
 use crate::state::keyed::KeyedValues;
-use crate::state::sorted::SortedRows;
+use crate::state::sorted::{SortKey, SortedRows};
 use crate::state::ttl::IdleKeys;
 use crate::state::{key_converter, SnapshotReader, SnapshotWriter};
 
@@ -299,17 +299,17 @@ impl RankOperator {
     /// The sort key of row `i` (of `keys`) arriving as number `seq`: its `ORDER BY` values,
     /// or, ranked by arrival, the arrival number (ascending: earlier first; descending:
     /// later first).
-    fn sort_key(&self, keys: &Rows, i: usize, seq: u64) -> Box<[u8]> {
+    fn sort_key(&self, keys: &Rows, i: usize, seq: u64) -> SortKey {
         match self.by_arrival {
-            Some(false) => Box::new(seq.to_be_bytes()),
-            Some(true) => Box::new((!seq).to_be_bytes()),
-            None => keys.row(i).as_ref().into(),
+            Some(false) => SortKey::new(&seq.to_be_bytes()),
+            Some(true) => SortKey::new(&(!seq).to_be_bytes()),
+            None => SortKey::new(keys.row(i).as_ref()),
         }
     }
 
     /// The sort key a new row `i` would have (its arrival number not yet given: after
     /// every row held when ascending, before them when descending).
-    fn new_sort_key(&self, keys: &Rows, i: usize) -> Box<[u8]> {
+    fn new_sort_key(&self, keys: &Rows, i: usize) -> SortKey {
         self.sort_key(keys, i, self.next_seq)
     }
 
@@ -512,8 +512,10 @@ impl Operator for RankOperator {
         let accepted: Vec<u32> = (0..n)
             .filter(|&i| {
                 !self.append_only
-                    || !self
-                        .cannot_enter(&self.partitions[ids[i]], &self.new_sort_key(&sort_keys, i))
+                    || !self.cannot_enter(
+                        &self.partitions[ids[i]],
+                        self.new_sort_key(&sort_keys, i).bytes(),
+                    )
             })
             .map(|i| i as u32)
             .collect();
@@ -549,8 +551,7 @@ impl Operator for RankOperator {
             let row = rows.row(j);
             if batch.row_kind(i).is_retraction() {
                 // The latest arrival of this row (any copy of equal rows ranks alike).
-                let sort: Box<[u8]> = sort_keys.row(i).as_ref().into();
-                if self.partitions[p].remove_latest(&sort, row.as_ref()) {
+                if self.partitions[p].remove_latest(sort_keys.row(i).as_ref(), row.as_ref()) {
                     self.held -= 1;
                 }
             } else {

@@ -11,8 +11,8 @@ use crate::clock::{IdleSweep, ProcessingClock};
 /// See the module docs. Times are processing time in ms since the epoch, read from the
 /// operator's clock.
 pub struct IdleKeys {
-    /// The TTL in ms; `None` keeps every key forever (times are still recorded, so a
-    /// snapshot carries them).
+    /// The TTL in ms; `None` keeps every key forever (and records no times: a snapshot
+    /// says every key was just used).
     ttl_ms: Option<i64>,
     clock: ProcessingClock,
     /// Per key id, the processing time of its last row.
@@ -42,9 +42,12 @@ impl IdleKeys {
         self.ttl_ms.is_some()
     }
 
-    /// Records a row of key `id` at `now_ms`.
+    /// Records a row of key `id` at `now_ms` (nothing without a TTL).
     #[inline]
     pub fn touch(&mut self, id: usize, now_ms: i64) {
+        if self.ttl_ms.is_none() {
+            return;
+        }
         if self.last_ms.len() <= id {
             self.last_ms.resize(id + 1, now_ms);
         }
@@ -111,11 +114,11 @@ mod tests {
         assert_eq!(idle.idle_ms(2, clock.now_ms()), 160);
         idle.restore(5, clock.now_ms(), 150);
         assert_eq!(idle.expired([2, 5].into_iter()), vec![2, 5]);
-        // Without a TTL nothing expires, times are still kept.
+        // Without a TTL nothing expires, and no time is kept.
         let mut keep = IdleKeys::new(None, clock.clone());
         keep.touch(1, 10);
         assert!(keep.expired([1].into_iter()).is_empty());
-        assert_eq!(keep.idle_ms(1, 30), 20);
+        assert_eq!(keep.idle_ms(1, 30), 0);
         assert_eq!(keep.next_timer(true), None);
     }
 }
