@@ -13,7 +13,9 @@
 //!
 //! Output per batch (mini-batch, as the Top-N): for each partition whose row changed, the
 //! batch's best row: `+I` for a new partition, else `-U old` / `+U new` (a Top-1's
-//! replacement is an update, as Flink emits it); with the rank column, a constant 1.
+//! replacement is an update, as Flink emits it), nothing when the new row equals the old
+//! one (a repeated event kept by arrival); with the rank column, a constant 1. A partition's
+//! idle time (`'table.exec.state.ttl'`) moves with rows that could replace its row only.
 //! State: one row per partition, in the Top-N's snapshot layout, so the two restore each
 //! other's checkpoints.
 
@@ -85,8 +87,8 @@ pub struct DeduplicateOperator {
     kept: Vec<Kept>,
     /// Per partition id: the last batch that touched it and that batch's best row (one
     /// vector: one memory access per row).
-    batch_best: Vec<(u32, u32)>,
-    batch_number: u32,
+    batch_best: Vec<(u64, u32)>,
+    batch_number: u64,
     /// Idle state retention per partition id (`'table.exec.state.ttl'`).
     idle: IdleKeys,
     /// The next arrival number.
@@ -185,7 +187,7 @@ impl DeduplicateOperator {
         Ok(Some(self.sort_converter.convert_columns(&values)?))
     }
 
-    /// Whether a row with sort key `new` arriving later replaces `(current, seq)`.
+    /// Whether a row with sort key `new` replaces one with `current` that arrived earlier.
     fn replaces(&self, new: &[u8], current: &[u8]) -> bool {
         match self.by_arrival {
             Some(descending) => descending,
@@ -225,14 +227,17 @@ impl Operator for DeduplicateOperator {
 
     fn process_batch(&mut self, batch: StreamBatch, out: &mut Collector) -> Result<()> {
         self.expire();
-        let now = self.idle.now_ms();
         let data = &batch.data;
         let n = data.num_rows();
+        if n == 0 {
+            return Ok(());
+        }
+        let now = self.idle.now_ms();
         self.assign(data, n)?;
         let sort = self.sort_rows(data)?;
         let sort_of = |i: u32| sort.as_ref().map_or(&[][..], |s| s.row(i as usize).data());
         // Each touched partition once, in first-touch order, with the batch's best row.
-        self.batch_number = self.batch_number.wrapping_add(1);
+        self.batch_number += 1;
         let mut touched: Vec<u32> = Vec::new();
         for i in 0..n as u32 {
             // The state of the partition some rows ahead, fetched while this row is
@@ -250,52 +255,52 @@ impl Operator for DeduplicateOperator {
             let best = if seen_in == self.batch_number {
                 best
             } else {
-                self.idle.touch(p, now);
                 touched.push(p as u32);
+                self.batch_best[p] = (self.batch_number, NONE);
                 NONE
             };
-            let wins = if best != NONE {
-                self.replaces(sort_of(i), sort_of(best))
-            } else if self.kept[p].live {
-                self.replaces(sort_of(i), self.kept[p].sort.bytes())
-            } else {
-                true
-            };
-            self.batch_best[p] = (self.batch_number, if wins { i } else { best });
+            let kept = &self.kept[p];
+            // A row that would not be kept over the partition's row leaves its idle time
+            // alone (as the Top-N, which passes over such rows, and Flink's keep-first,
+            // which updates the TTL on writes only).
+            let beats_kept = !kept.live || self.replaces(sort_of(i), kept.sort.bytes());
+            if !beats_kept {
+                continue;
+            }
+            self.idle.touch(p, now);
+            if best == NONE || self.replaces(sort_of(i), sort_of(best)) {
+                self.batch_best[p].1 = i;
+            }
         }
-        let changed: Vec<u32> = touched
-            .into_iter()
-            .filter(|&p| self.batch_best[p as usize].1 != NONE)
-            .collect();
         let seq0 = self.next_seq;
         self.next_seq += n as u64;
-        if changed.is_empty() {
+        // The partitions with a new best row, the rows, and their row format.
+        touched.retain(|&p| self.batch_best[p as usize].1 != NONE);
+        if touched.is_empty() {
             return Ok(());
         }
-        // The old rows (decoded from state) and the new ones (taken from the batch),
-        // interleaved as -U old, +U new (or +I new).
-        let parser = self.row_converter.parser();
-        let old = self.row_converter.convert_rows(
-            changed
-                .iter()
-                .filter(|&&p| self.kept[p as usize].live)
-                .map(|&p| parser.parse(&self.kept[p as usize].row)),
-        )?;
         let winners =
-            UInt32Array::from_iter_values(changed.iter().map(|&p| self.batch_best[p as usize].1));
+            UInt32Array::from_iter_values(touched.iter().map(|&p| self.batch_best[p as usize].1));
         let new = data
             .columns()
             .iter()
             .map(|c| take(c.as_ref(), &winners, None))
             .collect::<std::result::Result<Vec<_>, _>>()?;
-        let mut order = Vec::with_capacity(2 * changed.len());
-        let mut ops = Vec::with_capacity(2 * changed.len());
-        let mut olds = 0;
-        for (k, &p) in changed.iter().enumerate() {
-            if self.kept[p as usize].live {
-                order.push((0, olds));
+        let new_rows = self.row_converter.convert_columns(&new)?;
+        // -U old, +U new (or +I new), the old rows decoded from state; a row equal to the
+        // kept one is no change (a repeated event kept by arrival), as in the Top-N.
+        let mut order = Vec::with_capacity(2 * touched.len());
+        let mut ops = Vec::with_capacity(2 * touched.len());
+        let mut olds = Vec::new();
+        for (k, &p) in touched.iter().enumerate() {
+            let kept = &self.kept[p as usize];
+            if kept.live {
+                if kept.row == new_rows.row(k).data() {
+                    continue;
+                }
+                order.push((0, olds.len()));
                 ops.push(RowKind::UpdateBefore as i8);
-                olds += 1;
+                olds.push(p);
                 order.push((1, k));
                 ops.push(RowKind::UpdateAfter as i8);
             } else {
@@ -303,31 +308,36 @@ impl Operator for DeduplicateOperator {
                 ops.push(RowKind::Insert as i8);
             }
         }
-        let mut columns = old
-            .iter()
-            .zip(&new)
-            .map(|(o, n)| interleave(&[o.as_ref() as &dyn Array, n.as_ref()], &order))
-            .collect::<std::result::Result<Vec<ArrayRef>, _>>()?;
-        if self.rank_column {
-            columns.push(Arc::new(Int64Array::from_value(1, order.len())));
+        if !order.is_empty() {
+            let parser = self.row_converter.parser();
+            let old = self.row_converter.convert_rows(
+                olds.iter()
+                    .map(|&p| parser.parse(&self.kept[p as usize].row)),
+            )?;
+            let mut columns = old
+                .iter()
+                .zip(&new)
+                .map(|(o, n)| interleave(&[o.as_ref() as &dyn Array, n.as_ref()], &order))
+                .collect::<std::result::Result<Vec<ArrayRef>, _>>()?;
+            if self.rank_column {
+                columns.push(Arc::new(Int64Array::from_value(1, order.len())));
+            }
+            out.emit(StreamBatch {
+                data: batch_with_schema(&self.schema, columns, order.len())?,
+                row_watermarks: None,
+                ops: Some(Int8Array::from(ops)),
+            });
         }
         // The new rows become the kept ones (buffers reused).
-        let new_rows = self.row_converter.convert_columns(&new)?;
-        for (k, &p) in changed.iter().enumerate() {
+        for (k, &p) in touched.iter().enumerate() {
             let i = self.batch_best[p as usize].1;
             let kept = &mut self.kept[p as usize];
             kept.live = true;
             kept.seq = seq0 + u64::from(i);
             kept.row.clear();
-            kept.row.extend_from_slice(new_rows.row(k).as_ref());
+            kept.row.extend_from_slice(new_rows.row(k).data());
             kept.sort = SortKey::new(sort_of(i));
         }
-        let rows = order.len();
-        out.emit(StreamBatch {
-            data: batch_with_schema(&self.schema, columns, rows)?,
-            row_watermarks: None,
-            ops: Some(Int8Array::from(ops)),
-        });
         Ok(())
     }
 
@@ -502,78 +512,90 @@ mod tests {
     fn by_arrival_keeps_the_last_or_the_first_row() {
         let mut last = dedup(true, false, true);
         assert_eq!(push(&mut last, &[(1, 5), (1, 2)]), ["+I 1 2"]);
-        assert_eq!(push(&mut last, &[(1, 2)]), ["-U 1 2", "+U 1 2"]);
+        // A repeated row is no change; another row replaces it.
+        assert!(push(&mut last, &[(1, 2)]).is_empty());
+        assert_eq!(push(&mut last, &[(1, 3), (1, 2)]), Vec::<String>::new());
+        assert_eq!(push(&mut last, &[(1, 2), (1, 3)]), ["-U 1 2", "+U 1 3"]);
         let mut first = dedup(false, false, true);
         assert_eq!(push(&mut first, &[(1, 5), (1, 2)]), ["+I 1 5"]);
         assert_eq!(push(&mut first, &[(1, 9), (2, 0)]), ["+I 2 0"]);
     }
 
+    /// The general Top-N's Top-1 over the same input and clock.
+    fn general(
+        descending: bool,
+        rank_column: bool,
+        by_arrival: bool,
+        clock: &ProcessingClock,
+    ) -> RankOperator {
+        let s = input();
+        RankOperator::new(
+            RankFunction::RowNumber,
+            vec![col("k", &s).unwrap()],
+            vec![(col("v", &s).unwrap(), order(descending))],
+            1,
+            1,
+            rank_column,
+            true,
+            by_arrival,
+            None,
+            Arc::clone(&s),
+            output(rank_column),
+        )
+        .unwrap()
+        .with_state_ttl(Some(std::time::Duration::from_millis(100)), clock.clone())
+    }
+
     /// The same changes as the general Top-N's Top-1 over random append-only batches
-    /// (peers included), and snapshots of either restore into the other.
+    /// (peers and repeated rows included), ordered by a column or by arrival, with a TTL
+    /// on a clock that moves between batches; and snapshots of either restore into the
+    /// other.
     #[test]
     fn agrees_with_the_general_top_n() {
         let s = input();
-        for (descending, rank_column) in [(true, false), (false, true)] {
-            let mut fast = dedup(descending, rank_column, false);
-            let mut general = RankOperator::new(
-                RankFunction::RowNumber,
-                vec![col("k", &s).unwrap()],
-                vec![(col("v", &s).unwrap(), order(descending))],
-                1,
-                1,
-                rank_column,
-                true,
-                false,
-                None,
-                Arc::clone(&s),
-                output(rank_column),
-            )
-            .unwrap();
-            let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-            let mut next = |m: u64| {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                (seed % m) as i32
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |m: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % m) as i32
+        };
+        for (descending, rank_column, by_arrival) in [
+            (true, false, false),
+            (false, true, false),
+            (true, false, true),
+            (false, true, true),
+        ] {
+            let clock = ProcessingClock::manual(1_000);
+            let fresh = || {
+                dedup(descending, rank_column, by_arrival)
+                    .with_state_ttl(Some(std::time::Duration::from_millis(100)), clock.clone())
             };
-            for round in 0..60 {
+            let mut fast = fresh();
+            let mut slow = general(descending, rank_column, by_arrival, &clock);
+            for round in 0..200 {
+                clock.advance_ms(next(40) as i64);
+                let mut sweep = Collector::default();
+                fast.on_processing_time(clock.now_ms(), &mut sweep).unwrap();
+                slow.on_processing_time(clock.now_ms(), &mut sweep).unwrap();
                 let len = next(12) as usize;
-                let rows: Vec<_> = (0..len).map(|_| (next(5), next(20), I)).collect();
+                let rows: Vec<_> = (0..len).map(|_| (next(5), next(8), I)).collect();
                 // (Keys may come out in another order: compared as sets.)
                 let mut a = push_pairs(&mut fast, &s, &rows);
-                let mut b = push_pairs(&mut general, &s, &rows);
+                let mut b = push_pairs(&mut slow, &s, &rows);
                 a.sort();
                 b.sort();
-                assert_eq!(a, b, "round {round}: {rows:?}");
-                if round % 20 == 19 {
+                let case = (descending, rank_column, by_arrival);
+                assert_eq!(a, b, "{case:?} round {round}: {rows:?}");
+                assert_eq!(fast.state_rows(), slow.state_rows(), "{case:?} {round}");
+                if round % 50 == 49 {
                     // Swap state through snapshots: each restores the other's.
-                    let from_fast = fast
-                        .snapshot_state(128)
-                        .unwrap()
-                        .into_iter()
-                        .collect::<Vec<_>>();
-                    let from_general = general
-                        .snapshot_state(128)
-                        .unwrap()
-                        .into_iter()
-                        .collect::<Vec<_>>();
-                    fast = dedup(descending, rank_column, false);
-                    fast.restore_state(&from_general).unwrap();
-                    general = RankOperator::new(
-                        RankFunction::RowNumber,
-                        vec![col("k", &s).unwrap()],
-                        vec![(col("v", &s).unwrap(), order(descending))],
-                        1,
-                        1,
-                        rank_column,
-                        true,
-                        false,
-                        None,
-                        Arc::clone(&s),
-                        output(rank_column),
-                    )
-                    .unwrap();
-                    general.restore_state(&from_fast).unwrap();
+                    let from_fast: Vec<_> = fast.snapshot_state(128).unwrap().into_iter().collect();
+                    let from_slow: Vec<_> = slow.snapshot_state(128).unwrap().into_iter().collect();
+                    fast = fresh();
+                    fast.restore_state(&from_slow).unwrap();
+                    slow = general(descending, rank_column, by_arrival, &clock);
+                    slow.restore_state(&from_fast).unwrap();
                 }
             }
         }
@@ -607,7 +629,9 @@ mod tests {
             .with_state_ttl(Some(std::time::Duration::from_millis(100)), clock.clone());
         assert_eq!(push(&mut op, &[(1, 5), (2, 5)]), ["+I 1 5", "+I 2 5"]);
         clock.advance_ms(60);
-        assert!(push(&mut op, &[(2, 1)]).is_empty());
+        // A row that is not kept leaves the idle time alone; a kept one moves it.
+        assert!(push(&mut op, &[(1, 1)]).is_empty());
+        assert_eq!(push(&mut op, &[(2, 6)]), ["-U 2 5", "+U 2 6"]);
         clock.advance_ms(60);
         let due = op.next_processing_timer().expect("a sweep is due");
         assert!(due <= clock.now_ms());

@@ -21,14 +21,12 @@ const INLINE: usize = 22;
 /// Sort key bytes (Arrow's row format: they compare in `ORDER BY` order): up to
 /// [`INLINE`] inside the value, longer ones on the heap. Ordered and equal by bytes.
 #[derive(Clone)]
-pub enum SortKey {
-    /// A short key.
-    Inline {
-        /// Bytes used.
-        len: u8,
-        /// The key, then zeros.
-        bytes: [u8; INLINE],
-    },
+pub struct SortKey(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    /// A short key: `len` bytes, then zeros.
+    Inline { len: u8, bytes: [u8; INLINE] },
     /// A long key.
     Heap(Box<[u8]>),
 }
@@ -39,21 +37,21 @@ impl SortKey {
         if key.len() <= INLINE {
             let mut bytes = [0; INLINE];
             bytes[..key.len()].copy_from_slice(key);
-            SortKey::Inline {
+            SortKey(Repr::Inline {
                 len: key.len() as u8,
                 bytes,
-            }
+            })
         } else {
-            SortKey::Heap(key.into())
+            SortKey(Repr::Heap(key.into()))
         }
     }
 
     /// The key's bytes.
     #[inline]
     pub fn bytes(&self) -> &[u8] {
-        match self {
-            SortKey::Inline { len, bytes } => &bytes[..*len as usize],
-            SortKey::Heap(b) => b,
+        match &self.0 {
+            Repr::Inline { len, bytes } => &bytes[..*len as usize],
+            Repr::Heap(b) => b,
         }
     }
 }
@@ -84,8 +82,8 @@ impl Ord for SortKey {
     /// same order without a call to `memcmp`, which a tree search makes many of.
     #[inline]
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        match (self, other) {
-            (SortKey::Inline { len: a, bytes: x }, SortKey::Inline { len: b, bytes: y }) => {
+        match (&self.0, &other.0) {
+            (Repr::Inline { len: a, bytes: x }, Repr::Inline { len: b, bytes: y }) => {
                 words(x).cmp(&words(y)).then(a.cmp(b))
             }
             _ => self.bytes().cmp(other.bytes()),
@@ -158,11 +156,11 @@ impl SortedRows {
         if let Some(m) = &mut self.large {
             let key = SortKey::new(sort);
             let found = m
-                .range((key.clone(), 0)..=(key, u64::MAX))
+                .range((key.clone(), 0)..=(key.clone(), u64::MAX))
                 .rev()
                 .find(|(_, r)| r.as_ref() == row)
                 .map(|((_, seq), _)| *seq);
-            return found.is_some_and(|seq| m.remove(&(SortKey::new(sort), seq)).is_some());
+            return found.is_some_and(|seq| m.remove(&(key, seq)).is_some());
         }
         let end = self.small.partition_point(|((s, _), _)| s.bytes() <= sort);
         let start = self.small.partition_point(|((s, _), _)| s.bytes() < sort);

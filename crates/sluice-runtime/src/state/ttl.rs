@@ -68,6 +68,7 @@ impl IdleKeys {
             .collect()
     }
 
+    /// The time of `id`'s last row; an id never touched counts as used at `now_ms`.
     fn last(&self, id: usize, now_ms: i64) -> i64 {
         self.last_ms.get(id).copied().unwrap_or(now_ms)
     }
@@ -109,7 +110,7 @@ mod tests {
         assert_eq!(idle.next_timer(true), Some(1_050));
         assert_eq!(idle.next_timer(false), None);
         assert_eq!(idle.expired([0, 2].into_iter()), vec![0]);
-        // Not due again within half a TTL.
+        // Due again half a TTL later.
         clock.advance_ms(100);
         assert_eq!(idle.idle_ms(2, clock.now_ms()), 160);
         idle.restore(5, clock.now_ms(), 150);
