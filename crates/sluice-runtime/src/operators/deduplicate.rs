@@ -25,7 +25,7 @@ use datafusion_common::arrow::array::{
     Array, ArrayRef, Int64Array, Int8Array, RecordBatch, UInt32Array,
 };
 use datafusion_common::arrow::compute::{interleave, take, SortOptions};
-use datafusion_common::arrow::datatypes::{Int64Type, SchemaRef};
+use datafusion_common::arrow::datatypes::SchemaRef;
 use datafusion_common::arrow::row::{RowConverter, Rows};
 use datafusion_physical_expr::PhysicalExpr;
 use sluice_common::Result;
@@ -34,11 +34,12 @@ use crate::clock::ProcessingClock;
 use crate::expr::evaluate_all;
 use crate::message::{RowKind, StreamBatch};
 use crate::operator::{Collector, Operator};
+use crate::operators::ranked_snapshot;
 use crate::operators::stateless::batch_with_schema;
+use crate::state::key_converter;
 use crate::state::keyed::KeyRegistry;
 use crate::state::sorted::SortKey;
 use crate::state::ttl::IdleKeys;
-use crate::state::{key_converter, SnapshotReader, SnapshotWriter};
 
 /// A partition's kept row (`live`: there is one).
 #[derive(Default)]
@@ -341,45 +342,25 @@ impl Operator for DeduplicateOperator {
         Ok(())
     }
 
-    /// One row per partition, in the Top-N's layout: `key_group`, `key_<k>` (the
-    /// partition), `seq` (Int64: the row's arrival number), `idle_ms` (Int64: processing
-    /// time since the partition's last row, for `'table.exec.state.ttl'`), `row_<i>` (the
-    /// input columns).
+    /// One row per partition, in the Top-N's layout ([`ranked_snapshot`]).
     fn snapshot_state(&mut self, max_parallelism: u32) -> Result<Option<RecordBatch>> {
-        let ids: Vec<u32> = self
-            .partitions
-            .live_ids()
-            .filter(|&id| self.kept[id as usize].live)
-            .collect();
-        if ids.is_empty() {
-            return Ok(None);
+        let mut held = ranked_snapshot::HeldRows::default();
+        for id in self.partitions.live_ids() {
+            let kept = &self.kept[id as usize];
+            if kept.live {
+                held.ids.push(id);
+                held.seqs.push(kept.seq);
+                held.rows.push(&kept.row);
+            }
         }
-        let key_columns = self
-            .partitions
-            .key_columns(self.key_converter.as_ref(), &ids)?;
-        let mut w = SnapshotWriter::new(key_columns, ids.len(), max_parallelism)?;
-        let kept = |id: &u32| &self.kept[*id as usize];
-        w.column(
-            "seq",
-            Arc::new(Int64Array::from_iter_values(
-                ids.iter().map(|id| kept(id).seq as i64),
-            )),
-        );
-        let now = self.idle.now_ms();
-        w.column(
-            "idle_ms",
-            Arc::new(Int64Array::from_iter_values(
-                ids.iter().map(|&id| self.idle.idle_ms(id as usize, now)),
-            )),
-        );
-        let parser = self.row_converter.parser();
-        let columns = self
-            .row_converter
-            .convert_rows(ids.iter().map(|id| parser.parse(&kept(id).row)))?;
-        for (i, c) in columns.into_iter().enumerate() {
-            w.column(format!("row_{i}"), c);
-        }
-        w.finish()
+        ranked_snapshot::write(
+            held,
+            &self.partitions,
+            self.key_converter.as_ref(),
+            &self.row_converter,
+            &self.idle,
+            max_parallelism,
+        )
     }
 
     /// Takes the rows of snapshots (see [`Self::snapshot_state`]; the Top-N's too): per
@@ -390,24 +371,23 @@ impl Operator for DeduplicateOperator {
             if n == 0 {
                 continue;
             }
-            let reader = SnapshotReader::new(snap, "Deduplicate");
-            let seqs = reader.primitive::<Int64Type>("seq")?;
-            let idle = reader.primitive::<Int64Type>("idle_ms")?;
+            let restored = ranked_snapshot::read(
+                snap,
+                "Deduplicate",
+                self.key_converter.as_ref(),
+                self.partition_by.len(),
+                &self.in_schema,
+            )?;
             let now = self.idle.now_ms();
-            let (_, key_rows) =
-                reader.key_rows(self.key_converter.as_ref(), self.partition_by.len())?;
-            let columns = (0..self.in_schema.fields().len())
-                .map(|i| reader.column(&format!("row_{i}")))
-                .collect::<Result<Vec<_>>>()?;
-            let data = batch_with_schema(&self.in_schema, columns, n)?;
-            self.ids_of(key_rows.as_ref(), n);
-            let sort = self.sort_rows(&data)?;
+            self.ids_of(restored.key_rows.as_ref(), n);
+            let data = &restored.data;
+            let sort = self.sort_rows(data)?;
             let rows = self.row_converter.convert_columns(data.columns())?;
             for i in 0..n {
                 let p = self.ids[i];
-                let seq = seqs.value(i) as u64;
+                let seq = restored.seqs[i];
                 self.next_seq = self.next_seq.max(seq + 1);
-                self.idle.restore(p, now, idle.value(i));
+                self.idle.restore(p, now, restored.idle_ms.value(i));
                 let key = sort.as_ref().map_or(&[][..], |s| s.row(i).data());
                 let kept = &self.kept[p];
                 let better = !kept.live

@@ -9,6 +9,7 @@ pub mod match_recognize;
 pub mod normalize;
 pub mod over_aggregate;
 pub mod rank;
+pub mod ranked_snapshot;
 pub mod session_aggregate;
 pub mod sort;
 pub mod stateless;

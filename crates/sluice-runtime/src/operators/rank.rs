@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 use datafusion_common::arrow::array::{Int64Array, Int8Array, RecordBatch, UInt32Array};
 use datafusion_common::arrow::compute::{take, SortOptions};
-use datafusion_common::arrow::datatypes::{Int64Type, SchemaRef};
+use datafusion_common::arrow::datatypes::SchemaRef;
 use datafusion_common::arrow::row::{RowConverter, Rows};
 use datafusion_physical_expr::PhysicalExpr;
 use sluice_common::plan::RankFunction;
@@ -41,11 +41,12 @@ use sluice_common::Result;
 use crate::expr::evaluate_all;
 use crate::message::{RowKind, StreamBatch};
 use crate::operator::{Collector, Operator};
+use crate::operators::ranked_snapshot;
 use crate::operators::stateless::batch_with_schema;
+use crate::state::key_converter;
 use crate::state::keyed::KeyedValues;
 use crate::state::sorted::{SortKey, SortedRows};
 use crate::state::ttl::IdleKeys;
-use crate::state::{key_converter, SnapshotReader, SnapshotWriter};
 
 /// A partition's rows in rank order (rows shared, so the lists compared per batch copy no
 /// bytes).
@@ -578,45 +579,24 @@ impl Operator for RankOperator {
         self.emit(changes, out)
     }
 
-    /// One row per held row, in the common layout: `key_group`, `key_<k>` (the
-    /// partition), `seq` (Int64: its arrival number, which orders peers), `idle_ms` (Int64:
-    /// processing time since the partition's last row, for `'table.exec.state.ttl'`),
-    /// `row_<i>` (the input columns).
+    /// One row per held row ([`ranked_snapshot`]).
     fn snapshot_state(&mut self, max_parallelism: u32) -> Result<Option<RecordBatch>> {
-        let live = self.partitions.live_ids();
-        let mut ids = Vec::new();
-        let mut seqs = Vec::new();
-        let mut held = Vec::new();
-        for &id in &live {
+        let mut held = ranked_snapshot::HeldRows::default();
+        for id in self.partitions.live_ids() {
             for (_, seq, row) in self.partitions[id as usize].iter() {
-                ids.push(id);
-                seqs.push(seq as i64);
-                held.push(row);
+                held.ids.push(id);
+                held.seqs.push(seq);
+                held.rows.push(row);
             }
         }
-        if ids.is_empty() {
-            return Ok(None);
-        }
-        let key_columns = self
-            .partitions
-            .key_columns(self.key_converter.as_ref(), &ids)?;
-        let mut w = SnapshotWriter::new(key_columns, ids.len(), max_parallelism)?;
-        w.column("seq", Arc::new(Int64Array::from(seqs)));
-        // Idle time, so a restore keeps each partition's TTL clock.
-        let now = self.idle.now_ms();
-        let idle: Vec<i64> = ids
-            .iter()
-            .map(|&id| self.idle.idle_ms(id as usize, now))
-            .collect();
-        w.column("idle_ms", Arc::new(Int64Array::from(idle)));
-        let parser = self.row_converter.parser();
-        let columns = self
-            .row_converter
-            .convert_rows(held.iter().map(|r| parser.parse(r)))?;
-        for (i, c) in columns.into_iter().enumerate() {
-            w.column(format!("row_{i}"), c);
-        }
-        w.finish()
+        ranked_snapshot::write(
+            held,
+            self.partitions.registry(),
+            self.key_converter.as_ref(),
+            &self.row_converter,
+            &self.idle,
+            max_parallelism,
+        )
     }
 
     /// Adds the rows of snapshots (see [`Self::snapshot_state`]).
@@ -626,26 +606,29 @@ impl Operator for RankOperator {
             if n == 0 {
                 continue;
             }
-            let reader = SnapshotReader::new(snap, "Top-N");
-            let seqs = reader.primitive::<Int64Type>("seq")?;
-            let idle = reader.primitive::<Int64Type>("idle_ms")?;
+            let restored = ranked_snapshot::read(
+                snap,
+                "Top-N",
+                self.key_converter.as_ref(),
+                self.partition_by.len(),
+                &self.in_schema,
+            )?;
             let now = self.idle.now_ms();
-            let (_, key_rows) =
-                reader.key_rows(self.key_converter.as_ref(), self.partition_by.len())?;
-            let columns = (0..self.in_schema.fields().len())
-                .map(|i| reader.column(&format!("row_{i}")))
-                .collect::<Result<Vec<_>>>()?;
-            let data = batch_with_schema(&self.in_schema, columns, n)?;
+            let data = &restored.data;
             let all: Vec<u32> = (0..n as u32).collect();
             let mut ids = Vec::new();
-            self.partitions
-                .ids_or_insert_with(key_rows.as_ref(), &all, &mut ids, |_| Ok(Ranked::new()))?;
+            self.partitions.ids_or_insert_with(
+                restored.key_rows.as_ref(),
+                &all,
+                &mut ids,
+                |_| Ok(Ranked::new()),
+            )?;
             let sort_keys = self
                 .sort_converter
-                .convert_columns(&evaluate_all(&self.order_by, &data)?)?;
+                .convert_columns(&evaluate_all(&self.order_by, data)?)?;
             let rows = self.row_converter.convert_columns(data.columns())?;
             let fires = match &self.window {
-                Some(w) => w.fire_times(&data)?,
+                Some(w) => w.fire_times(data)?,
                 None => Vec::new(),
             };
             for (i, &p) in ids.iter().enumerate() {
@@ -654,9 +637,9 @@ impl Operator for RankOperator {
                         w.fires.entry(fires[i]).or_default().push(p as u32);
                     }
                 }
-                let seq = seqs.value(i) as u64;
+                let seq = restored.seqs[i];
                 self.next_seq = self.next_seq.max(seq + 1);
-                self.idle.restore(p, now, idle.value(i));
+                self.idle.restore(p, now, restored.idle_ms.value(i));
                 let sort = self.sort_key(&sort_keys, i, seq);
                 self.partitions[p].insert(sort, seq, Arc::from(rows.row(i).as_ref()));
                 self.held += 1;
