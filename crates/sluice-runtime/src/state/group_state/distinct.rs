@@ -6,16 +6,13 @@
 
 use std::sync::Arc;
 
-use datafusion_common::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, Int64Array, ListArray,
-};
-use datafusion_common::arrow::buffer::OffsetBuffer;
-use datafusion_common::arrow::datatypes::{DataType, Field};
+use datafusion_common::arrow::array::{Array, ArrayRef, BooleanArray, Int64Array};
+use datafusion_common::arrow::datatypes::DataType;
 use hashbrown::HashMap;
 use sluice_common::{Result, SluiceError};
 
 use super::numeric::for_each_row;
-use super::value_keys::{keys, values};
+use super::value_keys::{counted_lists, keys, read_counted_lists};
 use super::{BatchRows, GroupsState};
 
 /// See the module docs.
@@ -81,42 +78,21 @@ impl GroupsState for DistinctCount {
     /// One column: per group a list of its values, each repeated by its count (the
     /// layout of [`super::multiset::Multiset`]'s state).
     fn state(&mut self, groups: &[u32]) -> Result<Vec<ArrayRef>> {
-        let mut flat = Vec::new();
-        let mut lengths = Vec::with_capacity(groups.len());
-        for &g in groups {
-            let before = flat.len();
-            if let Some(set) = self.groups.get(g as usize) {
-                for (&x, &c) in set {
-                    flat.extend(std::iter::repeat_n(x, c as usize));
-                }
-            }
-            lengths.push(flat.len() - before);
-        }
-        let items = values(Int64Array::from(flat), &self.data_type)?;
-        let field = Arc::new(Field::new_list_field(self.data_type.clone(), true));
-        Ok(vec![Arc::new(ListArray::try_new(
-            field,
-            OffsetBuffer::from_lengths(lengths),
-            items,
-            None,
-        )?)])
+        let sets = groups
+            .iter()
+            .map(|&g| self.groups.get(g as usize).into_iter().flatten());
+        Ok(vec![counted_lists(sets, &self.data_type)?])
     }
 
     fn merge(&mut self, states: &[ArrayRef], groups: &[usize], total: usize) -> Result<()> {
         self.grow(total);
-        let lists = states
+        let column = states
             .first()
-            .and_then(|c| c.as_list_opt::<i32>())
-            .ok_or_else(|| SluiceError::Internal("COUNT(DISTINCT) state: not a list".into()))?;
-        for (row, &g) in groups.iter().enumerate() {
-            if lists.is_null(row) {
-                continue;
-            }
-            for x in keys(&lists.value(row))?.iter().flatten() {
-                self.add(g, x, false);
-            }
-        }
-        Ok(())
+            .ok_or_else(|| SluiceError::Internal("COUNT(DISTINCT) state: no column".into()))?;
+        read_counted_lists(column, "COUNT(DISTINCT)", |row, x| {
+            self.add(groups[row], x, false);
+            Ok(())
+        })
     }
 
     fn reset(&mut self, group: usize) {

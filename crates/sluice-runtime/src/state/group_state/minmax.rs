@@ -6,18 +6,13 @@
 //! Values and result type are the argument's (Flink docs, "Aggregate Functions"); NULL
 //! while a group holds no value.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-
-use datafusion_common::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, Int64Array, ListArray,
-};
-use datafusion_common::arrow::buffer::OffsetBuffer;
-use datafusion_common::arrow::datatypes::{DataType, Field};
+use datafusion_common::arrow::array::{Array, ArrayRef, BooleanArray, Int64Array};
+use datafusion_common::arrow::datatypes::DataType;
 use sluice_common::{Result, SluiceError};
+use std::collections::BTreeMap;
 
 use super::numeric::for_each_row;
-use super::value_keys::{keys, values};
+use super::value_keys::{counted_lists, keys, read_counted_lists, values};
 use super::{BatchRows, GroupsState};
 
 /// Per group: the best value, or every value with its count.
@@ -154,25 +149,10 @@ impl GroupsState for MinMax {
         let Values::Counted(sets) = &self.values else {
             return Ok(vec![self.evaluate(groups)?]);
         };
-        let mut flat = Vec::new();
-        let mut lengths = Vec::with_capacity(groups.len());
-        for &g in groups {
-            let before = flat.len();
-            if let Some(set) = sets.get(g as usize) {
-                for (&x, &c) in set {
-                    flat.extend(std::iter::repeat_n(x, c as usize));
-                }
-            }
-            lengths.push(flat.len() - before);
-        }
-        let items = self.typed(Int64Array::from(flat))?;
-        let field = Arc::new(Field::new_list_field(self.data_type.clone(), true));
-        Ok(vec![Arc::new(ListArray::try_new(
-            field,
-            OffsetBuffer::from_lengths(lengths),
-            items,
-            None,
-        )?)])
+        let sets = groups
+            .iter()
+            .map(|&g| sets.get(g as usize).into_iter().flatten());
+        Ok(vec![counted_lists(sets, &self.data_type)?])
     }
 
     fn merge(&mut self, states: &[ArrayRef], groups: &[usize], total: usize) -> Result<()> {
@@ -181,18 +161,9 @@ impl GroupsState for MinMax {
             .first()
             .ok_or_else(|| SluiceError::Internal("MIN/MAX state: no column".into()))?;
         if matches!(self.values, Values::Counted(_)) {
-            let lists = column.as_list_opt::<i32>().ok_or_else(|| {
-                SluiceError::Internal("MIN/MAX state of a changelog: not a list".into())
+            read_counted_lists(column, "MIN/MAX of a changelog", |row, x| {
+                self.add(groups[row], x, false)
             })?;
-            for (row, &g) in groups.iter().enumerate() {
-                if lists.is_null(row) {
-                    continue;
-                }
-                let items = keys(&lists.value(row))?;
-                for x in items.iter().flatten() {
-                    self.add(g, x, false)?;
-                }
-            }
         } else {
             let v = keys(column)?;
             for (row, &g) in groups.iter().enumerate() {

@@ -5,10 +5,15 @@
 //! equal keys are equal bits, every NaN made the one NaN first, as Java's `Double.equals`
 //! compares them.
 
-use datafusion_common::arrow::array::{ArrayRef, AsArray, Float64Array, Int64Array};
+use std::sync::Arc;
+
+use datafusion_common::arrow::array::{
+    Array, ArrayRef, AsArray, Float64Array, Int64Array, ListArray,
+};
+use datafusion_common::arrow::buffer::OffsetBuffer;
 use datafusion_common::arrow::compute::cast;
-use datafusion_common::arrow::datatypes::{DataType, Float64Type, Int64Type};
-use sluice_common::Result;
+use datafusion_common::arrow::datatypes::{DataType, Field, Float64Type, Int64Type};
+use sluice_common::{Result, SluiceError};
 
 /// Whether values of `t` have keys here.
 pub fn supports(t: &DataType) -> bool {
@@ -59,6 +64,61 @@ pub fn values(keys: Int64Array, t: &DataType) -> Result<ArrayRef> {
         return Ok(cast(&floats, t)?);
     }
     Ok(cast(&keys, t)?)
+}
+
+/// Value sets with counts as a snapshot column: per group a list of its values (of type
+/// `t`), each repeated by its count (the layout of [`super::multiset::Multiset`]'s state).
+/// `sets` gives each group's `(key, count)` pairs.
+///
+/// # Errors
+/// A type without keys.
+pub fn counted_lists<'a, S, C>(sets: impl Iterator<Item = S>, t: &DataType) -> Result<ArrayRef>
+where
+    S: IntoIterator<Item = (&'a i64, &'a C)>,
+    C: Copy + Into<u64> + 'a,
+{
+    let mut flat = Vec::new();
+    let mut lengths = Vec::new();
+    for set in sets {
+        let before = flat.len();
+        for (&x, &c) in set {
+            flat.extend(std::iter::repeat_n(x, c.into() as usize));
+        }
+        lengths.push(flat.len() - before);
+    }
+    let items = values(Int64Array::from(flat), t)?;
+    let field = Arc::new(Field::new_list_field(t.clone(), true));
+    Ok(Arc::new(ListArray::try_new(
+        field,
+        OffsetBuffer::from_lengths(lengths),
+        items,
+        None,
+    )?))
+}
+
+/// Reads a column written by [`counted_lists`]: `add(row, key)` for each listed value of
+/// each row (a value repeated `c` times comes `c` times). `what` names the state for
+/// errors.
+///
+/// # Errors
+/// A column that is not a list of a type with keys.
+pub fn read_counted_lists(
+    column: &ArrayRef,
+    what: &str,
+    mut add: impl FnMut(usize, i64) -> Result<()>,
+) -> Result<()> {
+    let lists = column
+        .as_list_opt::<i32>()
+        .ok_or_else(|| SluiceError::Internal(format!("{what} state: not a list")))?;
+    for row in 0..lists.len() {
+        if lists.is_null(row) {
+            continue;
+        }
+        for x in keys(&lists.value(row))?.iter().flatten() {
+            add(row, x)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
