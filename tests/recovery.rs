@@ -899,21 +899,17 @@ fn restore_at_another_parallelism() {
     }
 }
 
-/// Every stateful operator (window, session, updating aggregate, MATCH_RECOGNIZE, join, OVER,
-/// Top-N) writes its keyed state in the one layout of `state::snapshot`: `key_group`
-/// (UInt32, below the max parallelism), then the key columns `key_0`... (here the key `k`, 0..=4), then
-/// its own state columns; and each subtask holds only the key groups it owns.
 /// Every aggregate kind of the updating aggregate's state (column-wise COUNT, SUM, AVG,
-/// MIN, MAX; row-wise COUNT(DISTINCT)), over an append-only input and over a changelog.
+/// MIN, MAX, COUNT(DISTINCT) of numbers), over an append-only input and over a changelog.
 const UPDATING_MIX_QUERY: &str = "SELECT k, COUNT(*) AS cnt, SUM(v) AS total, AVG(v) AS mean, \
     MIN(v) AS low, MAX(v) AS top, COUNT(DISTINCT v) AS vs FROM events GROUP BY k";
 const UPDATING_OVER_CHANGELOG_QUERY: &str = "SELECT MOD(cnt, 3) AS m, COUNT(*) AS ks, \
     SUM(cnt) AS total, AVG(cnt) AS mean, MIN(v) AS low, MAX(cnt) AS top \
     FROM (SELECT v, COUNT(*) AS cnt FROM events GROUP BY v) GROUP BY MOD(cnt, 3)";
 
-/// Updating aggregates (their result streams: rows are released when a checkpoint
-/// completes) stopped by a failure resume at another parallelism: the rows released by
-/// both runs, folded, are the failure-free final table.
+/// Updating results (updating aggregates, a Top-N over one, a deduplication; rows are
+/// released when a checkpoint completes) stopped by a failure resume at another
+/// parallelism: the rows released by both runs, folded, are the failure-free final table.
 #[test]
 fn updating_results_restore_at_another_parallelism() {
     for query in [
@@ -921,6 +917,8 @@ fn updating_results_restore_at_another_parallelism() {
         UPDATING_OVER_CHANGELOG_QUERY,
         DISTINCT_OVER_CHANGELOG_QUERY,
         JOIN_AGG_QUERY,
+        TOP_N_QUERY,
+        DEDUP_QUERY,
     ] {
         let dir = generated_case(query);
         let reference = run(&dir, &[], None);
@@ -961,6 +959,10 @@ fn updating_results_restore_at_another_parallelism() {
     }
 }
 
+/// Every stateful operator (window, session, updating aggregate, MATCH_RECOGNIZE, join, OVER,
+/// Top-N) writes its keyed state in the one layout of `state::snapshot`: `key_group`
+/// (UInt32, below the max parallelism), then the key columns `key_0`... (here the key `k`, 0..=4), then
+/// its own state columns; and each subtask holds only the key groups it owns.
 #[test]
 fn every_stateful_operator_snapshots_in_the_common_layout() {
     use sluice::arrow::array::{Array, AsArray};
