@@ -8,7 +8,9 @@ use datafusion_common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion_common::{Result, ScalarValue};
 use datafusion_expr::{Expr, LogicalPlan};
 
-/// Aggregate calls are left alone: `COUNT(*)` is DataFusion's `count(Int64(1))`.
+/// Inside aggregate calls, literals that are a whole argument are left alone (`COUNT(*)`
+/// is DataFusion's `count(Int64(1))`); the rest of the arguments (`MAX(i * 2)` is INT, as
+/// `i * 2` is), the FILTER and the WITHIN GROUP order are narrowed.
 fn narrow(e: Expr) -> Result<Transformed<Expr>> {
     e.transform_down(|e| match e {
         Expr::Literal(ScalarValue::Int64(Some(v)), meta) if i32::try_from(v).is_ok() => Ok(
@@ -22,7 +24,35 @@ fn narrow(e: Expr) -> Result<Transformed<Expr>> {
                 meta,
             )))
         }
-        e @ Expr::AggregateFunction(_) => Ok(Transformed::new(e, false, TreeNodeRecursion::Jump)),
+        Expr::AggregateFunction(mut call) => {
+            let mut changed = false;
+            let mut narrowed = |e: Expr| -> Result<Expr> {
+                let t = narrow(e)?;
+                changed |= t.transformed;
+                Ok(t.data)
+            };
+            let params = &mut call.params;
+            for arg in params.args.iter_mut() {
+                if !matches!(arg, Expr::Literal(..)) {
+                    *arg = narrowed(std::mem::replace(
+                        arg,
+                        Expr::Literal(ScalarValue::Null, None),
+                    ))?;
+                }
+            }
+            if let Some(filter) = params.filter.take() {
+                params.filter = Some(Box::new(narrowed(*filter)?));
+            }
+            for sort in params.order_by.iter_mut() {
+                let e = std::mem::replace(&mut sort.expr, Expr::Literal(ScalarValue::Null, None));
+                sort.expr = narrowed(e)?;
+            }
+            Ok(Transformed::new(
+                Expr::AggregateFunction(call),
+                changed,
+                TreeNodeRecursion::Jump,
+            ))
+        }
         other => Ok(Transformed::no(other)),
     })
 }

@@ -203,12 +203,23 @@ impl SumCount {
         }
     }
 
+    /// A DOUBLE sum before any value: `SUM` starts from NULL in Flink (the first value is
+    /// the sum: `SUM` of -0.0 is -0.0), which -0.0 is the same as (-0.0 + x = x for every
+    /// x); `AVG` starts from 0 (Flink's `AvgAggFunction`).
+    fn float_zero(&self) -> f64 {
+        match self.function {
+            Function::Sum => -0.0,
+            Function::Avg => 0.0,
+        }
+    }
+
     fn grow(&mut self, total: usize) {
         let n = total.max(self.counts.len());
         self.counts.resize(n, 0);
+        let zero = self.float_zero();
         match &mut self.sums {
             Sums::Integer(s) => s.resize(n, 0),
-            Sums::Float(s) => s.resize(n, 0.0),
+            Sums::Float(s) => s.resize(n, zero),
             Sums::Decimal(s) => s.resize(n, 0),
         }
     }
@@ -234,11 +245,11 @@ impl SumCount {
                     .iter()
                     .map(|&g| s.get(g as usize).copied().unwrap_or(0)),
             )),
-            Sums::Float(s) => Arc::new(Float64Array::from_iter_values(
-                groups
-                    .iter()
-                    .map(|&g| s.get(g as usize).copied().unwrap_or(0.0)),
-            )),
+            Sums::Float(s) => {
+                Arc::new(Float64Array::from_iter_values(groups.iter().map(|&g| {
+                    s.get(g as usize).copied().unwrap_or(self.float_zero())
+                })))
+            }
             Sums::Decimal(s) => Arc::new(
                 Decimal128Array::from_iter_values(
                     groups
@@ -402,9 +413,10 @@ impl GroupsState for SumCount {
             return;
         }
         self.counts[group] = 0;
+        let zero = self.float_zero();
         match &mut self.sums {
             Sums::Integer(s) => s[group] = 0,
-            Sums::Float(s) => s[group] = 0.0,
+            Sums::Float(s) => s[group] = zero,
             Sums::Decimal(s) => s[group] = 0,
         }
     }
