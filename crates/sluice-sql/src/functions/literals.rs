@@ -8,9 +8,9 @@ use datafusion_common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion_common::{Result, ScalarValue};
 use datafusion_expr::{Expr, LogicalPlan};
 
-/// Inside aggregate calls, literals that are a whole argument are left alone (`COUNT(*)`
-/// is DataFusion's `count(Int64(1))`); the rest of the arguments (`MAX(i * 2)` is INT, as
-/// `i * 2` is), the FILTER and the WITHIN GROUP order are narrowed.
+/// Inside aggregate calls the arguments (`MAX(i * 2)` is INT, as `i * 2` is; `SUM(1)` is
+/// INT), the FILTER and the WITHIN GROUP order are narrowed, except `COUNT`'s literal
+/// arguments (`COUNT(*)` is DataFusion's `count(Int64(1))`; the count is BIGINT anyway).
 fn narrow(e: Expr) -> Result<Transformed<Expr>> {
     e.transform_down(|e| match e {
         Expr::Literal(ScalarValue::Int64(Some(v)), meta) if i32::try_from(v).is_ok() => Ok(
@@ -31,9 +31,10 @@ fn narrow(e: Expr) -> Result<Transformed<Expr>> {
                 changed |= t.transformed;
                 Ok(t.data)
             };
+            let count = call.func.name() == "count";
             let params = &mut call.params;
             for arg in params.args.iter_mut() {
-                if !matches!(arg, Expr::Literal(..)) {
+                if !(count && matches!(arg, Expr::Literal(..))) {
                     *arg = narrowed(std::mem::replace(
                         arg,
                         Expr::Literal(ScalarValue::Null, None),
