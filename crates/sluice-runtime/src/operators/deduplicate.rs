@@ -156,10 +156,7 @@ impl DeduplicateOperator {
     /// start without a row).
     fn assign(&mut self, data: &RecordBatch, n: usize) -> Result<()> {
         let keys = evaluate_all(&self.partition_by, data)?;
-        let key_rows = match &self.key_converter {
-            Some(c) => Some(c.convert_columns(&keys)?),
-            None => None,
-        };
+        let key_rows = crate::state::encode_keys(self.key_converter.as_ref(), &keys)?;
         self.ids_of(key_rows.as_ref(), n);
         Ok(())
     }

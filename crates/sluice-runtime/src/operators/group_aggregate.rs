@@ -341,10 +341,7 @@ impl Operator for GroupAggregateOperator {
             return Ok(());
         }
         let key_columns = evaluate_all(&self.keys, data)?;
-        let key_rows = match &self.converter {
-            Some(c) => Some(c.convert_columns(&key_columns)?),
-            None => None,
-        };
+        let key_rows = crate::state::encode_keys(self.converter.as_ref(), &key_columns)?;
         self.assign_groups(key_rows.as_ref(), n);
         let touched = self.touched_groups(now);
         let before = self.values_out(&touched)?;

@@ -163,10 +163,7 @@ impl OverAggregateOperator {
     /// The partition id of each row of `data`.
     fn partition_ids(&mut self, data: &RecordBatch) -> Result<Vec<usize>> {
         let keys = evaluate_all(&self.partition_by, data)?;
-        let rows = match &self.key_converter {
-            Some(c) => Some(c.convert_columns(&keys)?),
-            None => None,
-        };
+        let rows = crate::state::encode_keys(self.key_converter.as_ref(), &keys)?;
         let all: Vec<u32> = (0..data.num_rows() as u32).collect();
         let mut ids = Vec::new();
         let bounded = self.bounded();

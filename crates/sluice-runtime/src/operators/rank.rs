@@ -355,10 +355,7 @@ impl RankOperator {
     /// The partition id of each of `rows` of `data` (new partitions start empty).
     fn partition_ids(&mut self, data: &RecordBatch, rows: &[u32]) -> Result<Vec<usize>> {
         let keys = evaluate_all(&self.partition_by, data)?;
-        let key_rows = match &self.key_converter {
-            Some(c) => Some(c.convert_columns(&keys)?),
-            None => None,
-        };
+        let key_rows = crate::state::encode_keys(self.key_converter.as_ref(), &keys)?;
         let mut ids = Vec::new();
         self.partitions
             .ids_or_insert_with(key_rows.as_ref(), rows, &mut ids, |_| Ok(Ranked::new()))?;

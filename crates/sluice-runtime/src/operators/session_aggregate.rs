@@ -312,10 +312,7 @@ impl Operator for SessionAggregateOperator {
         let data = &batch.data;
         let times = event_times_ms(data.column(self.time_column))?;
         let keys = evaluate_all(&self.keys, data)?;
-        let key_rows = match &self.converter {
-            Some(c) => Some(c.convert_columns(&keys)?),
-            None => None,
-        };
+        let key_rows = crate::state::encode_keys(self.converter.as_ref(), &keys)?;
         let batch_id = self.next_batch_id;
         self.next_batch_id += 1;
         let mut live = 0usize;

@@ -210,10 +210,7 @@ impl TemporalJoinOperator {
         data: &RecordBatch,
     ) -> Result<(Option<Rows>, Vec<bool>, Vec<Option<i64>>)> {
         let key_columns = evaluate_all(&self.inputs[s].keys, data)?;
-        let rows = match &self.key_converter {
-            Some(c) => Some(c.convert_columns(&key_columns)?),
-            None => None,
-        };
+        let rows = crate::state::encode_keys(self.key_converter.as_ref(), &key_columns)?;
         let nulls = (0..data.num_rows())
             .map(|i| key_columns.iter().any(|k| k.is_null(i)))
             .collect();

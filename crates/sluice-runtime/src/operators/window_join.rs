@@ -171,10 +171,7 @@ impl WindowJoinOperator {
         let nulls = (0..data.num_rows())
             .map(|i| key_columns.iter().any(|k| k.is_null(i)))
             .collect();
-        let rows = match &self.key_converter {
-            Some(c) => Some(c.convert_columns(&key_columns)?),
-            None => None,
-        };
+        let rows = crate::state::encode_keys(self.key_converter.as_ref(), &key_columns)?;
         Ok((rows, nulls))
     }
 

@@ -59,6 +59,22 @@ pub fn key_converter(key_types: &[DataType]) -> Result<Option<RowConverter>> {
     )?))
 }
 
+/// Key columns encoded as key rows with `converter` (the one [`key_converter`] made for
+/// their types); `None` without key columns (no converter), where every row has the one
+/// empty key.
+///
+/// # Errors
+/// Columns of other types than the converter's.
+pub fn encode_keys(
+    converter: Option<&RowConverter>,
+    columns: &[datafusion_common::arrow::array::ArrayRef],
+) -> Result<Option<datafusion_common::arrow::row::Rows>> {
+    match converter {
+        Some(c) => Ok(Some(c.convert_columns(columns)?)),
+        None => Ok(None),
+    }
+}
+
 /// The row converter for whole rows of `schema` (every column, in order): how operators
 /// keep rows they hold (joins, Top-N, rows waiting for the watermark).
 pub fn row_converter(schema: &datafusion_common::arrow::datatypes::Schema) -> Result<RowConverter> {

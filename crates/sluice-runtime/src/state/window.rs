@@ -114,10 +114,7 @@ impl WindowAggregateState {
     /// # Errors
     /// Key columns of other types than the state's.
     pub fn key_rows(&self, key_columns: &[ArrayRef]) -> Result<Option<Rows>> {
-        match &self.converter {
-            Some(c) => Ok(Some(c.convert_columns(key_columns)?)),
-            None => Ok(None),
-        }
+        super::encode_keys(self.converter.as_ref(), key_columns)
     }
 
     /// Removes and returns every window that has fired under `watermark_ms` (by `spec`'s
