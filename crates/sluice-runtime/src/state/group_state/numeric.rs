@@ -34,34 +34,314 @@ pub fn for_aggregate(
     aggregate: &Arc<AggregateFunctionExpr>,
     arg_types: &[DataType],
 ) -> Result<Option<Box<dyn GroupsState>>> {
-    if aggregate.is_distinct() || !aggregate.order_bys().is_empty() {
+    let Some(spec) = NumericSpec::of(aggregate, arg_types) else {
         return Ok(None);
-    }
-    let result = super::result_type(aggregate);
-    let state: Box<dyn GroupsState> = match (aggregate.fun().name(), arg_types) {
-        ("count", _) => Box::new(Count { counts: Vec::new() }),
-        ("sum", [t]) if t.is_integer() && result.is_integer() => {
-            Box::new(SumCount::new(Function::Sum, Kind::Integer, result))
-        }
-        ("sum", [t]) if t.is_floating() && result.is_floating() => {
-            Box::new(SumCount::new(Function::Sum, Kind::Float, result))
-        }
-        ("avg", [t]) if t.is_integer() && result.is_integer() => {
-            Box::new(SumCount::new(Function::Avg, Kind::Integer, result))
-        }
-        ("avg", [t]) if t.is_floating() && result.is_floating() => {
-            Box::new(SumCount::new(Function::Avg, Kind::Float, result))
-        }
-        ("avg", [DataType::Decimal128(_, scale)]) if matches!(result, DataType::Decimal128(_, s) if s >= *scale) => {
-            Box::new(SumCount::new(
-                Function::Avg,
-                Kind::Decimal { scale: *scale },
-                result,
-            ))
-        }
-        _ => return Ok(None),
     };
-    Ok(Some(state))
+    Ok(Some(match spec.function {
+        Function::Count => Box::new(Count { counts: Vec::new() }),
+        Function::Sum | Function::Avg => Box::new(SumCount::new(spec)),
+    }))
+}
+
+/// Which of `COUNT`, `SUM`, `AVG` an aggregate is, how its sum is kept and its result
+/// type: what this module computes, for the column-wise group state and for a caller that
+/// keeps its own running values ([`Running`]: the OVER aggregate's frames).
+#[derive(Clone, Debug)]
+pub struct NumericSpec {
+    function: Function,
+    kind: Kind,
+    result: DataType,
+}
+
+/// One value as a sum keeps it (see [`Kind`]): a BIGINT, a DOUBLE, or a DECIMAL's unscaled
+/// value at the argument's scale.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Sum {
+    /// An integer sum (wrapping as Java's `long`).
+    Integer(i64),
+    /// A floating-point sum.
+    Float(f64),
+    /// A DECIMAL sum, unscaled.
+    Decimal(i128),
+}
+
+/// One group's running sum (of the non-NULL values) and count.
+#[derive(Clone, Copy, Debug)]
+pub struct Running {
+    sum: Sum,
+    count: i64,
+}
+
+/// An aggregate's arguments over one batch, prepared for [`NumericSpec::value_at`].
+pub enum NumericValues {
+    /// `COUNT`: which rows have every argument non-NULL (`None`: all do).
+    Count(Option<datafusion_common::arrow::buffer::NullBuffer>),
+    /// The argument cast to BIGINT.
+    Integer(Int64Array),
+    /// The argument cast to DOUBLE.
+    Float(Float64Array),
+    /// The DECIMAL argument.
+    Decimal(Decimal128Array),
+}
+
+impl NumericSpec {
+    /// The spec of `aggregate` over arguments of `arg_types`, or `None` when this module
+    /// does not compute it (DISTINCT, ordered, DECIMAL `SUM`, other functions and types).
+    pub fn of(aggregate: &AggregateFunctionExpr, arg_types: &[DataType]) -> Option<Self> {
+        if aggregate.is_distinct() || !aggregate.order_bys().is_empty() {
+            return None;
+        }
+        let result = super::result_type(aggregate);
+        let (function, kind) = match (aggregate.fun().name(), arg_types) {
+            ("count", _) => (Function::Count, Kind::Integer),
+            ("sum", [t]) if t.is_integer() && result.is_integer() => (Function::Sum, Kind::Integer),
+            ("sum", [t]) if t.is_floating() && result.is_floating() => (Function::Sum, Kind::Float),
+            ("avg", [t]) if t.is_integer() && result.is_integer() => (Function::Avg, Kind::Integer),
+            ("avg", [t]) if t.is_floating() && result.is_floating() => (Function::Avg, Kind::Float),
+            ("avg", [DataType::Decimal128(_, scale)]) if matches!(result, DataType::Decimal128(_, s) if s >= *scale) => {
+                (Function::Avg, Kind::Decimal { scale: *scale })
+            }
+            _ => return None,
+        };
+        Some(NumericSpec {
+            function,
+            kind,
+            result,
+        })
+    }
+
+    /// A group without values.
+    pub fn start(&self) -> Running {
+        let sum = match self.kind {
+            Kind::Integer => Sum::Integer(0),
+            Kind::Float => Sum::Float(self.float_zero()),
+            Kind::Decimal { .. } => Sum::Decimal(0),
+        };
+        Running { sum, count: 0 }
+    }
+
+    /// A DOUBLE sum before any value: `SUM` starts from NULL in Flink (the first value is
+    /// the sum: `SUM` of -0.0 is -0.0), which -0.0 is the same as (-0.0 + x = x for every
+    /// x); `AVG` starts from 0 (Flink's `AvgAggFunction`).
+    fn float_zero(&self) -> f64 {
+        match self.function {
+            Function::Sum => -0.0,
+            Function::Count | Function::Avg => 0.0,
+        }
+    }
+
+    /// The aggregate's arguments `args` (one batch) prepared for [`Self::value_at`].
+    ///
+    /// # Errors
+    /// An argument that does not cast to the sum's type.
+    pub fn values(&self, args: &[ArrayRef]) -> Result<NumericValues> {
+        Ok(match (self.function, self.kind) {
+            (Function::Count, _) => NumericValues::Count(all_valid(args)),
+            (_, Kind::Integer) => {
+                NumericValues::Integer(cast(&args[0], &DataType::Int64)?.as_primitive().clone())
+            }
+            (_, Kind::Float) => {
+                NumericValues::Float(cast(&args[0], &DataType::Float64)?.as_primitive().clone())
+            }
+            (_, Kind::Decimal { .. }) => {
+                NumericValues::Decimal(args[0].as_primitive::<Decimal128Type>().clone())
+            }
+        })
+    }
+
+    /// Row `i` of `values` as the aggregate takes it in: `None` when it is not counted
+    /// (a NULL argument); `COUNT`'s counted rows are 1.
+    #[inline]
+    pub fn value_at(values: &NumericValues, i: usize) -> Option<Sum> {
+        match values {
+            NumericValues::Count(valid) => valid
+                .as_ref()
+                .is_none_or(|v| v.is_valid(i))
+                .then_some(Sum::Integer(1)),
+            NumericValues::Integer(a) => a.is_valid(i).then(|| Sum::Integer(a.value(i))),
+            NumericValues::Float(a) => a.is_valid(i).then(|| Sum::Float(a.value(i))),
+            NumericValues::Decimal(a) => a.is_valid(i).then(|| Sum::Decimal(a.value(i))),
+        }
+    }
+
+    /// Adds `v` into `r` (or takes it back out: `retract`), in the sum's arithmetic.
+    #[inline]
+    pub fn add(r: &mut Running, v: Sum, retract: bool) {
+        let sign = if retract { -1 } else { 1 };
+        r.count += sign;
+        r.sum = match (r.sum, v) {
+            (Sum::Integer(s), Sum::Integer(x)) if retract => Sum::Integer(s.wrapping_sub(x)),
+            (Sum::Integer(s), Sum::Integer(x)) => Sum::Integer(s.wrapping_add(x)),
+            (Sum::Float(s), Sum::Float(x)) if retract => Sum::Float(s - x),
+            (Sum::Float(s), Sum::Float(x)) => Sum::Float(s + x),
+            (Sum::Decimal(s), Sum::Decimal(x)) if retract => Sum::Decimal(s.wrapping_sub(x)),
+            (Sum::Decimal(s), Sum::Decimal(x)) => Sum::Decimal(s.wrapping_add(x)),
+            (s, _) => s,
+        };
+    }
+
+    /// The aggregate's value for a sum and count, before [`Self::array`] narrows it to the
+    /// result type: `COUNT` the count; `SUM` and `AVG` NULL without values.
+    #[inline]
+    pub fn finish(&self, sum: Sum, count: i64) -> Option<Sum> {
+        if self.function == Function::Count {
+            return Some(Sum::Integer(count));
+        }
+        if count == 0 {
+            return None;
+        }
+        Some(match (self.function, sum, self.kind, &self.result) {
+            (Function::Sum, Sum::Integer(s), _, t) => Sum::Integer(wrap_to(s, t)),
+            (Function::Avg, Sum::Integer(s), _, t) => Sum::Integer(avg_integer(s, count, t)),
+            (Function::Avg, Sum::Float(s), _, _) => Sum::Float(s / count as f64),
+            (
+                Function::Avg,
+                Sum::Decimal(s),
+                Kind::Decimal { scale },
+                DataType::Decimal128(_, to),
+            ) => Sum::Decimal(avg_decimal(s, count, scale, *to)),
+            (_, s, _, _) => s,
+        })
+    }
+
+    /// The value of a running group (see [`Self::finish`]).
+    #[inline]
+    pub fn value(&self, r: &Running) -> Option<Sum> {
+        self.finish(r.sum, r.count)
+    }
+
+    /// Values from [`Self::finish`] as one array of the result type.
+    ///
+    /// # Errors
+    /// A result type the values do not cast to.
+    pub fn array(&self, values: impl Iterator<Item = Option<Sum>>) -> Result<ArrayRef> {
+        let array: ArrayRef = match (self.function, self.kind) {
+            (Function::Count, _) | (_, Kind::Integer) => {
+                Arc::new(Int64Array::from_iter(values.map(|v| match v {
+                    Some(Sum::Integer(x)) => Some(x),
+                    _ => None,
+                })))
+            }
+            (_, Kind::Float) => Arc::new(Float64Array::from_iter(values.map(|v| match v {
+                Some(Sum::Float(x)) => Some(x),
+                _ => None,
+            }))),
+            (_, Kind::Decimal { .. }) => Arc::new(
+                Decimal128Array::from_iter(values.map(|v| match v {
+                    Some(Sum::Decimal(x)) => Some(x),
+                    _ => None,
+                }))
+                .with_data_type(self.result.clone()),
+            ),
+        };
+        if array.data_type() == &self.result {
+            return Ok(array);
+        }
+        // The result type: a narrower integer (the value already fits) or FLOAT.
+        Ok(cast(&array, &self.result)?)
+    }
+
+    /// The running state as two columns, `sum` ([`Self::sum_type`]) and `count` (BIGINT).
+    ///
+    /// # Errors
+    /// None in practice (the arrays are built from values of their type).
+    pub fn state_columns(&self, rows: &[Running]) -> Result<Vec<ArrayRef>> {
+        let sums = self.sum_array(rows.iter().map(|r| r.sum));
+        let counts = Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.count)));
+        Ok(vec![sums, counts])
+    }
+
+    /// Row `i` of columns written by [`Self::state_columns`].
+    ///
+    /// # Errors
+    /// Columns of another shape.
+    pub fn running_at(&self, states: &[ArrayRef], i: usize) -> Result<Running> {
+        self.check_state(states)?;
+        let count = int64(states, 1)?.value(i);
+        let sum = match self.start().sum {
+            Sum::Integer(_) => Sum::Integer(states[0].as_primitive::<Int64Type>().value(i)),
+            Sum::Float(_) => Sum::Float(states[0].as_primitive::<Float64Type>().value(i)),
+            Sum::Decimal(_) => Sum::Decimal(states[0].as_primitive::<Decimal128Type>().value(i)),
+        };
+        Ok(Running { sum, count })
+    }
+
+    /// Values (frame rows: one value each, NULL where not counted) as one array of
+    /// [`Self::sum_type`], for a snapshot.
+    pub fn value_array(&self, values: impl Iterator<Item = Option<Sum>>) -> ArrayRef {
+        match self.sum_type() {
+            DataType::Int64 => Arc::new(Int64Array::from_iter(values.map(|v| match v {
+                Some(Sum::Integer(x)) => Some(x),
+                _ => None,
+            }))),
+            DataType::Float64 => Arc::new(Float64Array::from_iter(values.map(|v| match v {
+                Some(Sum::Float(x)) => Some(x),
+                _ => None,
+            }))),
+            t => Arc::new(
+                Decimal128Array::from_iter(values.map(|v| match v {
+                    Some(Sum::Decimal(x)) => Some(x),
+                    _ => None,
+                }))
+                .with_data_type(t),
+            ),
+        }
+    }
+
+    /// Row `i` of an array written by [`Self::value_array`].
+    ///
+    /// # Errors
+    /// An array of another type.
+    pub fn value_from(&self, array: &ArrayRef, i: usize) -> Result<Option<Sum>> {
+        if array.data_type() != &self.sum_type() {
+            return Err(SluiceError::Internal(format!(
+                "aggregate frame state: expected {}, found {}",
+                self.sum_type(),
+                array.data_type()
+            )));
+        }
+        if array.is_null(i) {
+            return Ok(None);
+        }
+        Ok(Some(match self.sum_type() {
+            DataType::Int64 => Sum::Integer(array.as_primitive::<Int64Type>().value(i)),
+            DataType::Float64 => Sum::Float(array.as_primitive::<Float64Type>().value(i)),
+            _ => Sum::Decimal(array.as_primitive::<Decimal128Type>().value(i)),
+        }))
+    }
+
+    /// The sum column of a state: BIGINT, DOUBLE or DECIMAL(38, argument scale).
+    fn sum_type(&self) -> DataType {
+        match self.kind {
+            Kind::Integer => DataType::Int64,
+            Kind::Float => DataType::Float64,
+            Kind::Decimal { scale } => DataType::Decimal128(38, scale),
+        }
+    }
+
+    fn sum_array(&self, sums: impl Iterator<Item = Sum>) -> ArrayRef {
+        self.value_array(sums.map(Some))
+    }
+
+    fn check_state(&self, states: &[ArrayRef]) -> Result<()> {
+        if states.len() != 2 || states[0].data_type() != &self.sum_type() {
+            return Err(SluiceError::Internal(format!(
+                "aggregate state: expected a sum of {} and a count",
+                self.sum_type()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Which rows of `args` have every argument non-NULL (`None`: all of them).
+fn all_valid(args: &[ArrayRef]) -> Option<datafusion_common::arrow::buffer::NullBuffer> {
+    args.iter()
+        .filter_map(|v| v.logical_nulls())
+        .reduce(|a, b| {
+            datafusion_common::arrow::buffer::NullBuffer::union(Some(&a), Some(&b))
+                .expect("two null buffers union to one")
+        })
 }
 
 /// Calls `f(row, group, retract)` for every row of the batch that is not filtered out
@@ -108,13 +388,7 @@ impl GroupsState for Count {
         self.counts
             .resize(rows.total_groups.max(self.counts.len()), 0);
         // Rows with a NULL argument are not counted: the arguments' NULLs combined.
-        let valid = values
-            .iter()
-            .filter_map(|v| v.logical_nulls())
-            .reduce(|a, b| {
-                datafusion_common::arrow::buffer::NullBuffer::union(Some(&a), Some(&b))
-                    .expect("two null buffers union to one")
-            });
+        let valid = all_valid(values);
         let counts = &mut self.counts;
         for_each_row(rows, valid.as_ref(), filter, |_, g, retract| {
             counts[g] += if retract { -1 } else { 1 };
@@ -155,16 +429,17 @@ impl Count {
     }
 }
 
-/// Which result a [`SumCount`] gives.
-#[derive(Clone, Copy, PartialEq, Eq)]
+/// Which aggregate a [`NumericSpec`] computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Function {
+    Count,
     Sum,
     Avg,
 }
 
 /// How the sum is kept: a BIGINT (integers, wrapping), a DOUBLE, or a DECIMAL's unscaled
 /// value at the argument's scale.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 enum Kind {
     Integer,
     Float,
@@ -180,43 +455,29 @@ enum Sums {
 
 /// `SUM` or `AVG`: per group the sum of the non-NULL values and their count.
 struct SumCount {
-    function: Function,
-    kind: Kind,
-    result: DataType,
+    spec: NumericSpec,
     sums: Sums,
     counts: Vec<i64>,
 }
 
 impl SumCount {
-    fn new(function: Function, kind: Kind, result: DataType) -> Self {
-        let sums = match kind {
+    fn new(spec: NumericSpec) -> Self {
+        let sums = match spec.kind {
             Kind::Integer => Sums::Integer(Vec::new()),
             Kind::Float => Sums::Float(Vec::new()),
             Kind::Decimal { .. } => Sums::Decimal(Vec::new()),
         };
         SumCount {
-            function,
-            kind,
-            result,
+            spec,
             sums,
             counts: Vec::new(),
-        }
-    }
-
-    /// A DOUBLE sum before any value: `SUM` starts from NULL in Flink (the first value is
-    /// the sum: `SUM` of -0.0 is -0.0), which -0.0 is the same as (-0.0 + x = x for every
-    /// x); `AVG` starts from 0 (Flink's `AvgAggFunction`).
-    fn float_zero(&self) -> f64 {
-        match self.function {
-            Function::Sum => -0.0,
-            Function::Avg => 0.0,
         }
     }
 
     fn grow(&mut self, total: usize) {
         let n = total.max(self.counts.len());
         self.counts.resize(n, 0);
-        let zero = self.float_zero();
+        let zero = self.spec.float_zero();
         match &mut self.sums {
             Sums::Integer(s) => s.resize(n, 0),
             Sums::Float(s) => s.resize(n, zero),
@@ -224,41 +485,17 @@ impl SumCount {
         }
     }
 
-    fn count(&self, g: usize) -> i64 {
-        self.counts.get(g).copied().unwrap_or(0)
-    }
-
-    /// The sum column of a state: BIGINT, DOUBLE or DECIMAL(38, argument scale).
-    fn sum_type(&self) -> DataType {
-        match self.kind {
-            Kind::Integer => DataType::Int64,
-            Kind::Float => DataType::Float64,
-            Kind::Decimal { scale } => DataType::Decimal128(38, scale),
-        }
-    }
-
-    /// The sum of each of `groups` (0 for a group without rows), as [`Self::sum_type`].
-    fn sum_column(&self, groups: &[u32]) -> Result<ArrayRef> {
-        Ok(match &self.sums {
-            Sums::Integer(s) => Arc::new(Int64Array::from_iter_values(
-                groups
-                    .iter()
-                    .map(|&g| s.get(g as usize).copied().unwrap_or(0)),
-            )),
-            Sums::Float(s) => {
-                Arc::new(Float64Array::from_iter_values(groups.iter().map(|&g| {
-                    s.get(g as usize).copied().unwrap_or(self.float_zero())
-                })))
-            }
-            Sums::Decimal(s) => Arc::new(
-                Decimal128Array::from_iter_values(
-                    groups
-                        .iter()
-                        .map(|&g| s.get(g as usize).copied().unwrap_or(0)),
-                )
-                .with_data_type(self.sum_type()),
-            ),
-        })
+    /// The running sum of group `g` (a group without rows: the start).
+    fn running(&self, g: usize) -> Running {
+        let Some(&count) = self.counts.get(g) else {
+            return self.spec.start();
+        };
+        let sum = match &self.sums {
+            Sums::Integer(s) => Sum::Integer(s[g]),
+            Sums::Float(s) => Sum::Float(s[g]),
+            Sums::Decimal(s) => Sum::Decimal(s[g]),
+        };
+        Running { sum, count }
     }
 }
 
@@ -318,69 +555,23 @@ impl GroupsState for SumCount {
     }
 
     fn evaluate(&mut self, groups: &[u32]) -> Result<ArrayRef> {
-        let has = |g: u32| self.count(g as usize) != 0;
-        let values: ArrayRef = match (&self.sums, self.function) {
-            (Sums::Integer(s), Function::Sum) => Arc::new(Int64Array::from_iter(
-                groups
-                    .iter()
-                    .map(|&g| has(g).then(|| wrap_to(s[g as usize], &self.result))),
-            )),
-            (Sums::Integer(s), Function::Avg) => {
-                Arc::new(Int64Array::from_iter(groups.iter().map(|&g| {
-                    has(g)
-                        .then(|| avg_integer(s[g as usize], self.counts[g as usize], &self.result))
-                })))
-            }
-            (Sums::Float(s), Function::Sum) => Arc::new(Float64Array::from_iter(
-                groups.iter().map(|&g| has(g).then(|| s[g as usize])),
-            )),
-            (Sums::Float(s), Function::Avg) => {
-                Arc::new(Float64Array::from_iter(groups.iter().map(|&g| {
-                    has(g).then(|| s[g as usize] / self.counts[g as usize] as f64)
-                })))
-            }
-            (Sums::Decimal(s), Function::Avg) => {
-                let (Kind::Decimal { scale }, DataType::Decimal128(_, to)) =
-                    (self.kind, &self.result)
-                else {
-                    return Err(SluiceError::Internal("AVG: not a DECIMAL result".into()));
-                };
-                Arc::new(
-                    Decimal128Array::from_iter(groups.iter().map(|&g| {
-                        has(g).then(|| {
-                            avg_decimal(s[g as usize], self.counts[g as usize], scale, *to)
-                        })
-                    }))
-                    .with_data_type(self.result.clone()),
-                )
-            }
-            (Sums::Decimal(_), Function::Sum) => {
-                return Err(SluiceError::Internal("DECIMAL SUM is kept row-wise".into()))
-            }
-        };
-        if values.data_type() == &self.result {
-            return Ok(values);
-        }
-        // The result type: a narrower integer (the value already fits) or FLOAT.
-        Ok(cast(&values, &self.result)?)
+        self.spec.array(
+            groups
+                .iter()
+                .map(|&g| self.spec.value(&self.running(g as usize))),
+        )
     }
 
-    /// Two columns: `sum` ([`Self::sum_type`]) and `count` (BIGINT).
+    /// Two columns: `sum` (BIGINT, DOUBLE or DECIMAL(38, argument scale)) and `count`
+    /// (BIGINT).
     fn state(&mut self, groups: &[u32]) -> Result<Vec<ArrayRef>> {
-        let counts = Arc::new(Int64Array::from_iter_values(
-            groups.iter().map(|&g| self.count(g as usize)),
-        ));
-        Ok(vec![self.sum_column(groups)?, counts])
+        let rows: Vec<Running> = groups.iter().map(|&g| self.running(g as usize)).collect();
+        self.spec.state_columns(&rows)
     }
 
     fn merge(&mut self, states: &[ArrayRef], groups: &[usize], total: usize) -> Result<()> {
         self.grow(total);
-        if states.len() != 2 || states[0].data_type() != &self.sum_type() {
-            return Err(SluiceError::Internal(format!(
-                "aggregate state: expected a sum of {} and a count",
-                self.sum_type()
-            )));
-        }
+        self.spec.check_state(states)?;
         let counts = int64(states, 1)?;
         for (row, &g) in groups.iter().enumerate() {
             self.counts[g] += counts.value(row);
@@ -413,7 +604,7 @@ impl GroupsState for SumCount {
             return;
         }
         self.counts[group] = 0;
-        let zero = self.float_zero();
+        let zero = self.spec.float_zero();
         match &mut self.sums {
             Sums::Integer(s) => s[group] = 0,
             Sums::Float(s) => s[group] = zero,

@@ -11,14 +11,18 @@
 //! leaves, so results never depend on how the input was cut into batches.
 //!
 //! Per partition (`KeyedValues<Partition>`): the last time released (a row at or before it
-//! is late: dropped and counted), one DataFusion `Accumulator` per aggregate (sliding ones
-//! for bounded frames: rows leave a frame in the order they entered it), the frame's rows
-//! (their aggregate arguments, to retract them) and the last LAG values. `RANGE` peers
+//! is late: dropped and counted), the frame rows' times (bounded frames: rows leave a frame
+//! in the order they entered it), one [`calls::CallState`] per aggregate (a running sum
+//! for `COUNT`/`SUM`/`AVG` of numbers, else a DataFusion `Accumulator`; each keeps what
+//! it needs of the frame rows to retract them) and the last LAG values. `RANGE` peers
 //! (equal times) enter the frame together and get the same values.
 
-use std::collections::{HashMap, VecDeque};
+mod calls;
+
+use std::collections::VecDeque;
 use std::sync::Arc;
 
+use calls::{scalars_to_array, AggregateCall, CallArgs, CallOutput, CallState};
 use datafusion_common::arrow::array::{
     new_null_array, Array, ArrayRef, Int64Array, Int8Array, RecordBatch,
 };
@@ -26,7 +30,6 @@ use datafusion_common::arrow::compute::concat;
 use datafusion_common::arrow::datatypes::{DataType, Int64Type, Int8Type, SchemaRef};
 use datafusion_common::arrow::row::{RowConverter, Rows};
 use datafusion_common::ScalarValue;
-use datafusion_expr::Accumulator;
 use datafusion_physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion_physical_expr::PhysicalExpr;
 use sluice_common::plan::OverFrame;
@@ -65,15 +68,25 @@ pub enum OverCallExec {
     },
 }
 
+/// A call as the operator runs it.
+enum Call {
+    Aggregate(AggregateCall),
+    Lag {
+        value: usize,
+        offset: u64,
+        default: Option<Arc<dyn PhysicalExpr>>,
+    },
+}
+
 /// What a partition keeps.
 #[derive(Default)]
 struct Partition {
     /// The last time released (`None`: nothing yet).
     last_time: Option<i64>,
-    /// One accumulator per aggregate call.
-    accumulators: Vec<Box<dyn Accumulator>>,
-    /// Bounded frames: the frame's rows, oldest first (time, every aggregate argument).
-    frame: VecDeque<(i64, Vec<ScalarValue>)>,
+    /// Bounded frames: the frame rows' times, oldest first.
+    frame: VecDeque<i64>,
+    /// One state per aggregate call.
+    aggregates: Vec<CallState>,
     /// The last LAG values (up to the largest offset + 1 rows), oldest first (one per
     /// LAG call).
     lags: VecDeque<Vec<ScalarValue>>,
@@ -87,7 +100,7 @@ pub struct OverAggregateOperator {
     /// Ordered by a processing-time attribute: rows leave in arrival order at once.
     processing_time: bool,
     frame: OverFrame,
-    calls: Vec<OverCallExec>,
+    calls: Vec<Call>,
     /// Every aggregate argument, call after call.
     args: Vec<Arc<dyn PhysicalExpr>>,
     /// The values LAG calls read.
@@ -95,6 +108,9 @@ pub struct OverAggregateOperator {
     /// The largest LAG offset (`None`: no LAG call); LAG keeps that many rows back.
     lag_depth: Option<usize>,
     partitions: KeyedValues<Partition>,
+    /// Scratch for `flush`: per partition id, its last row in the batch being released
+    /// (`u32::MAX`: none; left so after each flush).
+    last_of: Vec<u32>,
     pending: PendingRows,
     watermark: i64,
     in_schema: SchemaRef,
@@ -131,6 +147,33 @@ impl OverAggregateOperator {
                 OverCallExec::Aggregate { .. } => None,
             })
             .max();
+        let calls = calls
+            .into_iter()
+            .map(|c| {
+                Ok(match c {
+                    OverCallExec::Aggregate {
+                        function,
+                        first,
+                        count,
+                    } => {
+                        let types = args[first..first + count]
+                            .iter()
+                            .map(|a| a.data_type(&in_schema))
+                            .collect::<datafusion_common::Result<Vec<_>>>()?;
+                        Call::Aggregate(AggregateCall::new(function, first, count, types))
+                    }
+                    OverCallExec::Lag {
+                        value,
+                        offset,
+                        default,
+                    } => Call::Lag {
+                        value,
+                        offset,
+                        default,
+                    },
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
         Ok(OverAggregateOperator {
             key_converter: key_converter(&key_types)?,
             partition_by,
@@ -142,6 +185,7 @@ impl OverAggregateOperator {
             lag_values,
             lag_depth,
             partitions: KeyedValues::new(),
+            last_of: Vec::new(),
             pending: PendingRows::new(Arc::clone(&in_schema))?,
             watermark: WATERMARK_MIN,
             in_schema,
@@ -227,32 +271,69 @@ impl OverAggregateOperator {
         let n = rows.num_rows();
         let args = evaluate_all(&self.args, &rows)?;
         let lag_values = evaluate_all(&self.lag_values, &rows)?;
-        // Each partition's rows, in order.
-        let mut order: Vec<(u32, Vec<usize>)> = Vec::new();
-        let mut slot: HashMap<u32, usize> = HashMap::new();
+        // Each partition's rows, in order: partitions in order of their first row, their
+        // rows chained through `next`.
+        let mut firsts: Vec<u32> = Vec::new();
+        let mut next = vec![u32::MAX; n];
+        let last_of = &mut self.last_of;
         for (i, (_, p)) in times.iter().enumerate() {
-            let s = *slot.entry(*p).or_insert_with(|| {
-                order.push((*p, Vec::new()));
-                order.len() - 1
-            });
-            order[s].1.push(i);
+            let p = *p as usize;
+            if p >= last_of.len() {
+                last_of.resize(p + 1, u32::MAX);
+            }
+            match std::mem::replace(&mut last_of[p], i as u32) {
+                u32::MAX => firsts.push(i as u32),
+                prev => next[prev as usize] = i as u32,
+            }
         }
-        let mut values: Vec<Vec<ScalarValue>> = vec![vec![ScalarValue::Null; n]; self.calls.len()];
-        for (p, rows_of) in order {
+        for &first in &firsts {
+            last_of[times[first as usize].1 as usize] = u32::MAX;
+        }
+        let mut outputs = Vec::with_capacity(self.calls.len());
+        let mut call_args = Vec::with_capacity(self.calls.len());
+        for call in &self.calls {
+            match call {
+                Call::Aggregate(a) => {
+                    outputs.push(a.output(n));
+                    call_args.push(Some(a.args(&args)?));
+                }
+                Call::Lag { .. } => {
+                    outputs.push(CallOutput::Scalars(vec![ScalarValue::Null; n]));
+                    call_args.push(None);
+                }
+            }
+        }
+        let mut rows_of = Vec::new();
+        for first in firsts {
+            rows_of.clear();
+            let mut i = first;
+            while i != u32::MAX {
+                rows_of.push(i as usize);
+                i = next[i as usize];
+            }
+            let p = times[first as usize].1 as usize;
             self.compute(
-                p as usize,
+                p,
                 &rows_of,
                 &times,
                 &rows,
-                &args,
+                &call_args,
                 &lag_values,
-                &mut values,
+                &mut outputs,
             )?;
         }
         let mut columns = rows.columns().to_vec();
-        for (c, v) in values.into_iter().enumerate() {
-            let field = self.schema.field(self.in_schema.fields().len() + c);
-            columns.push(to_array(v, field.data_type())?);
+        for (call, out) in self.calls.iter().zip(outputs) {
+            columns.push(match call {
+                Call::Aggregate(a) => a.finish(out)?,
+                Call::Lag { .. } => {
+                    let field = self.schema.field(columns.len());
+                    let CallOutput::Scalars(v) = out else {
+                        unreachable!("LAG values are scalars")
+                    };
+                    scalars_to_array(v, field.data_type())?
+                }
+            });
         }
         let data = batch_with_schema(&self.schema, columns, n)?;
         out.emit(StreamBatch {
@@ -271,15 +352,17 @@ impl OverAggregateOperator {
         rows_of: &[usize],
         times: &[(i64, u32)],
         rows: &RecordBatch,
-        args: &[ArrayRef],
+        call_args: &[Option<CallArgs>],
         lag_values: &[ArrayRef],
-        values: &mut [Vec<ScalarValue>],
+        outputs: &mut [CallOutput],
     ) -> Result<()> {
         let frame = self.frame;
+        let bounded = self.bounded();
         // Rows with equal times are peers under RANGE; on processing time each row is its
         // own moment (Flink's ProcTime* functions emit every row as it arrives, over the
         // rows before it), even when rows read together share a clock reading.
         let range = matches!(frame, OverFrame::Range { .. }) && !self.processing_time;
+        let part = &mut self.partitions[p];
         let mut k = 0;
         while k < rows_of.len() {
             // The current row and, under RANGE, its peers (same time).
@@ -288,75 +371,43 @@ impl OverAggregateOperator {
             while range && end < rows_of.len() && times[rows_of[end]].0 == t {
                 end += 1;
             }
-            let part = &mut self.partitions[p];
             let group = &rows_of[k..end];
-            if !range {
-                debug_assert_eq!(group.len(), 1);
-            }
-            for &i in group {
-                let row_args: Vec<ArrayRef> = args.iter().map(|a| a.slice(i, 1)).collect();
-                let mut acc = 0;
-                for call in &self.calls {
-                    if let OverCallExec::Aggregate { first, count, .. } = call {
-                        part.accumulators[acc].update_batch(&row_args[*first..first + count])?;
-                        acc += 1;
-                    }
-                }
-                if matches!(
-                    frame,
-                    OverFrame::Rows { preceding: Some(_) }
-                        | OverFrame::Range {
-                            preceding_ms: Some(_)
-                        }
-                ) {
-                    let scalars = row_args
-                        .iter()
-                        .map(|a| ScalarValue::try_from_array(a, 0))
-                        .collect::<datafusion_common::Result<Vec<_>>>()?;
-                    part.frame.push_back((t, scalars));
-                }
-            }
-            // Rows that left the frame.
+            // Rows that leave the frame are retracted before the current rows are added,
+            // as Flink does (floating-point sums round the same way).
             loop {
                 let leaves = match (frame, part.frame.front()) {
                     (OverFrame::Rows { preceding: Some(n) }, Some(_)) => {
-                        part.frame.len() as u64 > n + 1
+                        part.frame.len() as u64 + group.len() as u64 > n + 1
                     }
                     (
                         OverFrame::Range {
                             preceding_ms: Some(ms),
                         },
-                        Some((front, _)),
+                        Some(front),
                     ) => *front < t.saturating_sub(ms),
                     _ => false,
                 };
                 if !leaves {
                     break;
                 }
-                let (_, old) = part.frame.pop_front().expect("checked");
-                let mut acc = 0;
-                for call in &self.calls {
-                    if let OverCallExec::Aggregate { first, count, .. } = call {
-                        let arrays = old[*first..first + count]
-                            .iter()
-                            .map(|v| v.to_array())
-                            .collect::<datafusion_common::Result<Vec<_>>>()?;
-                        part.accumulators[acc].retract_batch(&arrays)?;
-                        acc += 1;
-                    }
+                part.frame.pop_front();
+                for state in part.aggregates.iter_mut() {
+                    state.retract_oldest()?;
                 }
             }
-            let mut acc = 0;
+            for &i in group {
+                for (a, args) in call_args.iter().flatten().enumerate() {
+                    part.aggregates[a].add(args, i, bounded)?;
+                }
+                if bounded {
+                    part.frame.push_back(t);
+                }
+            }
+            let mut a = 0;
             for (c, call) in self.calls.iter().enumerate() {
-                match call {
-                    OverCallExec::Aggregate { .. } => {
-                        let v = part.accumulators[acc].evaluate()?;
-                        for &i in group {
-                            values[c][i] = v.clone();
-                        }
-                        acc += 1;
-                    }
-                    OverCallExec::Lag { .. } => {}
+                if let Call::Aggregate(call) = call {
+                    part.aggregates[a].evaluate(call, &mut outputs[c], group)?;
+                    a += 1;
                 }
             }
             // LAG counts rows back from the last row of the group: under RANGE, peers
@@ -376,14 +427,14 @@ impl OverAggregateOperator {
                 let last = part.lags.len() - 1;
                 for &i in group {
                     for (c, call) in self.calls.iter().enumerate() {
-                        if let OverCallExec::Lag {
+                        if let Call::Lag {
                             value,
                             offset,
                             default,
                         } = call
                         {
                             let back = *offset as usize;
-                            values[c][i] = if last >= back {
+                            let v = if last >= back {
                                 part.lags[last - back][*value].clone()
                             } else if let Some(d) = default {
                                 let d = d.evaluate(&rows.slice(i, 1))?.into_array(1)?;
@@ -391,6 +442,9 @@ impl OverAggregateOperator {
                             } else {
                                 ScalarValue::Null
                             };
+                            if let CallOutput::Scalars(out) = &mut outputs[c] {
+                                out[i] = v;
+                            }
                         }
                     }
                 }
@@ -421,22 +475,23 @@ impl OverAggregateOperator {
     }
 }
 
-/// A fresh partition: one accumulator per aggregate call (sliding ones for bounded frames).
-fn new_partition(calls: &[OverCallExec], bounded: bool) -> Result<Partition> {
-    let accumulators = calls
-        .iter()
-        .filter_map(|c| match c {
-            OverCallExec::Aggregate { function, .. } => Some(if bounded {
-                function.create_sliding_accumulator()
-            } else {
-                function.create_accumulator()
-            }),
-            OverCallExec::Lag { .. } => None,
-        })
-        .collect::<datafusion_common::Result<Vec<_>>>()?;
+/// A fresh partition: one state per aggregate call (sliding accumulators for bounded
+/// frames).
+fn new_partition(calls: &[Call], bounded: bool) -> Result<Partition> {
+    let aggregates = aggregate_calls(calls)
+        .map(|c| c.start(bounded))
+        .collect::<Result<Vec<_>>>()?;
     Ok(Partition {
-        accumulators,
+        aggregates,
         ..Partition::default()
+    })
+}
+
+/// The aggregate calls, in order.
+fn aggregate_calls(calls: &[Call]) -> impl Iterator<Item = &AggregateCall> {
+    calls.iter().filter_map(|c| match c {
+        Call::Aggregate(a) => Some(a),
+        Call::Lag { .. } => None,
     })
 }
 
@@ -462,25 +517,6 @@ pub(crate) fn time_values(data: &RecordBatch, column: usize) -> Result<Vec<i64>>
         )));
     }
     Ok(c.values().to_vec())
-}
-
-/// Values of one type as an array (NULLs typed).
-fn to_array(values: Vec<ScalarValue>, data_type: &DataType) -> Result<ArrayRef> {
-    if values.is_empty() {
-        return Ok(new_null_array(data_type, 0));
-    }
-    let typed_null = ScalarValue::try_from(data_type)?;
-    let array = ScalarValue::iter_to_array(values.into_iter().map(|v| {
-        if v.is_null() {
-            typed_null.clone()
-        } else {
-            v
-        }
-    }))?;
-    if array.data_type() != data_type {
-        return Ok(datafusion_common::arrow::compute::cast(&array, data_type)?);
-    }
-    Ok(array)
 }
 
 const PENDING: i8 = 0;
@@ -524,9 +560,11 @@ impl Operator for OverAggregateOperator {
     /// (Int8: 0 a row waiting for the watermark, 1 a row of a bounded frame, 2 a row LAG
     /// keeps, 3 the partition), `time` (Int64 ms: the row's time; for the partition the
     /// last time released, NULL before any), `row_<i>` (the input columns of a waiting
-    /// row), `arg_<j>` (a frame row's aggregate arguments), `lag_<j>` (a LAG row's values),
-    /// `agg_<a>_<i>` (the partition's accumulator state, unbounded frames only). Rows of
-    /// one partition keep their order.
+    /// row), `frame_<a>_<i>` (what aggregate call `a` keeps of a frame row: a `COUNT`,
+    /// `SUM` or `AVG` of numbers the value as its sum keeps it, NULL where not counted;
+    /// another aggregate its arguments), `lag_<j>` (a LAG row's values), `agg_<a>_<i>`
+    /// (call `a`'s running state, unbounded frames only: `sum` and `count`, or
+    /// DataFusion's state fields). Rows of one partition keep their order.
     fn snapshot_state(&mut self, max_parallelism: u32) -> Result<Option<RecordBatch>> {
         let live = self.partitions.live_ids();
         if live.is_empty() {
@@ -542,16 +580,14 @@ impl Operator for OverAggregateOperator {
             kinds.push(PENDING);
             times.push(Some(*t));
         }
-        let mut frame_args: Vec<Vec<ScalarValue>> = Vec::new();
-        let mut lag_rows: Vec<Vec<ScalarValue>> = Vec::new();
         for &id in &live {
-            for (t, a) in &self.partitions[id as usize].frame {
+            for t in &self.partitions[id as usize].frame {
                 ids.push(id);
                 kinds.push(FRAME);
                 times.push(Some(*t));
-                frame_args.push(a.clone());
             }
         }
+        let mut lag_rows: Vec<Vec<ScalarValue>> = Vec::new();
         for &id in &live {
             for v in &self.partitions[id as usize].lags {
                 ids.push(id);
@@ -560,36 +596,18 @@ impl Operator for OverAggregateOperator {
                 lag_rows.push(v.clone());
             }
         }
-        let mut states: Vec<Vec<Vec<ScalarValue>>> = Vec::new();
         for &id in &live {
             ids.push(id);
             kinds.push(PARTITION);
-            let part = &mut self.partitions[id as usize];
-            times.push(part.last_time);
-            if !bounded {
-                // `state()` may consume an accumulator: rebuild it from what it gave.
-                let mut per_acc = Vec::new();
-                for acc in part.accumulators.iter_mut() {
-                    let state = acc.state()?;
-                    let arrays = state
-                        .iter()
-                        .map(|v| v.to_array())
-                        .collect::<datafusion_common::Result<Vec<_>>>()?;
-                    per_acc.push((state, arrays));
-                }
-                let fresh = new_partition(&self.calls, false)?;
-                let part = &mut self.partitions[id as usize];
-                part.accumulators = fresh.accumulators;
-                let mut row = Vec::new();
-                for (acc, (state, arrays)) in part.accumulators.iter_mut().zip(per_acc) {
-                    acc.merge_batch(&arrays)?;
-                    row.push(state);
-                }
-                states.push(row);
-            }
+            times.push(self.partitions[id as usize].last_time);
         }
         let total = ids.len();
-        let (np, nf, nl) = (pending.len(), frame_args.len(), lag_rows.len());
+        let np = pending.len();
+        let nf: usize = live
+            .iter()
+            .map(|&id| self.partitions[id as usize].frame.len())
+            .sum();
+        let nl = lag_rows.len();
         let key_columns = self
             .partitions
             .key_columns(self.key_converter.as_ref(), &ids)?;
@@ -600,36 +618,57 @@ impl Operator for OverAggregateOperator {
             let after = new_null_array(c.data_type(), total - np);
             w.column(format!("row_{i}"), concat(&[c.as_ref(), after.as_ref()])?);
         }
-        let segment = |before: usize, values: Vec<ScalarValue>, data_type: &DataType| {
-            let after = total - before - values.len();
-            let middle = to_array(values, data_type)?;
-            let b = new_null_array(data_type, before);
-            let a = new_null_array(data_type, after);
+        // A column whose rows `before..before + middle.len()` are `middle`, NULL elsewhere.
+        let segment = |before: usize, middle: ArrayRef| {
+            let t = middle.data_type().clone();
+            let after = total - before - middle.len();
+            let b = new_null_array(&t, before);
+            let a = new_null_array(&t, after);
             Ok::<ArrayRef, SluiceError>(concat(&[b.as_ref(), middle.as_ref(), a.as_ref()])?)
         };
-        for (j, e) in self.args.iter().enumerate() {
-            let t = e.data_type(&self.in_schema)?;
-            let v = frame_args.iter().map(|a| a[j].clone()).collect();
-            w.column(format!("arg_{j}"), segment(np, v, &t)?);
+        let aggregates: Vec<&AggregateCall> = aggregate_calls(&self.calls).collect();
+        for (a, call) in aggregates.iter().enumerate() {
+            let parts = &self.partitions;
+            let columns = if bounded {
+                call.frame_columns(live.iter().map(|&id| &parts[id as usize].aggregates[a]))?
+            } else {
+                call.frame_types()
+                    .iter()
+                    .map(|t| new_null_array(t, 0))
+                    .collect()
+            };
+            for (i, c) in columns.into_iter().enumerate() {
+                w.column(format!("frame_{a}_{i}"), segment(np, c)?);
+            }
         }
         for (j, e) in self.lag_values.iter().enumerate() {
             let t = e.data_type(&self.in_schema)?;
-            let v = lag_rows.iter().map(|a| a[j].clone()).collect();
-            w.column(format!("lag_{j}"), segment(np + nf, v, &t)?);
+            let v = lag_rows.iter().map(|r| r[j].clone()).collect();
+            w.column(
+                format!("lag_{j}"),
+                segment(np + nf, scalars_to_array(v, &t)?)?,
+            );
         }
-        if !bounded {
-            let mut a = 0;
-            for call in &self.calls {
-                if let OverCallExec::Aggregate { function, .. } = call {
-                    for (i, field) in function.state_fields()?.iter().enumerate() {
-                        let v = states.iter().map(|s| s[a][i].clone()).collect();
-                        w.column(
-                            format!("agg_{a}_{i}"),
-                            segment(np + nf + nl, v, field.data_type())?,
-                        );
-                    }
-                    a += 1;
+        for (a, call) in aggregates.iter().enumerate() {
+            let columns = if bounded {
+                call.state_types()?
+                    .iter()
+                    .map(|t| new_null_array(t, 0))
+                    .collect()
+            } else {
+                let parts = &mut self.partitions;
+                let mut states = Vec::with_capacity(live.len());
+                // (Each partition's state, in `live` order.)
+                let slots = parts.slots_mut();
+                let mut by_id: Vec<Option<&mut CallState>> =
+                    slots.iter_mut().map(|p| p.aggregates.get_mut(a)).collect();
+                for &id in &live {
+                    states.push(by_id[id as usize].take().expect("a live partition"));
                 }
+                call.state_columns(states.into_iter())?
+            };
+            for (i, c) in columns.into_iter().enumerate() {
+                w.column(format!("agg_{a}_{i}"), segment(np + nf + nl, c)?);
             }
         }
         w.finish()
@@ -660,21 +699,14 @@ impl Operator for OverAggregateOperator {
                 .map(|i| reader.column(&format!("row_{i}")))
                 .collect::<Result<Vec<_>>>()?;
             let waiting = self.pending.rows_of(&row_columns)?;
-            let args = reader.numbered("arg_");
             let lags = reader.numbered("lag_");
-            let scalars = |cols: &[ArrayRef], r: usize| {
-                cols.iter()
-                    .map(|c| ScalarValue::try_from_array(c, r))
-                    .collect::<datafusion_common::Result<Vec<_>>>()
-            };
-            let mut agg_columns = Vec::new();
-            let mut a = 0;
-            for call in &self.calls {
-                if let OverCallExec::Aggregate { .. } = call {
-                    agg_columns.push(reader.numbered(&format!("agg_{a}_")));
-                    a += 1;
-                }
-            }
+            let aggregates: Vec<&AggregateCall> = aggregate_calls(&self.calls).collect();
+            let frame_columns: Vec<Vec<ArrayRef>> = (0..aggregates.len())
+                .map(|a| reader.numbered(&format!("frame_{a}_")))
+                .collect();
+            let agg_columns: Vec<Vec<ArrayRef>> = (0..aggregates.len())
+                .map(|a| reader.numbered(&format!("agg_{a}_")))
+                .collect();
             for r in 0..n {
                 let id = ids[r];
                 let time = times.is_valid(r).then(|| times.value(r));
@@ -684,33 +716,25 @@ impl Operator for OverAggregateOperator {
                             .push(time.unwrap_or_default(), id as u32, waiting.row(r))
                     }
                     FRAME => {
-                        let values = scalars(&args, r)?;
                         let part = &mut self.partitions[id];
-                        let mut acc = 0;
-                        for call in &self.calls {
-                            if let OverCallExec::Aggregate { first, count, .. } = call {
-                                let arrays: Vec<ArrayRef> = args[*first..first + count]
-                                    .iter()
-                                    .map(|c| c.slice(r, 1))
-                                    .collect();
-                                part.accumulators[acc].update_batch(&arrays)?;
-                                acc += 1;
-                            }
+                        for (a, call) in aggregates.iter().enumerate() {
+                            part.aggregates[a].restore_frame_row(call, &frame_columns[a], r)?;
                         }
-                        part.frame.push_back((time.unwrap_or_default(), values));
+                        part.frame.push_back(time.unwrap_or_default());
                     }
                     LAG => {
-                        let values = scalars(&lags, r)?;
+                        let values = lags
+                            .iter()
+                            .map(|c| ScalarValue::try_from_array(c, r))
+                            .collect::<datafusion_common::Result<Vec<_>>>()?;
                         self.partitions[id].lags.push_back(values);
                     }
                     PARTITION => {
                         let part = &mut self.partitions[id];
                         part.last_time = time;
                         if !bounded {
-                            for (acc, cols) in part.accumulators.iter_mut().zip(&agg_columns) {
-                                let state: Vec<ArrayRef> =
-                                    cols.iter().map(|c| c.slice(r, 1)).collect();
-                                acc.merge_batch(&state)?;
+                            for (a, call) in aggregates.iter().enumerate() {
+                                part.aggregates[a].restore_state(call, &agg_columns[a], r)?;
                             }
                         }
                     }
