@@ -25,8 +25,8 @@
 use std::sync::Arc;
 
 use datafusion_common::arrow::array::RecordBatch;
-use datafusion_common::arrow::array::{new_null_array, Array, ArrayRef, Int8Array};
-use datafusion_common::arrow::compute::interleave;
+use datafusion_common::arrow::array::{new_null_array, Array, ArrayRef, Int8Array, UInt32Array};
+use datafusion_common::arrow::compute::{interleave, take};
 use datafusion_common::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion_common::arrow::row::{RowConverter, SortField};
 use datafusion_physical_expr::aggregate::AggregateFunctionExpr;
@@ -295,9 +295,25 @@ impl GroupAggregateOperator {
         if out_groups.is_empty() {
             return Ok(());
         }
+        // The key columns are decoded once per group (an update's two rows share them).
+        let mut groups: Vec<u32> = Vec::with_capacity(out_groups.len());
+        let mut at: Vec<u32> = Vec::with_capacity(out_groups.len());
+        for &g in &out_groups {
+            if groups.last() != Some(&g) {
+                groups.push(g);
+            }
+            at.push(groups.len() as u32 - 1);
+        }
         let mut columns = self
             .registry
-            .key_columns(self.converter.as_ref(), &out_groups)?;
+            .key_columns(self.converter.as_ref(), &groups)?;
+        if groups.len() < out_groups.len() {
+            let at = UInt32Array::from(at);
+            columns = columns
+                .iter()
+                .map(|c| take(c.as_ref(), &at, None))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+        }
         for (new, old) in after.iter().zip(&before) {
             columns.push(interleave(&[new.as_ref(), old.as_ref()], &picks)?);
         }
