@@ -136,6 +136,13 @@ fn state(node: &PlanNode, keys: Option<&[Vec<String>]>, ctx: &ExplainContext) ->
         }
         OperatorSpec::Sort(_) => "rows waiting for the watermark, one global key".to_string(),
         OperatorSpec::Limit { .. } => "the count of rows seen, one global key".to_string(),
+        OperatorSpec::Rank(r) if ttl.is_empty() && r.update_fast_key(node.input()).is_some() => {
+            format!(
+                "the rows ranked <= {} per partition (updates only move a row up: the input's \
+                 COUNT(*) grows), {key_text}",
+                r.upper
+            )
+        }
         OperatorSpec::Rank(_) if node.input().is_updating() => format!(
             "every live row per partition (updating input), {key_text}{}",
             if ttl.is_empty() {

@@ -77,6 +77,10 @@ const QUERIES: &[&str] = &[
     "SELECT k, v, AVG(v) OVER (PARTITION BY k ORDER BY ts) FROM ev",
     "SELECT * FROM (SELECT k, v, ts, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC) AS rn FROM ev) WHERE rn <= 3",
     "SELECT k, c, r FROM (SELECT k, c, DENSE_RANK() OVER (ORDER BY c DESC) AS r FROM (SELECT k, COUNT(*) AS c FROM ev GROUP BY k HAVING COUNT(*) < 150)) WHERE r <= 4",
+    // Top 2 per partition by a growing count (update-fast: only the top rows are kept, rows
+    // pushed out come back by their own updates); the order is total, so no tie depends on
+    // arrival.
+    "SELECT * FROM (SELECT g, k, c, ROW_NUMBER() OVER (PARTITION BY g ORDER BY c DESC, k) AS rn FROM (SELECT CHAR_LENGTH(k) AS g, k, COUNT(*) AS c FROM ev GROUP BY CHAR_LENGTH(k), k)) WHERE rn <= 2",
     "SELECT k, v, ts FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts DESC) AS rn FROM ev) WHERE rn = 1",
     // Window Top-N (late rows dropped by the window table function) and the event-time sort.
     "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY v DESC) AS rn FROM TABLE(HOP(TABLE ev, DESCRIPTOR(ts), INTERVAL '2' SECOND, INTERVAL '4' SECOND))) WHERE rn <= 3",

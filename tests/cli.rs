@@ -410,6 +410,18 @@ fn explain_goldens() {
     ] {
         assert!(ordered.contains(name), "{name} in {ordered}");
     }
+    // A Top-N over a growing COUNT(*) keeps only its top rows (update-fast); over a SUM,
+    // which can shrink, every live row.
+    assert_eq!(
+        ordered.matches("updates only move a row up").count(),
+        1,
+        "{ordered}"
+    );
+    assert_eq!(
+        ordered.matches("every live row per partition").count(),
+        1,
+        "{ordered}"
+    );
     // Time-bounded joins: their kind, bounds and state-retention rule.
     let interval = golden("interval_join.sql", 2, "interval_join_p2.txt");
     assert!(interval.contains("IntervalJoin: LEFT OUTER"), "{interval}");

@@ -492,6 +492,11 @@ const OVER_UNBOUNDED_SINK: &str = "k INT, v INT, c BIGINT, m INT";
 /// keep-last deduplication (ties of equal times ranked by arrival).
 const TOP_N_QUERY: &str = "SELECT * FROM (SELECT v, cnt, ROW_NUMBER() OVER (PARTITION BY cnt \
     ORDER BY v DESC) AS rn FROM (SELECT v, COUNT(*) AS cnt FROM events GROUP BY v)) WHERE rn <= 2";
+/// Top-N over a growing count (update-fast: only the top rows are kept, `-U` rows passed
+/// over; the order is total, so no tie depends on arrival).
+const COUNT_TOP_N_QUERY: &str = "SELECT * FROM (SELECT g, k, c, ROW_NUMBER() OVER (PARTITION \
+    BY g ORDER BY c DESC, k) AS rn FROM (SELECT k % 3 AS g, k, COUNT(*) AS c FROM events \
+    GROUP BY k % 3, k)) WHERE rn <= 2";
 /// A window Top-N: rows ranked per window, emitted when the window fires.
 const WINDOW_TOP_N_QUERY: &str = "SELECT k, v, ws, rn FROM (SELECT k, v, window_start AS ws, \
     ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY v DESC) AS rn \
@@ -639,6 +644,7 @@ fn randomized_failures_exactly_once() {
         (OVER_UNBOUNDED_QUERY, Some(OVER_UNBOUNDED_SINK)),
         (WINDOW_TOP_N_QUERY, Some(WINDOW_TOP_N_SINK)),
         (TOP_N_QUERY, None),
+        (COUNT_TOP_N_QUERY, None),
         (DEDUP_QUERY, None),
     ];
     let mut failures = Vec::new();
@@ -918,6 +924,7 @@ fn updating_results_restore_at_another_parallelism() {
         DISTINCT_OVER_CHANGELOG_QUERY,
         JOIN_AGG_QUERY,
         TOP_N_QUERY,
+        COUNT_TOP_N_QUERY,
         DEDUP_QUERY,
     ] {
         let dir = generated_case(query);

@@ -339,8 +339,8 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
                 .with_state_ttl(env.state_ttl, env.clock.clone()),
             )
         }
-        OperatorSpec::Rank(spec) => Box::new(
-            crate::operators::rank::RankOperator::new(
+        OperatorSpec::Rank(spec) => {
+            let rank = crate::operators::rank::RankOperator::new(
                 spec.function,
                 physical_all(&spec.partition_by, in_schema)?,
                 sort_keys(&spec.order_by, in_schema)?,
@@ -359,8 +359,28 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
                 Arc::new(in_schema.as_arrow().clone()),
                 out_schema,
             )?
-            .with_state_ttl(env.state_ttl, env.clock.clone()),
-        ),
+            .with_state_ttl(env.state_ttl, env.clock.clone());
+            // (A state TTL lets the aggregate forget a group: its count starts again.)
+            match spec
+                .update_fast_key(input)
+                .filter(|_| env.state_ttl.is_none())
+            {
+                Some(key) => {
+                    let key = key
+                        .into_iter()
+                        .map(|i| {
+                            Arc::new(datafusion_physical_expr::expressions::Column::new(
+                                in_schema.field(i).name(),
+                                i,
+                            ))
+                                as Arc<dyn datafusion_physical_expr::PhysicalExpr>
+                        })
+                        .collect();
+                    Box::new(rank.with_update_fast_key(key)?)
+                }
+                None => Box::new(rank),
+            }
+        }
         OperatorSpec::MatchRecognize(spec) => Box::new(
             crate::operators::match_recognize::operator::MatchRecognizeOperator::new(
                 spec.as_ref().clone(),

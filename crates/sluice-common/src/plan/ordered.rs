@@ -158,6 +158,79 @@ impl RankSpec {
             Expr::Column(c) if input.schema.index_of_column(c).is_ok_and(time_attribute)));
         by_time && self.function == RankFunction::RowNumber && self.lower == 1 && self.upper == 1
     }
+
+    /// The columns of `input` that identify a row, when every update of a row only moves
+    /// it up in this ranking (Flink's `UpdateFastStrategy` and `UpdatableTopNFunction`);
+    /// else `None`.
+    ///
+    /// That holds when `input` is a `GROUP BY` over append-only input (through projections
+    /// that keep its key columns), the partition is some of its key columns, and the first
+    /// `ORDER BY` key is its `COUNT(*)` descending (no `DISTINCT`, no `FILTER`): every
+    /// update of a group follows at least one new input row, so the count grows with each
+    /// one, and no group is ever deleted. A Top-N over such input keeps only the rows
+    /// ranked within the range: a row pushed out comes back only by an update of its own,
+    /// which carries its whole new value, and the `-U` before each `+U` changes nothing
+    /// that the `+U` does not. The key columns returned are the group's, as `input`
+    /// numbers them. (A state TTL on the aggregate breaks the rule: a forgotten group's
+    /// count starts again from 1; the runtime does not take this path then.)
+    pub fn update_fast_key(&self, input: &super::PlanNode) -> Option<Vec<usize>> {
+        if self.window.is_some() || self.by_arrival {
+            return None;
+        }
+        let first = self.order_by.first().filter(|s| !s.asc)?;
+        let column_of = |node: &super::PlanNode, e: &Expr| match unaliased(e) {
+            Expr::Column(c) => node.schema.index_of_column(c).ok(),
+            _ => None,
+        };
+        // Follow projections down to the aggregate; `map[i]`: where column `i` of `input`
+        // is in the node reached (None: computed).
+        let mut node = input;
+        let mut map: Vec<Option<usize>> = (0..input.schema.fields().len()).map(Some).collect();
+        let (keys, aggregates) = loop {
+            match &node.spec {
+                super::OperatorSpec::Project { exprs } => {
+                    let below = node.input();
+                    map = map
+                        .iter()
+                        .map(|m| m.and_then(|i| column_of(below, &exprs[i])))
+                        .collect();
+                    node = below;
+                }
+                super::OperatorSpec::GroupAggregate { keys, aggregates }
+                    if !node.input().is_updating() && !keys.is_empty() =>
+                {
+                    break (keys.len(), aggregates);
+                }
+                _ => return None,
+            }
+        };
+        let at_aggregate = |e: &Expr| column_of(input, e).and_then(|i| map[i]);
+        let count_star = at_aggregate(&first.expr)
+            .and_then(|i| i.checked_sub(keys))
+            .is_some_and(|a| match unaliased(&aggregates[a]) {
+                Expr::AggregateFunction(f) => {
+                    f.func.name() == "count"
+                        && !f.params.distinct
+                        && f.params.filter.is_none()
+                        && f.params
+                            .args
+                            .iter()
+                            .all(|a| matches!(unaliased(a), Expr::Literal(v, _) if !v.is_null()))
+                }
+                _ => false,
+            });
+        let partition_in_keys = self
+            .partition_by
+            .iter()
+            .all(|e| at_aggregate(e).is_some_and(|i| i < keys));
+        if !count_star || !partition_in_keys {
+            return None;
+        }
+        // Every key column of the aggregate must be a column of `input`.
+        (0..keys)
+            .map(|k| map.iter().position(|m| *m == Some(k)))
+            .collect()
+    }
 }
 
 /// `ORDER BY` starting with the event-time attribute ascending (Flink SQL "ORDER BY
@@ -172,4 +245,12 @@ pub struct SortSpec {
     pub time_column: usize,
     /// The whole `ORDER BY`, over the input.
     pub order_by: Vec<SortExpr>,
+}
+
+/// `e` without its aliases.
+fn unaliased(e: &Expr) -> &Expr {
+    match e {
+        Expr::Alias(a) => unaliased(&a.expr),
+        e => e,
+    }
 }

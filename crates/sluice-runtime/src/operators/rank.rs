@@ -9,6 +9,12 @@
 //! removes the row it names wherever it ranks, so the next one moves up and a deleted row
 //! never returns (shared case 044).
 //!
+//! Over an updating input whose updates only move a row up (Flink's `UpdatableTopNFunction`;
+//! the planner's `RankSpec::update_fast_key`: upserts by a unique key, `ORDER BY` a
+//! `COUNT(*)` descending), a partition keeps only the rows ranked within the upper bound,
+//! as over append-only input: `-U` rows are passed over, and a `+U` first removes the kept
+//! row of its key, if any. A row pushed out comes back only by an update of its own.
+//!
 //! Output (mini-batch, like the updating aggregate): after each batch, for every partition
 //! it touched, the ranked rows in `lower..=upper` before and after are compared. With the
 //! rank column and `ROW_NUMBER`, each rank position whose row changed emits `-U old` /
@@ -67,6 +73,30 @@ impl Entry {
     }
 }
 
+/// Over upserts whose updates only move a row up: the unique key of the kept rows.
+struct UpdateFast {
+    key: Vec<Arc<dyn PhysicalExpr>>,
+    converter: RowConverter,
+    /// Per partition id, each kept row's unique key (row format) and arrival number.
+    kept: Vec<Vec<(Box<[u8]>, u64)>>,
+}
+
+impl UpdateFast {
+    /// The unique keys of the rows of `data`.
+    fn keys(&self, data: &RecordBatch) -> Result<Rows> {
+        Ok(self
+            .converter
+            .convert_columns(&evaluate_all(&self.key, data)?)?)
+    }
+
+    fn kept_of(&mut self, p: usize) -> &mut Vec<(Box<[u8]>, u64)> {
+        if p >= self.kept.len() {
+            self.kept.resize_with(p + 1, Vec::new);
+        }
+        &mut self.kept[p]
+    }
+}
+
 /// A window Top-N's firing state (see the module docs).
 pub struct WindowRanking {
     spec: WindowSpec,
@@ -107,8 +137,11 @@ pub struct RankOperator {
     lower: u64,
     upper: u64,
     rank_column: bool,
-    /// The input is append-only: rows past the upper bound can be dropped.
+    /// The input is append-only, or updates only move rows up: rows past the upper bound
+    /// can be dropped.
     append_only: bool,
+    /// Updates only move rows up: the rows' unique key (see the module docs).
+    update_fast: Option<UpdateFast>,
     /// Ranked by arrival (`ORDER BY` a processing-time attribute): `Some(descending)`.
     by_arrival: Option<bool>,
     partitions: KeyedValues<Ranked>,
@@ -166,6 +199,7 @@ impl RankOperator {
             rank_column,
             append_only,
             by_arrival: by_arrival.then_some(descending),
+            update_fast: None,
             partitions: KeyedValues::new(),
             window,
             held: 0,
@@ -192,6 +226,33 @@ impl RankOperator {
         self
     }
 
+    /// The input is a stream of upserts by the unique key `key` (expressions over the
+    /// input) whose updates only move a row up (see the module docs): keeps only the rows
+    /// ranked within the upper bound. Not with a state TTL (an aggregate that forgets a
+    /// group starts its count again) nor for a window Top-N.
+    ///
+    /// # Errors
+    /// Key types the row format cannot encode.
+    pub fn with_update_fast_key(mut self, key: Vec<Arc<dyn PhysicalExpr>>) -> Result<Self> {
+        let types = key
+            .iter()
+            .map(|k| k.data_type(&self.in_schema))
+            .collect::<datafusion_common::Result<Vec<_>>>()?;
+        let converter = RowConverter::new(
+            types
+                .into_iter()
+                .map(datafusion_common::arrow::row::SortField::new)
+                .collect(),
+        )?;
+        self.append_only = true;
+        self.update_fast = Some(UpdateFast {
+            key,
+            converter,
+            kept: Vec::new(),
+        });
+        Ok(self)
+    }
+
     /// Forgets the partitions idle for longer than the TTL (looked for at most twice per
     /// TTL).
     fn expire(&mut self) {
@@ -199,8 +260,7 @@ impl RankOperator {
             return;
         }
         for id in self.idle.expired(self.partitions.live_ids().into_iter()) {
-            self.held -= self.partitions[id as usize].len();
-            self.partitions.forget(id, Ranked::new());
+            self.forget(id);
         }
     }
 
@@ -350,6 +410,42 @@ impl RankOperator {
     fn trim(&mut self, p: usize, keep: usize) {
         self.held -= self.partitions[p].len() - keep;
         self.partitions[p].truncate(keep);
+        if let Some(fast) = &mut self.update_fast {
+            let part = &self.partitions[p];
+            fast.kept_of(p)
+                .retain(|(_, seq)| part.iter().any(|(_, s, _)| s == *seq));
+        }
+    }
+
+    /// Forgets partition `p` and its rows.
+    fn forget(&mut self, p: u32) {
+        self.held -= self.partitions[p as usize].len();
+        self.partitions.forget(p, Ranked::new());
+        if let Some(fast) = &mut self.update_fast {
+            fast.kept_of(p as usize).clear();
+        }
+    }
+
+    /// Update-fast: removes the kept row of unique key `key` from partition `p`, if any.
+    fn remove_kept(&mut self, p: usize, key: &[u8]) {
+        let Some(fast) = &mut self.update_fast else {
+            return;
+        };
+        let kept = fast.kept_of(p);
+        let Some(at) = kept.iter().position(|(k, _)| k.as_ref() == key) else {
+            return;
+        };
+        let (_, seq) = kept.swap_remove(at);
+        let part = &mut self.partitions[p];
+        let found = part
+            .iter()
+            .find(|(_, s, _)| *s == seq)
+            .map(|(sort, _, row)| (sort.to_vec(), Arc::clone(row)));
+        if let Some((sort, row)) = found {
+            if part.remove_latest(&sort, &row) {
+                self.held -= 1;
+            }
+        }
     }
 
     /// The partition id of each of `rows` of `data` (new partitions start empty).
@@ -458,6 +554,53 @@ impl RankOperator {
     }
 }
 
+/// Update-fast: `batch` without its `-U` rows (each is followed by the `+U` of its key,
+/// which replaces the kept row of the key).
+///
+/// # Errors
+/// A `-D` row: the input is not an aggregate's upserts (a planner bug).
+fn without_update_befores(batch: StreamBatch) -> Result<StreamBatch> {
+    let Some(ops) = &batch.ops else {
+        return Ok(batch);
+    };
+    if ops.values().contains(&(RowKind::Delete as i8)) {
+        return Err(sluice_common::SluiceError::Internal(
+            "an update-fast Top-N received a delete: its input is not an aggregate's upserts"
+                .into(),
+        ));
+    }
+    let keep = datafusion_common::arrow::array::BooleanArray::from_iter(
+        ops.values()
+            .iter()
+            .map(|&k| Some(k != RowKind::UpdateBefore as i8)),
+    );
+    if keep.true_count() == batch.data.num_rows() {
+        return Ok(batch);
+    }
+    let filter = datafusion_common::arrow::compute::filter_record_batch;
+    Ok(StreamBatch {
+        data: filter(&batch.data, &keep)?,
+        row_watermarks: batch
+            .row_watermarks
+            .as_ref()
+            .map(|w| datafusion_common::arrow::compute::filter(w, &keep))
+            .transpose()?
+            .map(|w| {
+                w.as_any()
+                    .downcast_ref::<Int64Array>()
+                    .expect("Int64")
+                    .clone()
+            }),
+        ops: Some(
+            datafusion_common::arrow::compute::filter(ops, &keep)?
+                .as_any()
+                .downcast_ref::<Int8Array>()
+                .expect("Int8")
+                .clone(),
+        ),
+    })
+}
+
 impl Operator for RankOperator {
     fn name(&self) -> &'static str {
         match (self.window.is_some(), self.upper == 1) {
@@ -497,6 +640,10 @@ impl Operator for RankOperator {
             return self.process_windowed(batch);
         }
         self.expire();
+        let batch = match &self.update_fast {
+            Some(_) => without_update_befores(batch)?,
+            None => batch,
+        };
         let now = self.idle.now_ms();
         let data = &batch.data;
         let n = data.num_rows();
@@ -517,8 +664,8 @@ impl Operator for RankOperator {
             })
             .map(|i| i as u32)
             .collect();
-        let rows = if accepted.len() == n {
-            self.row_converter.convert_columns(data.columns())?
+        let taken = if accepted.len() == n {
+            data.clone()
         } else {
             let idx = UInt32Array::from(accepted.clone());
             let taken = data
@@ -526,7 +673,12 @@ impl Operator for RankOperator {
                 .iter()
                 .map(|c| take(c.as_ref(), &idx, None))
                 .collect::<std::result::Result<Vec<_>, _>>()?;
-            self.row_converter.convert_columns(&taken)?
+            RecordBatch::try_new(data.schema(), taken)?
+        };
+        let rows = self.row_converter.convert_columns(taken.columns())?;
+        let unique_keys = match &self.update_fast {
+            Some(f) => Some(f.keys(&taken)?),
+            None => None,
         };
         // Each touched partition's shown rows before the batch (`shown[from..to]`), in
         // first-touch order.
@@ -553,6 +705,14 @@ impl Operator for RankOperator {
                     self.held -= 1;
                 }
             } else {
+                if let Some(keys) = &unique_keys {
+                    // Update-fast: the key's kept row is the old version of this one.
+                    let key = keys.row(j);
+                    self.remove_kept(p, key.as_ref());
+                    let fast = self.update_fast.as_mut().expect("update-fast");
+                    fast.kept_of(p)
+                        .push((Box::from(key.as_ref()), self.next_seq));
+                }
                 let seq = self.next_seq;
                 self.next_seq += 1;
                 let sort = self.sort_key(&sort_keys, i, seq);
@@ -570,7 +730,7 @@ impl Operator for RankOperator {
                 self.trim(p, keep);
             }
             if self.partitions[p].is_empty() {
-                self.partitions.forget(p as u32, Ranked::new());
+                self.forget(p as u32);
             }
         }
         self.emit(changes, out)
@@ -624,6 +784,10 @@ impl Operator for RankOperator {
                 .sort_converter
                 .convert_columns(&evaluate_all(&self.order_by, data)?)?;
             let rows = self.row_converter.convert_columns(data.columns())?;
+            let unique_keys = match &self.update_fast {
+                Some(f) => Some(f.keys(data)?),
+                None => None,
+            };
             let fires = match &self.window {
                 Some(w) => w.fire_times(data)?,
                 None => Vec::new(),
@@ -640,6 +804,9 @@ impl Operator for RankOperator {
                 let sort = self.sort_key(&sort_keys, i, seq);
                 self.partitions[p].insert(sort, seq, Arc::from(rows.row(i).as_ref()));
                 self.held += 1;
+                if let (Some(keys), Some(fast)) = (&unique_keys, self.update_fast.as_mut()) {
+                    fast.kept_of(p).push((Box::from(keys.row(i).as_ref()), seq));
+                }
             }
         }
         Ok(())
@@ -740,6 +907,67 @@ mod tests {
         );
         // A retraction of a row never seen changes nothing.
         assert_eq!(push(&mut op, &[(9, 99, D)]), Vec::<String>::new());
+    }
+
+    /// Over the upserts of a `COUNT(*)` by `k` (Flink's `UpdatableTopNFunction`): a song's
+    /// count only grows, so the top 2 keep only two rows, `-U` rows change nothing, and a
+    /// row pushed out comes back by an update of its own. Plays (k, count): a=1, b=2, c=3.
+    /// The changes are the retractable Top-N's (every live row kept), derived by hand and
+    /// checked on both operators; the update-fast one is restored from a snapshot midway.
+    #[test]
+    fn update_fast_keeps_the_top_only_and_agrees_with_the_retractable_top_n() {
+        const UB: RowKind = RowKind::UpdateBefore;
+        const UA: RowKind = RowKind::UpdateAfter;
+        let fast = || {
+            let op = top2(RankFunction::RowNumber, true, false);
+            let k = col("k", &op.in_schema).unwrap();
+            op.with_update_fast_key(vec![k]).unwrap()
+        };
+        type Step = (Vec<(i32, i32, RowKind)>, Vec<&'static str>);
+        let script: Vec<Step> = vec![
+            (vec![(1, 1, I)], vec!["+I 1 1 1"]),
+            (vec![(2, 1, I)], vec!["+I 2 1 2"]),
+            (
+                vec![(2, 1, UB), (2, 2, UA)],
+                vec!["-U 1 1 1", "+U 2 2 1", "-U 2 1 2", "+U 1 1 2"],
+            ),
+            // c's 1 ties a's and arrives later: outside the top 2.
+            (vec![(3, 1, I)], vec![]),
+            (vec![(3, 1, UB), (3, 2, UA)], vec!["-U 1 1 2", "+U 3 2 2"]),
+            (
+                vec![(3, 2, UB), (3, 3, UA)],
+                vec!["-U 2 2 1", "+U 3 3 1", "-U 3 2 2", "+U 2 2 2"],
+            ),
+            (vec![(1, 1, UB), (1, 2, UA)], vec![]),
+            // a comes back.
+            (vec![(1, 2, UB), (1, 3, UA)], vec!["-U 2 2 2", "+U 1 3 2"]),
+            (
+                vec![(1, 3, UB), (1, 4, UA)],
+                vec!["-U 3 3 1", "+U 1 4 1", "-U 1 3 2", "+U 3 3 2"],
+            ),
+            // b comes back past both in one batch of two updates.
+            (
+                vec![(2, 2, UB), (2, 5, UA), (3, 3, UB), (3, 4, UA)],
+                vec!["-U 1 4 1", "+U 2 5 1", "-U 3 3 2", "+U 1 4 2"],
+            ),
+        ];
+        let mut retractable = top2(RankFunction::RowNumber, true, false);
+        let mut op = fast();
+        for (step, (rows, expected)) in script.iter().enumerate() {
+            assert_eq!(
+                push(&mut retractable, rows),
+                *expected,
+                "retractable, step {step}"
+            );
+            assert_eq!(push(&mut op, rows), *expected, "update-fast, step {step}");
+            assert!(op.state_rows().unwrap() <= 2, "only the top 2 are kept");
+            if step == 5 {
+                let snap = op.snapshot_state(128).unwrap().unwrap();
+                op = fast();
+                op.restore_state(&[snap]).unwrap();
+            }
+        }
+        assert_eq!(retractable.state_rows(), Some(3));
     }
 
     /// `'table.exec.state.ttl'`: a partition idle for longer is forgotten without output;
