@@ -176,3 +176,25 @@ fn results_do_not_depend_on_parallelism() {
         }
     }
 }
+
+/// DENSE_RANK over a growing count, one row per batch: A plays 6 times, B 5, C 3, then B
+/// once more. C (dense rank 3 of a top 2 while B is at 5) moves up to rank 2 when B's count
+/// meets A's, without a row of its own, so the Top-N must keep it (a Top-N keeping only its
+/// top rows would lose it). Expected rows by hand: A 6 1, B 6 1, C 3 2 (RANK: A 6 1, B 6 1).
+#[test]
+fn dense_rank_rows_move_up_when_counts_meet() {
+    let path = input_dir().join("dense_plays.csv");
+    let plays = "A\nA\nA\nA\nA\nA\nB\nB\nB\nB\nB\nC\nC\nC\nB\n";
+    if std::fs::read_to_string(&path).ok().as_deref() != Some(plays) {
+        std::fs::write(&path, plays).unwrap();
+    }
+    let query = "CREATE TABLE plays (k STRING) WITH ('connector' = 'filesystem', \
+        'path' = 'dense_plays.csv', 'format' = 'csv');\n\
+        SELECT k, c, r FROM (SELECT k, c, DENSE_RANK() OVER (ORDER BY c DESC) AS r \
+        FROM (SELECT k, COUNT(*) AS c FROM plays GROUP BY k)) WHERE r <= 2";
+    assert_eq!(run(query, 1, None), "A,6,1\nB,6,1\nC,3,2");
+    // RANK counts the rows ahead, which only grow: C's rank goes from 3 to 3 (A and B
+    // ahead), so it stays out.
+    let rank = query.replace("DENSE_RANK()", "RANK()");
+    assert_eq!(run(&rank, 1, None), "A,6,1\nB,6,1");
+}

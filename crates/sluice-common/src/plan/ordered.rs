@@ -170,11 +170,16 @@ impl RankSpec {
     /// one, and no group is ever deleted. A Top-N over such input keeps only the rows
     /// ranked within the range: a row pushed out comes back only by an update of its own,
     /// which carries its whole new value, and the `-U` before each `+U` changes nothing
-    /// that the `+U` does not. The key columns returned are the group's, as `input`
-    /// numbers them. (A state TTL on the aggregate breaks the rule: a forgotten group's
+    /// that the `+U` does not. That needs `ROW_NUMBER` or `RANK` (a row's number counts the
+    /// rows ahead of it, which only grow); not `DENSE_RANK`, which counts distinct keys
+    /// ahead: when two counts meet, the rows below move up without an update of their own.
+    /// The key columns returned are the group's, as `input` numbers them. (A state TTL on the aggregate breaks the rule: a forgotten group's
     /// count starts again from 1; the runtime does not take this path then.)
     pub fn update_fast_key(&self, input: &super::PlanNode) -> Option<Vec<usize>> {
-        if self.window.is_some() || self.by_arrival {
+        if self.window.is_some()
+            || self.by_arrival
+            || !matches!(self.function, RankFunction::RowNumber | RankFunction::Rank)
+        {
             return None;
         }
         let first = self.order_by.first().filter(|s| !s.asc)?;

@@ -11,7 +11,8 @@
 //!
 //! Over an updating input whose updates only move a row up (Flink's `UpdatableTopNFunction`;
 //! the planner's `RankSpec::update_fast_key`: upserts by a unique key, `ORDER BY` a
-//! `COUNT(*)` descending), a partition keeps only the rows ranked within the upper bound,
+//! `COUNT(*)` descending, `ROW_NUMBER` or `RANK`), a partition keeps only the rows ranked
+//! within the upper bound,
 //! as over append-only input: `-U` rows are passed over, and a `+U` first removes the kept
 //! row of its key, if any. A row pushed out comes back only by an update of its own.
 //!
@@ -406,7 +407,7 @@ impl RankOperator {
     }
 
     /// Drops the rows of partition `p` from position `keep` on (ranked past the upper
-    /// bound; append-only input only).
+    /// bound; append-only or update-fast input only).
     fn trim(&mut self, p: usize, keep: usize) {
         self.held -= self.partitions[p].len() - keep;
         self.partitions[p].truncate(keep);

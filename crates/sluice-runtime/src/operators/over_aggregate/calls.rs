@@ -4,7 +4,8 @@
 //! `COUNT`, `SUM` and `AVG` of numbers keep a running sum and count
 //! ([`crate::state::group_state::numeric`], so values and result types are the updating
 //! aggregate's, which are Flink's) and, for a bounded frame, each frame row's value to take
-//! it back out when the row leaves: a few machine words per row, no allocation. Every other
+//! it back out when the row leaves: a few machine words per row, no allocation per value
+//! (the frame's queue grows once). Every other
 //! aggregate keeps a DataFusion `Accumulator` (a sliding one for bounded frames) and the
 //! frame rows' arguments as scalars.
 //!
@@ -374,7 +375,9 @@ impl CallState {
     ) -> Result<()> {
         match (self, &call.how) {
             (CallState::Numeric { running, frame }, How::Numeric(spec)) => {
-                let column = columns.first().ok_or_else(mismatch)?;
+                let [column] = columns else {
+                    return Err(mismatch());
+                };
                 let v = spec.value_from(column, r)?;
                 if let Some(v) = v {
                     NumericSpec::add(running, v, false);
@@ -382,6 +385,9 @@ impl CallState {
                 frame.push_back(v);
             }
             (CallState::Accumulator { accumulator, frame }, How::Accumulator(_)) => {
+                if columns.len() != call.count {
+                    return Err(mismatch());
+                }
                 let row: Vec<ArrayRef> = columns.iter().map(|c| c.slice(r, 1)).collect();
                 accumulator.update_batch(&row)?;
                 frame.push_back(
@@ -423,7 +429,11 @@ impl CallState {
 }
 
 fn mismatch() -> SluiceError {
-    SluiceError::Internal("OVER aggregate: a call's state does not match the call".into())
+    SluiceError::Execution(
+        "OVER aggregate: a call's state (or its snapshot columns) does not match the call \
+         (a snapshot of another query or Sluice version?)"
+            .into(),
+    )
 }
 
 /// Values of one type as an array (NULLs typed).
