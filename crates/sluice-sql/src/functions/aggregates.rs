@@ -264,6 +264,11 @@ impl FlinkTyped {
         }))
     }
 
+    /// `SUM` of a FLOAT: added in FLOAT ([`FloatSum`]), not by DataFusion's DOUBLE sum.
+    fn float_sum(&self, fields: &[FieldRef]) -> bool {
+        self.name == "sum" && matches!(fields, [f] if f.data_type() == &DataType::Float32)
+    }
+
     fn inner_fields(&self, fields: &[FieldRef]) -> Vec<FieldRef> {
         fields
             .iter()
@@ -336,6 +341,9 @@ impl AggregateUDFImpl for FlinkTyped {
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        if self.float_sum(args.input_fields) {
+            return Ok(FloatSum::state_fields());
+        }
         let fields = self.inner_fields(args.input_fields);
         let types: Vec<DataType> = fields.iter().map(|f| f.data_type().clone()).collect();
         let ret = self.inner.return_type(&types)?;
@@ -347,6 +355,9 @@ impl AggregateUDFImpl for FlinkTyped {
     }
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        if self.float_sum(args.expr_fields) {
+            return Ok(Box::<FloatSum>::default());
+        }
         let inner = self.with_inner_args(&args, |a| self.inner.accumulator(a))?;
         Ok(Box::new(TypedAccumulator {
             inner,
@@ -356,6 +367,9 @@ impl AggregateUDFImpl for FlinkTyped {
     }
 
     fn create_sliding_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        if self.float_sum(args.expr_fields) {
+            return Ok(Box::<FloatSum>::default());
+        }
         let inner = self.with_inner_args(&args, |a| self.inner.create_sliding_accumulator(a))?;
         Ok(Box::new(TypedAccumulator {
             inner,
@@ -365,6 +379,9 @@ impl AggregateUDFImpl for FlinkTyped {
     }
 
     fn groups_accumulator_supported(&self, args: AccumulatorArgs) -> bool {
+        if self.float_sum(args.expr_fields) {
+            return false;
+        }
         self.with_inner_args(&args, |a| Ok(self.inner.groups_accumulator_supported(a)))
             .unwrap_or(false)
     }
@@ -379,6 +396,92 @@ impl AggregateUDFImpl for FlinkTyped {
             input: (self.input)(args.expr_fields[0].data_type()),
             result: args.return_type().clone(),
         }))
+    }
+}
+
+/// Flink's `SUM` of FLOAT (`FloatSumAggFunction`, `FloatSumWithRetractAggFunction`): the
+/// values added (and retracted) one by one in FLOAT arithmetic, so 2^24 + 1 + 1 is 2^24
+/// (a DOUBLE sum cast back would give 2^24 + 2); NULL while no non-NULL value is held.
+/// State: `sum` (FLOAT), `count` (BIGINT, the non-NULL values held).
+#[derive(Debug)]
+struct FloatSum {
+    sum: f32,
+    count: i64,
+}
+
+impl Default for FloatSum {
+    /// Flink's sum starts from NULL: the first value is the sum (-0.0 + x = x for every x).
+    fn default() -> Self {
+        FloatSum {
+            sum: -0.0,
+            count: 0,
+        }
+    }
+}
+
+impl FloatSum {
+    fn state_fields() -> Vec<FieldRef> {
+        vec![
+            Arc::new(Field::new("sum[sum]", DataType::Float32, true)),
+            Arc::new(Field::new("sum[count]", DataType::Int64, true)),
+        ]
+    }
+
+    fn add(&mut self, values: &ArrayRef, sign: i64) -> Result<()> {
+        let v = cast(values, &DataType::Float32)?;
+        let v = v.as_primitive::<datafusion_common::arrow::datatypes::Float32Type>();
+        for x in v.iter().flatten() {
+            if sign > 0 {
+                self.sum += x;
+            } else {
+                self.sum -= x;
+            }
+            self.count += sign;
+        }
+        Ok(())
+    }
+}
+
+impl Accumulator for FloatSum {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        self.add(&values[0], 1)
+    }
+
+    fn retract_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        self.add(&values[0], -1)
+    }
+
+    fn supports_retract_batch(&self) -> bool {
+        true
+    }
+
+    fn evaluate(&mut self) -> Result<ScalarValue> {
+        Ok(ScalarValue::Float32((self.count != 0).then_some(self.sum)))
+    }
+
+    fn size(&self) -> usize {
+        std::mem::size_of::<Self>()
+    }
+
+    fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        Ok(vec![
+            ScalarValue::Float32(Some(self.sum)),
+            ScalarValue::Int64(Some(self.count)),
+        ])
+    }
+
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
+        let sums = cast(&states[0], &DataType::Float32)?;
+        let sums = sums.as_primitive::<datafusion_common::arrow::datatypes::Float32Type>();
+        let counts = cast(&states[1], &DataType::Int64)?;
+        let counts = counts.as_primitive::<datafusion_common::arrow::datatypes::Int64Type>();
+        for i in 0..sums.len() {
+            if counts.is_valid(i) && counts.value(i) != 0 {
+                self.sum += sums.value(i);
+                self.count += counts.value(i);
+            }
+        }
+        Ok(())
     }
 }
 

@@ -10,15 +10,18 @@
 //! - `AVG(x)`: the argument's type (an integer average truncated toward zero, a
 //!   DECIMAL(p, s) one DECIMAL(38, max(s, 6)) rounded half up); NULL without values.
 //!
-//! Floating-point sums add the rows one by one in arrival order, as Flink does.
+//! Floating-point sums add the rows one by one in arrival order, as Flink does; a `SUM` of
+//! FLOAT adds in FLOAT (Flink's `FloatSumAggFunction`), an `AVG` of FLOAT in DOUBLE.
 
 use std::sync::Arc;
 
 use datafusion_common::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, Decimal128Array, Float64Array, Int64Array,
+    Array, ArrayRef, AsArray, BooleanArray, Decimal128Array, Float32Array, Float64Array, Int64Array,
 };
 use datafusion_common::arrow::compute::cast;
-use datafusion_common::arrow::datatypes::{DataType, Decimal128Type, Float64Type, Int64Type};
+use datafusion_common::arrow::datatypes::{
+    DataType, Decimal128Type, Float32Type, Float64Type, Int64Type,
+};
 use datafusion_physical_expr::aggregate::AggregateFunctionExpr;
 use sluice_common::numeric::{avg_decimal, avg_integer, wrap_to};
 use sluice_common::{Result, SluiceError};
@@ -61,6 +64,8 @@ pub enum Sum {
     Integer(i64),
     /// A floating-point sum.
     Float(f64),
+    /// A `SUM` of FLOAT, in FLOAT.
+    Float32(f32),
     /// A DECIMAL sum, unscaled.
     Decimal(i128),
 }
@@ -80,6 +85,8 @@ pub enum NumericValues {
     Integer(Int64Array),
     /// The argument cast to DOUBLE.
     Float(Float64Array),
+    /// The FLOAT argument of a FLOAT `SUM`.
+    Float32(Float32Array),
     /// The DECIMAL argument.
     Decimal(Decimal128Array),
 }
@@ -95,6 +102,10 @@ impl NumericSpec {
         let (function, kind) = match (aggregate.fun().name(), arg_types) {
             ("count", _) => (Function::Count, Kind::Integer),
             ("sum", [t]) if t.is_integer() && result.is_integer() => (Function::Sum, Kind::Integer),
+            // Flink's FloatSumAggFunction adds in FLOAT (AVG of FLOAT adds in DOUBLE).
+            ("sum", [DataType::Float32]) if result == DataType::Float32 => {
+                (Function::Sum, Kind::Float32)
+            }
             ("sum", [t]) if t.is_floating() && result.is_floating() => (Function::Sum, Kind::Float),
             ("avg", [t]) if t.is_integer() && result.is_integer() => (Function::Avg, Kind::Integer),
             ("avg", [t]) if t.is_floating() && result.is_floating() => (Function::Avg, Kind::Float),
@@ -115,6 +126,7 @@ impl NumericSpec {
         let sum = match self.kind {
             Kind::Integer => Sum::Integer(0),
             Kind::Float => Sum::Float(self.float_zero()),
+            Kind::Float32 => Sum::Float32(self.float_zero() as f32),
             Kind::Decimal { .. } => Sum::Decimal(0),
         };
         Running { sum, count: 0 }
@@ -143,6 +155,9 @@ impl NumericSpec {
             (_, Kind::Float) => {
                 NumericValues::Float(cast(&args[0], &DataType::Float64)?.as_primitive().clone())
             }
+            (_, Kind::Float32) => {
+                NumericValues::Float32(cast(&args[0], &DataType::Float32)?.as_primitive().clone())
+            }
             (_, Kind::Decimal { .. }) => {
                 NumericValues::Decimal(args[0].as_primitive::<Decimal128Type>().clone())
             }
@@ -160,6 +175,7 @@ impl NumericSpec {
                 .then_some(Sum::Integer(1)),
             NumericValues::Integer(a) => a.is_valid(i).then(|| Sum::Integer(a.value(i))),
             NumericValues::Float(a) => a.is_valid(i).then(|| Sum::Float(a.value(i))),
+            NumericValues::Float32(a) => a.is_valid(i).then(|| Sum::Float32(a.value(i))),
             NumericValues::Decimal(a) => a.is_valid(i).then(|| Sum::Decimal(a.value(i))),
         }
     }
@@ -174,6 +190,8 @@ impl NumericSpec {
             (Sum::Integer(s), Sum::Integer(x)) => Sum::Integer(s.wrapping_add(x)),
             (Sum::Float(s), Sum::Float(x)) if retract => Sum::Float(s - x),
             (Sum::Float(s), Sum::Float(x)) => Sum::Float(s + x),
+            (Sum::Float32(s), Sum::Float32(x)) if retract => Sum::Float32(s - x),
+            (Sum::Float32(s), Sum::Float32(x)) => Sum::Float32(s + x),
             (Sum::Decimal(s), Sum::Decimal(x)) if retract => Sum::Decimal(s.wrapping_sub(x)),
             (Sum::Decimal(s), Sum::Decimal(x)) => Sum::Decimal(s.wrapping_add(x)),
             (s, _) => s,
@@ -226,6 +244,10 @@ impl NumericSpec {
                 Some(Sum::Float(x)) => Some(x),
                 _ => None,
             }))),
+            (_, Kind::Float32) => Arc::new(Float32Array::from_iter(values.map(|v| match v {
+                Some(Sum::Float32(x)) => Some(x),
+                _ => None,
+            }))),
             (_, Kind::Decimal { .. }) => Arc::new(
                 Decimal128Array::from_iter(values.map(|v| match v {
                     Some(Sum::Decimal(x)) => Some(x),
@@ -261,6 +283,7 @@ impl NumericSpec {
         let sum = match self.start().sum {
             Sum::Integer(_) => Sum::Integer(states[0].as_primitive::<Int64Type>().value(i)),
             Sum::Float(_) => Sum::Float(states[0].as_primitive::<Float64Type>().value(i)),
+            Sum::Float32(_) => Sum::Float32(states[0].as_primitive::<Float32Type>().value(i)),
             Sum::Decimal(_) => Sum::Decimal(states[0].as_primitive::<Decimal128Type>().value(i)),
         };
         Ok(Running { sum, count })
@@ -276,6 +299,10 @@ impl NumericSpec {
             }))),
             DataType::Float64 => Arc::new(Float64Array::from_iter(values.map(|v| match v {
                 Some(Sum::Float(x)) => Some(x),
+                _ => None,
+            }))),
+            DataType::Float32 => Arc::new(Float32Array::from_iter(values.map(|v| match v {
+                Some(Sum::Float32(x)) => Some(x),
                 _ => None,
             }))),
             t => Arc::new(
@@ -306,6 +333,7 @@ impl NumericSpec {
         Ok(Some(match self.sum_type() {
             DataType::Int64 => Sum::Integer(array.as_primitive::<Int64Type>().value(i)),
             DataType::Float64 => Sum::Float(array.as_primitive::<Float64Type>().value(i)),
+            DataType::Float32 => Sum::Float32(array.as_primitive::<Float32Type>().value(i)),
             _ => Sum::Decimal(array.as_primitive::<Decimal128Type>().value(i)),
         }))
     }
@@ -315,6 +343,7 @@ impl NumericSpec {
         match self.kind {
             Kind::Integer => DataType::Int64,
             Kind::Float => DataType::Float64,
+            Kind::Float32 => DataType::Float32,
             Kind::Decimal { scale } => DataType::Decimal128(38, scale),
         }
     }
@@ -443,13 +472,18 @@ enum Function {
 enum Kind {
     Integer,
     Float,
-    Decimal { scale: i8 },
+    /// `SUM` of FLOAT, added in FLOAT as Flink's `FloatSumAggFunction` does.
+    Float32,
+    Decimal {
+        scale: i8,
+    },
 }
 
 /// The sums of every group, in the kind's number type.
 enum Sums {
     Integer(Vec<i64>),
     Float(Vec<f64>),
+    Float32(Vec<f32>),
     Decimal(Vec<i128>),
 }
 
@@ -465,6 +499,7 @@ impl SumCount {
         let sums = match spec.kind {
             Kind::Integer => Sums::Integer(Vec::new()),
             Kind::Float => Sums::Float(Vec::new()),
+            Kind::Float32 => Sums::Float32(Vec::new()),
             Kind::Decimal { .. } => Sums::Decimal(Vec::new()),
         };
         SumCount {
@@ -481,6 +516,7 @@ impl SumCount {
         match &mut self.sums {
             Sums::Integer(s) => s.resize(n, 0),
             Sums::Float(s) => s.resize(n, zero),
+            Sums::Float32(s) => s.resize(n, zero as f32),
             Sums::Decimal(s) => s.resize(n, 0),
         }
     }
@@ -493,6 +529,7 @@ impl SumCount {
         let sum = match &self.sums {
             Sums::Integer(s) => Sum::Integer(s[g]),
             Sums::Float(s) => Sum::Float(s[g]),
+            Sums::Float32(s) => Sum::Float32(s[g]),
             Sums::Decimal(s) => Sum::Decimal(s[g]),
         };
         Running { sum, count }
@@ -526,6 +563,20 @@ impl GroupsState for SumCount {
             Sums::Float(sums) => {
                 let v = cast(&values[0], &DataType::Float64)?;
                 let v = v.as_primitive::<Float64Type>();
+                let x = v.values();
+                for_each_row(rows, v.nulls(), filter, |row, g, retract| {
+                    if retract {
+                        sums[g] -= x[row];
+                        counts[g] -= 1;
+                    } else {
+                        sums[g] += x[row];
+                        counts[g] += 1;
+                    }
+                });
+            }
+            Sums::Float32(sums) => {
+                let v = cast(&values[0], &DataType::Float32)?;
+                let v = v.as_primitive::<Float32Type>();
                 let x = v.values();
                 for_each_row(rows, v.nulls(), filter, |row, g, retract| {
                     if retract {
@@ -589,6 +640,12 @@ impl GroupsState for SumCount {
                     s[g] += v.value(row);
                 }
             }
+            Sums::Float32(s) => {
+                let v = states[0].as_primitive::<Float32Type>();
+                for (row, &g) in groups.iter().enumerate() {
+                    s[g] += v.value(row);
+                }
+            }
             Sums::Decimal(s) => {
                 let v = states[0].as_primitive::<Decimal128Type>();
                 for (row, &g) in groups.iter().enumerate() {
@@ -608,6 +665,7 @@ impl GroupsState for SumCount {
         match &mut self.sums {
             Sums::Integer(s) => s[group] = 0,
             Sums::Float(s) => s[group] = zero,
+            Sums::Float32(s) => s[group] = zero as f32,
             Sums::Decimal(s) => s[group] = 0,
         }
     }
