@@ -79,7 +79,7 @@ impl Planner {
             let wf = window_function(e)?;
             if let Some(f) = rank_function(wf) {
                 return not_supported!(
-                    "{}() without a bound on its result: a ranking of an unbounded stream runs \
+                    "{}() without an upper bound on its result: a ranking of an unbounded stream runs \
                      only as a Top-N, filtered in an outer query (SELECT * FROM (SELECT ..., {}() \
                      OVER (...) AS rn FROM t) WHERE rn <= N)",
                     f.sql(),
