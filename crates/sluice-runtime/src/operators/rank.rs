@@ -578,28 +578,7 @@ fn without_update_befores(batch: StreamBatch) -> Result<StreamBatch> {
     if keep.true_count() == batch.data.num_rows() {
         return Ok(batch);
     }
-    let filter = datafusion_common::arrow::compute::filter_record_batch;
-    Ok(StreamBatch {
-        data: filter(&batch.data, &keep)?,
-        row_watermarks: batch
-            .row_watermarks
-            .as_ref()
-            .map(|w| datafusion_common::arrow::compute::filter(w, &keep))
-            .transpose()?
-            .map(|w| {
-                w.as_any()
-                    .downcast_ref::<Int64Array>()
-                    .expect("Int64")
-                    .clone()
-            }),
-        ops: Some(
-            datafusion_common::arrow::compute::filter(ops, &keep)?
-                .as_any()
-                .downcast_ref::<Int8Array>()
-                .expect("Int8")
-                .clone(),
-        ),
-    })
+    batch.filter(&keep)
 }
 
 impl Operator for RankOperator {
