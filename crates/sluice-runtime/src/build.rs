@@ -261,6 +261,7 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
             }
         }
         OperatorSpec::OverAggregate(spec) => {
+            use crate::operators::over_aggregate::calls::AggregateCall;
             use crate::operators::over_aggregate::{OverAggregateOperator, OverCallExec};
             use sluice_common::plan::OverCall;
             let mut calls = Vec::new();
@@ -272,14 +273,17 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
                         let (mut lowered, mut functions) =
                             lower_aggregates(std::slice::from_ref(e), in_schema)?;
                         let call_args = lowered.remove(0).args;
+                        let types = call_args
+                            .iter()
+                            .map(|a| a.data_type(in_schema.as_arrow()))
+                            .collect::<datafusion_common::Result<Vec<_>>>()?;
                         let first = args.len();
-                        let count = call_args.len();
                         args.extend(call_args);
-                        OverCallExec::Aggregate {
-                            function: functions.remove(0),
+                        OverCallExec::Aggregate(AggregateCall::new(
+                            functions.remove(0),
                             first,
-                            count,
-                        }
+                            types,
+                        ))
                     }
                     OverCall::Lag {
                         value,

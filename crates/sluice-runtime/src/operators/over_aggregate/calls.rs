@@ -30,9 +30,9 @@ use crate::state::group_state::numeric::{NumericSpec, NumericValues, Running, Su
 pub struct AggregateCall {
     how: How,
     /// Index of its first argument.
-    pub first: usize,
+    first: usize,
     /// Number of arguments.
-    pub count: usize,
+    count: usize,
     /// The arguments' types.
     arg_types: Vec<DataType>,
     /// The result type.
@@ -80,13 +80,14 @@ pub enum CallOutput {
 }
 
 impl AggregateCall {
-    /// The call of `function` over arguments `first..first + count` of types `arg_types`.
+    /// The call of `function` over the operator's arguments from `first` on, one per type
+    /// of `arg_types`.
     pub fn new(
         function: Arc<AggregateFunctionExpr>,
         first: usize,
-        count: usize,
         arg_types: Vec<DataType>,
     ) -> Self {
+        let count = arg_types.len();
         let result = function.field().data_type().clone();
         let how = match NumericSpec::of(&function, &arg_types) {
             Some(spec) => How::Numeric(spec),

@@ -17,7 +17,7 @@
 //! it needs of the frame rows to retract them) and the last LAG values. `RANGE` peers
 //! (equal times) enter the frame together and get the same values.
 
-mod calls;
+pub mod calls;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -30,7 +30,6 @@ use datafusion_common::arrow::compute::concat;
 use datafusion_common::arrow::datatypes::{DataType, Int64Type, Int8Type, SchemaRef};
 use datafusion_common::arrow::row::{RowConverter, Rows};
 use datafusion_common::ScalarValue;
-use datafusion_physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion_physical_expr::PhysicalExpr;
 use sluice_common::plan::OverFrame;
 use sluice_common::time::WATERMARK_MIN;
@@ -48,15 +47,8 @@ use crate::state::{key_converter, SnapshotReader, SnapshotWriter};
 /// One call of the window, lowered.
 pub enum OverCallExec {
     /// An aggregate over the frame; its arguments are `args` of [`OverAggregateOperator`]
-    /// at `first..first + count`.
-    Aggregate {
-        /// The aggregate function.
-        function: Arc<AggregateFunctionExpr>,
-        /// Index of its first argument.
-        first: usize,
-        /// Number of arguments.
-        count: usize,
-    },
+    /// from the first index it was built with ([`AggregateCall::new`]) on.
+    Aggregate(AggregateCall),
     /// `LAG`: the value of `lag_values[value]` `offset` rows back, else `default`.
     Lag {
         /// Index into the operator's LAG value expressions.
@@ -64,16 +56,6 @@ pub enum OverCallExec {
         /// Rows back (>= 1).
         offset: u64,
         /// The default over the current row (NULL when `None`).
-        default: Option<Arc<dyn PhysicalExpr>>,
-    },
-}
-
-/// A call as the operator runs it.
-enum Call {
-    Aggregate(AggregateCall),
-    Lag {
-        value: usize,
-        offset: u64,
         default: Option<Arc<dyn PhysicalExpr>>,
     },
 }
@@ -100,7 +82,7 @@ pub struct OverAggregateOperator {
     /// Ordered by a processing-time attribute: rows leave in arrival order at once.
     processing_time: bool,
     frame: OverFrame,
-    calls: Vec<Call>,
+    calls: Vec<OverCallExec>,
     /// Every aggregate argument, call after call.
     args: Vec<Arc<dyn PhysicalExpr>>,
     /// The values LAG calls read.
@@ -147,33 +129,6 @@ impl OverAggregateOperator {
                 OverCallExec::Aggregate { .. } => None,
             })
             .max();
-        let calls = calls
-            .into_iter()
-            .map(|c| {
-                Ok(match c {
-                    OverCallExec::Aggregate {
-                        function,
-                        first,
-                        count,
-                    } => {
-                        let types = args[first..first + count]
-                            .iter()
-                            .map(|a| a.data_type(&in_schema))
-                            .collect::<datafusion_common::Result<Vec<_>>>()?;
-                        Call::Aggregate(AggregateCall::new(function, first, count, types))
-                    }
-                    OverCallExec::Lag {
-                        value,
-                        offset,
-                        default,
-                    } => Call::Lag {
-                        value,
-                        offset,
-                        default,
-                    },
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
         Ok(OverAggregateOperator {
             key_converter: key_converter(&key_types)?,
             partition_by,
@@ -293,11 +248,11 @@ impl OverAggregateOperator {
         let mut call_args = Vec::with_capacity(self.calls.len());
         for call in &self.calls {
             match call {
-                Call::Aggregate(a) => {
+                OverCallExec::Aggregate(a) => {
                     outputs.push(a.output(n));
                     call_args.push(Some(a.args(&args)?));
                 }
-                Call::Lag { .. } => {
+                OverCallExec::Lag { .. } => {
                     outputs.push(CallOutput::Scalars(vec![ScalarValue::Null; n]));
                     call_args.push(None);
                 }
@@ -325,8 +280,8 @@ impl OverAggregateOperator {
         let mut columns = rows.columns().to_vec();
         for (call, out) in self.calls.iter().zip(outputs) {
             columns.push(match call {
-                Call::Aggregate(a) => a.finish(out)?,
-                Call::Lag { .. } => {
+                OverCallExec::Aggregate(a) => a.finish(out)?,
+                OverCallExec::Lag { .. } => {
                     let field = self.schema.field(columns.len());
                     let CallOutput::Scalars(v) = out else {
                         unreachable!("LAG values are scalars")
@@ -405,7 +360,7 @@ impl OverAggregateOperator {
             }
             let mut a = 0;
             for (c, call) in self.calls.iter().enumerate() {
-                if let Call::Aggregate(call) = call {
+                if let OverCallExec::Aggregate(call) = call {
                     part.aggregates[a].evaluate(call, &mut outputs[c], group)?;
                     a += 1;
                 }
@@ -427,7 +382,7 @@ impl OverAggregateOperator {
                 let last = part.lags.len() - 1;
                 for &i in group {
                     for (c, call) in self.calls.iter().enumerate() {
-                        if let Call::Lag {
+                        if let OverCallExec::Lag {
                             value,
                             offset,
                             default,
@@ -477,7 +432,7 @@ impl OverAggregateOperator {
 
 /// A fresh partition: one state per aggregate call (sliding accumulators for bounded
 /// frames).
-fn new_partition(calls: &[Call], bounded: bool) -> Result<Partition> {
+fn new_partition(calls: &[OverCallExec], bounded: bool) -> Result<Partition> {
     let aggregates = aggregate_calls(calls)
         .map(|c| c.start(bounded))
         .collect::<Result<Vec<_>>>()?;
@@ -488,10 +443,10 @@ fn new_partition(calls: &[Call], bounded: bool) -> Result<Partition> {
 }
 
 /// The aggregate calls, in order.
-fn aggregate_calls(calls: &[Call]) -> impl Iterator<Item = &AggregateCall> {
+fn aggregate_calls(calls: &[OverCallExec]) -> impl Iterator<Item = &AggregateCall> {
     calls.iter().filter_map(|c| match c {
-        Call::Aggregate(a) => Some(a),
-        Call::Lag { .. } => None,
+        OverCallExec::Aggregate(a) => Some(a),
+        OverCallExec::Lag { .. } => None,
     })
 }
 
