@@ -16,11 +16,12 @@
 use std::sync::Arc;
 
 use datafusion_common::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, Decimal128Array, Float32Array, Float64Array, Int64Array,
+    Array, ArrayRef, AsArray, BooleanArray, Decimal128Array, Float32Array, Float64Array,
+    Int64Array, PrimitiveArray,
 };
 use datafusion_common::arrow::compute::cast;
 use datafusion_common::arrow::datatypes::{
-    DataType, Decimal128Type, Float32Type, Float64Type, Int64Type,
+    ArrowPrimitiveType, DataType, Decimal128Type, Float32Type, Float64Type, Int64Type,
 };
 use datafusion_physical_expr::aggregate::AggregateFunctionExpr;
 use sluice_common::numeric::{avg_decimal, avg_integer, wrap_to};
@@ -186,14 +187,10 @@ impl NumericSpec {
         let sign = if retract { -1 } else { 1 };
         r.count += sign;
         r.sum = match (r.sum, v) {
-            (Sum::Integer(s), Sum::Integer(x)) if retract => Sum::Integer(s.wrapping_sub(x)),
-            (Sum::Integer(s), Sum::Integer(x)) => Sum::Integer(s.wrapping_add(x)),
-            (Sum::Float(s), Sum::Float(x)) if retract => Sum::Float(s - x),
-            (Sum::Float(s), Sum::Float(x)) => Sum::Float(s + x),
-            (Sum::Float32(s), Sum::Float32(x)) if retract => Sum::Float32(s - x),
-            (Sum::Float32(s), Sum::Float32(x)) => Sum::Float32(s + x),
-            (Sum::Decimal(s), Sum::Decimal(x)) if retract => Sum::Decimal(s.wrapping_sub(x)),
-            (Sum::Decimal(s), Sum::Decimal(x)) => Sum::Decimal(s.wrapping_add(x)),
+            (Sum::Integer(s), Sum::Integer(x)) => Sum::Integer(s.step(x, retract)),
+            (Sum::Float(s), Sum::Float(x)) => Sum::Float(s.step(x, retract)),
+            (Sum::Float32(s), Sum::Float32(x)) => Sum::Float32(s.step(x, retract)),
+            (Sum::Decimal(s), Sum::Decimal(x)) => Sum::Decimal(s.step(x, retract)),
             (s, _) => s,
         };
     }
@@ -548,58 +545,19 @@ impl GroupsState for SumCount {
         match &mut self.sums {
             Sums::Integer(sums) => {
                 let v = cast(&values[0], &DataType::Int64)?;
-                let v = v.as_primitive::<Int64Type>();
-                let x = v.values();
-                for_each_row(rows, v.nulls(), filter, |row, g, retract| {
-                    if retract {
-                        sums[g] = sums[g].wrapping_sub(x[row]);
-                        counts[g] -= 1;
-                    } else {
-                        sums[g] = sums[g].wrapping_add(x[row]);
-                        counts[g] += 1;
-                    }
-                });
+                add_rows(sums, counts, v.as_primitive::<Int64Type>(), rows, filter);
             }
             Sums::Float(sums) => {
                 let v = cast(&values[0], &DataType::Float64)?;
-                let v = v.as_primitive::<Float64Type>();
-                let x = v.values();
-                for_each_row(rows, v.nulls(), filter, |row, g, retract| {
-                    if retract {
-                        sums[g] -= x[row];
-                        counts[g] -= 1;
-                    } else {
-                        sums[g] += x[row];
-                        counts[g] += 1;
-                    }
-                });
+                add_rows(sums, counts, v.as_primitive::<Float64Type>(), rows, filter);
             }
             Sums::Float32(sums) => {
                 let v = cast(&values[0], &DataType::Float32)?;
-                let v = v.as_primitive::<Float32Type>();
-                let x = v.values();
-                for_each_row(rows, v.nulls(), filter, |row, g, retract| {
-                    if retract {
-                        sums[g] -= x[row];
-                        counts[g] -= 1;
-                    } else {
-                        sums[g] += x[row];
-                        counts[g] += 1;
-                    }
-                });
+                add_rows(sums, counts, v.as_primitive::<Float32Type>(), rows, filter);
             }
             Sums::Decimal(sums) => {
                 let v = values[0].as_primitive::<Decimal128Type>();
-                let x = v.values();
-                for_each_row(rows, v.nulls(), filter, |row, g, retract| {
-                    if retract {
-                        sums[g] = sums[g].wrapping_sub(x[row]);
-                        counts[g] -= 1;
-                    } else {
-                        sums[g] = sums[g].wrapping_add(x[row]);
-                        counts[g] += 1;
-                    }
-                });
+                add_rows(sums, counts, v, rows, filter);
             }
         }
         Ok(())
@@ -627,30 +585,13 @@ impl GroupsState for SumCount {
         for (row, &g) in groups.iter().enumerate() {
             self.counts[g] += counts.value(row);
         }
+        let row_groups = groups.iter().copied().enumerate();
         match &mut self.sums {
-            Sums::Integer(s) => {
-                let v = states[0].as_primitive::<Int64Type>();
-                for (row, &g) in groups.iter().enumerate() {
-                    s[g] = s[g].wrapping_add(v.value(row));
-                }
-            }
-            Sums::Float(s) => {
-                let v = states[0].as_primitive::<Float64Type>();
-                for (row, &g) in groups.iter().enumerate() {
-                    s[g] += v.value(row);
-                }
-            }
-            Sums::Float32(s) => {
-                let v = states[0].as_primitive::<Float32Type>();
-                for (row, &g) in groups.iter().enumerate() {
-                    s[g] += v.value(row);
-                }
-            }
+            Sums::Integer(s) => merge_sums(s, states[0].as_primitive::<Int64Type>(), row_groups),
+            Sums::Float(s) => merge_sums(s, states[0].as_primitive::<Float64Type>(), row_groups),
+            Sums::Float32(s) => merge_sums(s, states[0].as_primitive::<Float32Type>(), row_groups),
             Sums::Decimal(s) => {
-                let v = states[0].as_primitive::<Decimal128Type>();
-                for (row, &g) in groups.iter().enumerate() {
-                    s[g] = s[g].wrapping_add(v.value(row));
-                }
+                merge_sums(s, states[0].as_primitive::<Decimal128Type>(), row_groups)
             }
         }
         Ok(())
@@ -668,6 +609,65 @@ impl GroupsState for SumCount {
             Sums::Float32(s) => s[group] = zero as f32,
             Sums::Decimal(s) => s[group] = 0,
         }
+    }
+}
+
+/// A sum's number type and its arithmetic: integers and DECIMALs wrap (Java's `long`,
+/// Flink's unchecked DECIMAL sum), floating-point numbers round in their own width.
+trait Summand: Copy {
+    /// `self + x`, or `self - x` when `retract`.
+    fn step(self, x: Self, retract: bool) -> Self;
+}
+
+/// [`Summand`] for integer types (wrapping) and floating-point types.
+macro_rules! summand {
+    (wrapping: $($t:ty),*; rounding: $($f:ty),*) => {
+        $(impl Summand for $t {
+            #[inline]
+            fn step(self, x: Self, retract: bool) -> Self {
+                if retract { self.wrapping_sub(x) } else { self.wrapping_add(x) }
+            }
+        })*
+        $(impl Summand for $f {
+            #[inline]
+            fn step(self, x: Self, retract: bool) -> Self {
+                if retract { self - x } else { self + x }
+            }
+        })*
+    };
+}
+summand!(wrapping: i64, i128; rounding: f64, f32);
+
+/// Adds (or retracts) each row of `values` into its group's sum and count (see
+/// [`for_each_row`]).
+fn add_rows<T>(
+    sums: &mut [T::Native],
+    counts: &mut [i64],
+    values: &PrimitiveArray<T>,
+    rows: BatchRows<'_>,
+    filter: Option<&BooleanArray>,
+) where
+    T: ArrowPrimitiveType,
+    T::Native: Summand,
+{
+    let x = values.values();
+    for_each_row(rows, values.nulls(), filter, |row, g, retract| {
+        sums[g] = sums[g].step(x[row], retract);
+        counts[g] += if retract { -1 } else { 1 };
+    });
+}
+
+/// Adds snapshot sums `values` (row `i` into group `g` for each `(i, g)`).
+fn merge_sums<T>(
+    sums: &mut [T::Native],
+    values: &PrimitiveArray<T>,
+    row_groups: impl Iterator<Item = (usize, usize)>,
+) where
+    T: ArrowPrimitiveType,
+    T::Native: Summand,
+{
+    for (row, g) in row_groups {
+        sums[g] = sums[g].step(values.value(row), false);
     }
 }
 
