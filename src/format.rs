@@ -1,7 +1,8 @@
 //! Printing results: `table` (Flink's tableau), `csv` and `json` lines.
 //!
 //! Conventions: timestamps print as `YYYY-MM-DD HH:MM:SS`, plus `.fff` when the
-//! milliseconds are not zero; NULL prints as an empty field (`null` in JSON).
+//! milliseconds are not zero; NULL prints as an empty field (`null` in JSON); an ARRAY,
+//! MAP or ROW prints as Flink casts it to STRING (`[1, 2]`, `{a=1}`, `(1, one)`).
 
 use std::io::Write;
 
@@ -39,11 +40,74 @@ pub fn row_values(batch: &RecordBatch, row: usize) -> Result<Vec<String>> {
 }
 
 fn value_text(array: &dyn Array, row: usize, options: &FormatOptions) -> Result<String> {
+    if matches!(
+        array.data_type(),
+        DataType::List(_) | DataType::Map(_, _) | DataType::Struct(_)
+    ) {
+        // Flink's `CAST(... AS STRING)` text: `[1, 2]`, `{a=1}`, `(1, one)`.
+        let one = array.slice(row, 1);
+        let utc: sluice_common::time::Tz = "UTC".parse()?;
+        let text = sluice_sql::functions::nested_texts(&one, &utc)?;
+        return Ok(text.into_iter().next().flatten().unwrap_or_default());
+    }
     let f = ArrayFormatter::try_new(array, options)?;
     let s = f.value(row).to_string();
     Ok(match array.data_type() {
         DataType::Timestamp(_, _) => strip_zero_fraction(s),
         _ => s,
+    })
+}
+
+/// A value as JSON: numbers and booleans as themselves, an ARRAY as an array, a MAP and a
+/// ROW as objects (keys as text, fields by name), anything else as its text.
+fn json_value(array: &dyn Array, row: usize) -> Result<serde_json::Value> {
+    use serde_json::Value;
+    if array.is_null(row) {
+        return Ok(Value::Null);
+    }
+    Ok(match array.data_type() {
+        DataType::List(_) => {
+            let items = array.as_list::<i32>().value(row);
+            Value::Array(
+                (0..items.len())
+                    .map(|j| json_value(items.as_ref(), j))
+                    .collect::<Result<_>>()?,
+            )
+        }
+        DataType::Map(_, _) => {
+            let m = array.as_map();
+            let o = m.value_offsets();
+            let mut obj = serde_json::Map::new();
+            for e in o[row] as usize..o[row + 1] as usize {
+                let key = value_text(m.keys().as_ref(), e, &format_options())?;
+                obj.insert(key, json_value(m.values().as_ref(), e)?);
+            }
+            Value::Object(obj)
+        }
+        DataType::Struct(fields) => {
+            let s = array.as_struct();
+            let mut obj = serde_json::Map::new();
+            for (f, c) in fields.iter().zip(s.columns()) {
+                obj.insert(f.name().clone(), json_value(c.as_ref(), row)?);
+            }
+            Value::Object(obj)
+        }
+        t => {
+            let text = value_text(array, row, &format_options())?;
+            if t.is_integer() {
+                text.parse::<i64>().map(Value::from).unwrap_or(Value::String(text))
+            } else if t.is_floating() {
+                text.parse::<f64>()
+                    .ok()
+                    .and_then(serde_json::Number::from_f64)
+                    .map(Value::Number)
+                    .unwrap_or(Value::String(text))
+            } else if matches!(t, DataType::Boolean) {
+                Value::Bool(text == "true")
+            } else {
+                Value::String(text)
+            }
+        }
     })
 }
 
@@ -198,27 +262,7 @@ impl<W: Write> ResultPrinter<W> {
                 OutputFormat::Json => {
                     let mut obj = serde_json::Map::new();
                     for (i, f) in self.schema.fields().iter().enumerate() {
-                        let col = batch.column(i);
-                        let v = if col.is_null(row) {
-                            serde_json::Value::Null
-                        } else if f.data_type().is_integer() {
-                            values[i]
-                                .parse::<i64>()
-                                .map(serde_json::Value::from)
-                                .unwrap_or(serde_json::Value::String(values[i].clone()))
-                        } else if f.data_type().is_floating() {
-                            values[i]
-                                .parse::<f64>()
-                                .ok()
-                                .and_then(serde_json::Number::from_f64)
-                                .map(serde_json::Value::Number)
-                                .unwrap_or(serde_json::Value::String(values[i].clone()))
-                        } else if matches!(f.data_type(), DataType::Boolean) {
-                            serde_json::Value::Bool(values[i] == "true")
-                        } else {
-                            serde_json::Value::String(values[i].clone())
-                        };
-                        obj.insert(f.name().clone(), v);
+                        obj.insert(f.name().clone(), json_value(batch.column(i).as_ref(), row)?);
                     }
                     let line = serde_json::Value::Object(obj).to_string();
                     writeln!(self.out, "{line}").map_err(Self::io)?;

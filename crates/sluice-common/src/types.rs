@@ -1,6 +1,8 @@
 //! SQL type names.
 
-use datafusion_common::arrow::datatypes::{DataType, TimeUnit};
+use std::sync::Arc;
+
+use datafusion_common::arrow::datatypes::{DataType, Field, Fields, TimeUnit};
 
 /// The Flink spelling of an Arrow type, for messages and DESCRIBE.
 pub fn flink_type_name(dt: &DataType) -> String {
@@ -30,8 +32,63 @@ pub fn flink_type_name(dt: &DataType) -> String {
         }
         DataType::Binary | DataType::LargeBinary => "BYTES".into(),
         DataType::Null => "NULL".into(),
+        DataType::List(f) | DataType::LargeList(f) => {
+            format!("ARRAY<{}>", field_type_name(f))
+        }
+        DataType::Map(entries, _) => match entries.data_type() {
+            DataType::Struct(kv) if kv.len() == 2 => format!(
+                "MAP<{}, {}>",
+                field_type_name(&kv[0]),
+                field_type_name(&kv[1])
+            ),
+            other => other.to_string(),
+        },
+        DataType::Struct(fields) => {
+            let fields: Vec<String> = fields
+                .iter()
+                .map(|f| format!("`{}` {}", f.name().replace('`', "``"), field_type_name(f)))
+                .collect();
+            format!("ROW<{}>", fields.join(", "))
+        }
         other => other.to_string(),
     }
+}
+
+/// A nested field's type as Flink spells it: `NOT NULL` when the field is.
+fn field_type_name(f: &Field) -> String {
+    if f.is_nullable() {
+        flink_type_name(f.data_type())
+    } else {
+        format!("{} NOT NULL", flink_type_name(f.data_type()))
+    }
+}
+
+/// Flink's `ARRAY<element>` as Arrow: a `List` whose element field is Arrow's default
+/// (`item`), so every array of one element type is one Arrow type whatever made it.
+pub fn array_type(element: DataType, element_nullable: bool) -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(element, element_nullable)))
+}
+
+/// Flink's `MAP<key, value>` as Arrow: a `Map` of `entries: Struct<key, value>` (keys
+/// never NULL in Arrow; Flink allows one NULL key, which Sluice refuses when it builds a
+/// map), unsorted.
+pub fn map_type(key: DataType, value: DataType, value_nullable: bool) -> DataType {
+    DataType::Map(
+        Arc::new(Field::new(
+            "entries",
+            DataType::Struct(Fields::from(vec![
+                Field::new("key", key, false),
+                Field::new("value", value, value_nullable),
+            ])),
+            false,
+        )),
+        false,
+    )
+}
+
+/// Flink's `ROW<name type, ...>` as Arrow: a `Struct` of the named fields.
+pub fn row_type(fields: Vec<Field>) -> DataType {
+    DataType::Struct(Fields::from(fields))
 }
 
 /// Field metadata key marking a processing-time attribute (Flink SQL "Time Attributes >

@@ -15,6 +15,10 @@
 //!   (`x BETWEEN SYMMETRIC a AND b` is `x BETWEEN a AND b OR x BETWEEN b AND a`, the
 //!   SQL standard's definition, which Calcite's convertlet expands to).
 //!
+//! - It has no `IS [NOT] JSON [VALUE|SCALAR|ARRAY|OBJECT]` (SQL:2016's JSON predicate);
+//!   [`FlinkDialect::parse_infix`] reads it as the internal call `$is_json(x, 'KIND')`,
+//!   under `NOT` for `IS NOT JSON`.
+//!
 //! An empty select list (`SELECT FROM t`) is refused, as in Calcite. Every other rule is
 //! `GenericDialect`'s: its settings are forwarded one by one, and the
 //! parser's own dialect checks see a `GenericDialect` ([`Dialect::dialect`]).
@@ -33,6 +37,41 @@ const GENERIC: GenericDialect = GenericDialect {};
 #[derive(Debug, Default, Clone, Copy)]
 pub struct FlinkDialect;
 
+/// `x IS [NOT] JSON [VALUE|SCALAR|ARRAY|OBJECT]` after `x`, as `[NOT] $is_json(x, 'KIND')`
+/// (`VALUE` when no kind is named); `None`, consuming nothing, for anything else.
+fn is_json(parser: &mut Parser, expr: &Expr) -> Option<Expr> {
+    let negated = if parser.parse_keywords(&[Keyword::IS, Keyword::JSON]) {
+        false
+    } else if parser.parse_keywords(&[Keyword::IS, Keyword::NOT, Keyword::JSON]) {
+        true
+    } else {
+        return None;
+    };
+    let kind = match &parser.peek_token().token {
+        Token::Word(w)
+            if w.quote_style.is_none()
+                && ["VALUE", "SCALAR", "ARRAY", "OBJECT"]
+                    .contains(&w.value.to_ascii_uppercase().as_str()) =>
+        {
+            let kind = w.value.to_ascii_uppercase();
+            parser.next_token();
+            kind
+        }
+        _ => "VALUE".to_string(),
+    };
+    let kind = Expr::Value(datafusion_sql::sqlparser::ast::Value::SingleQuotedString(kind).into());
+    let call = crate::functions::syntax::internal_call("$is_json", vec![expr.clone(), kind]);
+    Some(if negated {
+        Expr::UnaryOp {
+            op: UnaryOperator::Not,
+            expr: Box::new(call),
+        }
+    } else {
+        call
+    })
+}
+
+
 impl Dialect for FlinkDialect {
     fn dialect(&self) -> TypeId {
         TypeId::of::<GenericDialect>()
@@ -48,6 +87,9 @@ impl Dialect for FlinkDialect {
     ) -> Option<Result<Expr, ParserError>> {
         if let Some(symmetric) = between_kind(parser) {
             return Some(self.parse_between(parser, expr, symmetric));
+        }
+        if let Some(is_json) = is_json(parser, expr) {
+            return Some(Ok(is_json));
         }
         let not = if parser.parse_keywords(&[Keyword::IS, Keyword::DISTINCT, Keyword::FROM]) {
             false

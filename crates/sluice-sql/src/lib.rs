@@ -7,6 +7,7 @@
 
 pub mod catalog;
 pub mod dialect;
+pub mod flink_types;
 pub mod functions;
 pub mod match_recognize;
 mod names;

@@ -15,7 +15,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use datafusion_common::arrow::datatypes::{DataType, TimeUnit};
+use datafusion_common::arrow::datatypes::DataType;
 use datafusion_sql::sqlparser::ast;
 use datafusion_sql::sqlparser::keywords::Keyword;
 use datafusion_sql::sqlparser::parser::Parser;
@@ -963,7 +963,7 @@ fn parse_column(p: &mut Parser) -> Result<ColumnDef> {
     if p.parse_keyword(Keyword::AS) {
         column.computed = Some(p.parse_expr().map_err(sql_err)?);
     } else {
-        let (dt, text) = parse_flink_type(p)?;
+        let (dt, text) = crate::flink_types::parse_flink_type(p)?;
         column.data_type = Some(dt);
         column.type_text = text;
         loop {
@@ -986,145 +986,7 @@ fn parse_column(p: &mut Parser) -> Result<ColumnDef> {
     Ok(column)
 }
 
-/// Parses a Flink SQL data type into its Arrow type and its Flink spelling.
-///
-/// `TIMESTAMP(p)` is milliseconds for p <= 3, microseconds for p <= 6 (the default
-/// precision of a bare `TIMESTAMP` is 6, as in Flink), nanoseconds above.
-/// `TIMESTAMP_LTZ(p)` and `TIMESTAMP(p) WITH LOCAL TIME ZONE` are timestamps with a UTC
-/// time zone (the session time zone applies when they are shown).
-pub fn parse_flink_type(p: &mut Parser) -> Result<(DataType, String)> {
-    let tok = p.next_token();
-    let Token::Word(Word { value, .. }) = &tok.token else {
-        return Err(err_at(
-            tok.span.start,
-            format!("Expected: a data type, found: {tok}"),
-        ));
-    };
-    let upper = value.to_ascii_uppercase();
-    let params = |p: &mut Parser| -> Result<Vec<u64>> {
-        if !p.consume_token(&Token::LParen) {
-            return Ok(vec![]);
-        }
-        let mut v = Vec::new();
-        loop {
-            let t = p.next_token();
-            match &t.token {
-                Token::Number(n, _) => v
-                    .push(n.parse::<u64>().map_err(|_| {
-                        err_at(t.span.start, format!("invalid type parameter {n}"))
-                    })?),
-                _ => {
-                    return Err(err_at(
-                        t.span.start,
-                        format!("Expected: a number, found: {t}"),
-                    ))
-                }
-            }
-            if p.consume_token(&Token::Comma) {
-                continue;
-            }
-            p.expect_token(&Token::RParen).map_err(sql_err)?;
-            return Ok(v);
-        }
-    };
-    let ts_unit = |precision: u64| match precision {
-        0..=3 => TimeUnit::Millisecond,
-        4..=6 => TimeUnit::Microsecond,
-        _ => TimeUnit::Nanosecond,
-    };
-    let (dt, text) = match upper.as_str() {
-        "STRING" => (DataType::Utf8, "STRING".to_string()),
-        "VARCHAR" | "CHAR" => {
-            let ps = params(p)?;
-            let text = match ps.first() {
-                Some(n) => format!("{upper}({n})"),
-                None => upper.clone(),
-            };
-            (DataType::Utf8, text)
-        }
-        "BOOLEAN" | "BOOL" => (DataType::Boolean, "BOOLEAN".into()),
-        "TINYINT" => (DataType::Int8, "TINYINT".into()),
-        "SMALLINT" => (DataType::Int16, "SMALLINT".into()),
-        "INT" | "INTEGER" => (DataType::Int32, "INT".into()),
-        "BIGINT" => (DataType::Int64, "BIGINT".into()),
-        "FLOAT" => (DataType::Float32, "FLOAT".into()),
-        "DOUBLE" => {
-            let _ = parse_word(p, "PRECISION");
-            (DataType::Float64, "DOUBLE".into())
-        }
-        "DECIMAL" | "DEC" | "NUMERIC" => {
-            let ps = params(p)?;
-            let precision = ps.first().copied().unwrap_or(10);
-            let scale = ps.get(1).copied().unwrap_or(0);
-            if !(1..=38).contains(&precision) || scale > precision {
-                return Err(err_at(
-                    tok.span.start,
-                    format!("DECIMAL({precision}, {scale}) is out of range (precision 1..38, scale <= precision)"),
-                ));
-            }
-            (
-                DataType::Decimal128(precision as u8, scale as i8),
-                format!("DECIMAL({precision}, {scale})"),
-            )
-        }
-        "DATE" => (DataType::Date32, "DATE".into()),
-        "TIME" => {
-            let ps = params(p)?;
-            let _ = ps;
-            (DataType::Time32(TimeUnit::Millisecond), "TIME(0)".into())
-        }
-        "TIMESTAMP" => {
-            let precision = params(p)?.first().copied().unwrap_or(6);
-            if precision > 9 {
-                return Err(err_at(
-                    tok.span.start,
-                    format!("TIMESTAMP precision must be 0 to 9, found {precision}"),
-                ));
-            }
-            if parse_word(p, "WITH") {
-                if !(parse_word(p, "LOCAL") && parse_word(p, "TIME") && parse_word(p, "ZONE")) {
-                    return Err(unexpected(p, "LOCAL TIME ZONE after TIMESTAMP(p) WITH"));
-                }
-                (
-                    DataType::Timestamp(ts_unit(precision), Some("UTC".into())),
-                    format!("TIMESTAMP_LTZ({precision})"),
-                )
-            } else {
-                if parse_word(p, "WITHOUT") && !(parse_word(p, "TIME") && parse_word(p, "ZONE")) {
-                    return Err(unexpected(p, "TIME ZONE after WITHOUT"));
-                }
-                (
-                    DataType::Timestamp(ts_unit(precision), None),
-                    format!("TIMESTAMP({precision})"),
-                )
-            }
-        }
-        "TIMESTAMP_LTZ" => {
-            let precision = params(p)?.first().copied().unwrap_or(6);
-            (
-                DataType::Timestamp(ts_unit(precision), Some("UTC".into())),
-                format!("TIMESTAMP_LTZ({precision})"),
-            )
-        }
-        "BYTES" | "VARBINARY" | "BINARY" => {
-            params(p)?;
-            (DataType::Binary, "BYTES".into())
-        }
-        _ => {
-            return Err(err_at(
-                tok.span.start,
-                format!(
-                    "Expected: a data type (STRING, VARCHAR, BOOLEAN, TINYINT, SMALLINT, INT, \
-                     BIGINT, FLOAT, DOUBLE, DECIMAL, DATE, TIME, TIMESTAMP, TIMESTAMP_LTZ, \
-                     BYTES), found: {value}"
-                ),
-            ))
-        }
-    };
-    Ok((dt, text))
-}
-
-fn parse_word(p: &mut Parser, upper: &str) -> bool {
+pub(crate) fn parse_word(p: &mut Parser, upper: &str) -> bool {
     if word_is(&p.peek_token().token, upper) {
         p.next_token();
         true
@@ -1133,7 +995,7 @@ fn parse_word(p: &mut Parser, upper: &str) -> bool {
     }
 }
 
-fn unexpected(p: &Parser, expected: &str) -> SluiceError {
+pub(crate) fn unexpected(p: &Parser, expected: &str) -> SluiceError {
     let tok = p.peek_token();
     err_at(
         tok.span.start,
@@ -1178,6 +1040,7 @@ fn object_name(name: &ast::ObjectName) -> String {
 /// Parses a query after lifting out window table function calls and `MATCH_RECOGNIZE`.
 fn parse_query_tokens(tokens: Vec<TokenWithSpan>) -> Result<QueryStatement> {
     let tokens = drop_json_object_key_words(tokens);
+    let tokens = map_constructor_calls(tokens)?;
     let (tokens, window_tvfs, match_recognize, temporal) = lift_table_functions(tokens)?;
     let mut p = Parser::new(&DIALECT).with_tokens_with_locations(tokens);
     let query = p.parse_query().map_err(sql_err)?;
@@ -1199,6 +1062,42 @@ fn next_meaningful(tokens: &[TokenWithSpan], mut i: usize) -> Option<usize> {
         i += 1;
     }
     None
+}
+
+/// `MAP[k1, v1, ...]` (Flink's map constructor, which sqlparser reads as a subscript of a
+/// column `MAP`) becomes the call `MAP(k1, v1, ...)` of `functions::collection`'s `map`.
+fn map_constructor_calls(mut tokens: Vec<TokenWithSpan>) -> Result<Vec<TokenWithSpan>> {
+    let mut i = 0;
+    while i < tokens.len() {
+        if word_is(&tokens[i].token, "MAP") {
+            if let Some(open) = next_meaningful(&tokens, i + 1) {
+                if tokens[open].token == Token::LBracket {
+                    let mut depth = 0usize;
+                    let mut close = None;
+                    for (j, t) in tokens.iter().enumerate().skip(open) {
+                        match t.token {
+                            Token::LBracket => depth += 1,
+                            Token::RBracket => {
+                                depth -= 1;
+                                if depth == 0 {
+                                    close = Some(j);
+                                    break;
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                    let Some(close) = close else {
+                        return Err(err_at(tokens[open].span.start, "MAP[ is never closed by ]"));
+                    };
+                    tokens[open].token = Token::LParen;
+                    tokens[close].token = Token::RParen;
+                }
+            }
+        }
+        i += 1;
+    }
+    Ok(tokens)
 }
 
 /// Drops the optional `KEY` before a key in `JSON_OBJECT(KEY 'k' VALUE v, ...)` (Flink's
@@ -1768,6 +1667,7 @@ pub fn interval_ms(expr: &ast::Expr) -> std::result::Result<i64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use datafusion_common::arrow::datatypes::TimeUnit;
 
     fn one(sql: &str) -> Statement {
         let mut v = parse_script(sql).unwrap();

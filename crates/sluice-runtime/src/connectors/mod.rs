@@ -169,6 +169,25 @@ fn file_format(options: &ConnectorOptions, table: &str) -> Result<FileFormat> {
     }
 }
 
+/// Sluice's CSV format has no text form for `ARRAY`, `MAP` and `ROW` columns yet (Flink's
+/// writes arrays with `'csv.array-element-delimiter'`): a clear error rather than arrow's.
+fn csv_cannot_hold_nested(
+    schema: &datafusion_common::arrow::datatypes::Schema,
+    table: &str,
+) -> Result<()> {
+    for f in schema.fields() {
+        if f.data_type().is_nested() {
+            return Err(SluiceError::NotSupported(format!(
+                "column '{}' of table '{table}' is {}: the 'csv' format cannot hold ARRAY, MAP \
+                 or ROW columns yet; use 'format' = 'json'",
+                f.name(),
+                sluice_common::types::flink_type_name(f.data_type())
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Creates the source of a table from its `WITH` options.
 ///
 /// # Errors
@@ -196,6 +215,7 @@ pub fn create_source(
                 sluice_common::time::parse_time_zone(&ctx.time_zone).map_err(SluiceError::Config)?;
             let mut source = match format {
                 FileFormat::Csv => {
+                    csv_cannot_hold_nested(&physical_schema, table)?;
                     let csv = filesystem::CsvOptions::from_options(options)?;
                     csv_source::CsvSource::new(&path, physical_schema, csv, tz, ctx.batch_size, metrics)?
                         .split(ctx.source_subtask, ctx.source_parallelism)

@@ -603,11 +603,15 @@ pub(crate) enum Pick {
     /// Every non-NULL value in arrival order, joined by the separator (`LISTAGG`, default
     /// `,`).
     Join,
+    /// Every value in arrival order, NULLs included, as an `ARRAY` (`ARRAY_AGG`; with
+    /// `DISTINCT`, each value's first arrival).
+    Array,
 }
 
-/// Flink's `FIRST_VALUE`, `LAST_VALUE` and `LISTAGG` (Flink docs, "Aggregate Functions"):
-/// NULL values are skipped; over an updating input a retracted value leaves the group
-/// (the next one becomes first), as Flink's retracting versions.
+/// Flink's `FIRST_VALUE`, `LAST_VALUE`, `LISTAGG` and `ARRAY_AGG` (Flink docs, "Aggregate
+/// Functions"): NULL values are skipped (kept by `ARRAY_AGG`, which respects NULLs by
+/// default); over an updating input a retracted value leaves the group (the next one
+/// becomes first), as Flink's retracting versions. An empty group gives NULL.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub(crate) struct ArrivalOrder {
     name: &'static str,
@@ -624,9 +628,18 @@ impl ArrivalOrder {
         }))
     }
 
+    /// The type of the values kept (the argument's; `LISTAGG` keeps strings).
+    fn item_type(&self, input: &DataType) -> DataType {
+        match self.pick {
+            Pick::Join => DataType::Utf8,
+            _ => input.clone(),
+        }
+    }
+
     fn value_type(&self, input: &DataType) -> DataType {
         match self.pick {
             Pick::Join => DataType::Utf8,
+            Pick::Array => sluice_common::types::array_type(input.clone(), true),
             _ => input.clone(),
         }
     }
@@ -665,7 +678,11 @@ impl AggregateUDFImpl for ArrivalOrder {
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        let item = self.value_type(args.input_fields[0].data_type());
+        let item = args.input_fields[0].data_type().clone();
+        let item = match self.pick {
+            Pick::Join => DataType::Utf8,
+            _ => item,
+        };
         Ok(vec![
             Arc::new(Field::new(
                 format!("{}[values]", args.name),
@@ -681,7 +698,7 @@ impl AggregateUDFImpl for ArrivalOrder {
     }
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        if args.is_distinct {
+        if args.is_distinct && self.pick != Pick::Array {
             return not_impl_err!(
                 "{}(DISTINCT ...) is not supported yet",
                 self.name.to_uppercase()
@@ -689,23 +706,29 @@ impl AggregateUDFImpl for ArrivalOrder {
         }
         Ok(Box::new(PickAccumulator {
             pick: self.pick,
-            item: self.value_type(args.expr_fields[0].data_type()),
+            item: self.item_type(args.expr_fields[0].data_type()),
             values: Vec::new(),
             separator: None,
-            keep_all: self.pick == Pick::Join,
+            keep_all: matches!(self.pick, Pick::Join | Pick::Array),
+            distinct: args.is_distinct,
         }))
     }
 
     fn create_sliding_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        let mut acc = PickAccumulator {
+        if args.is_distinct && self.pick != Pick::Array {
+            return not_impl_err!(
+                "{}(DISTINCT ...) is not supported yet",
+                self.name.to_uppercase()
+            );
+        }
+        Ok(Box::new(PickAccumulator {
             pick: self.pick,
-            item: self.value_type(args.expr_fields[0].data_type()),
+            item: self.item_type(args.expr_fields[0].data_type()),
             values: Vec::new(),
             separator: None,
             keep_all: true,
-        };
-        acc.keep_all = true;
-        Ok(Box::new(acc))
+            distinct: args.is_distinct,
+        }))
     }
 }
 
@@ -718,6 +741,9 @@ struct PickAccumulator {
     values: Vec<ScalarValue>,
     separator: Option<String>,
     keep_all: bool,
+    /// `ARRAY_AGG(DISTINCT ...)`: every value is kept (a retraction removes one copy) and
+    /// the result shows each value once.
+    distinct: bool,
 }
 
 impl PickAccumulator {
@@ -740,7 +766,7 @@ impl Accumulator for PickAccumulator {
             }
         }
         for i in 0..values[0].len() {
-            if !values[0].is_null(i) {
+            if !values[0].is_null(i) || self.pick == Pick::Array {
                 self.push(ScalarValue::try_from_array(&values[0], i)?);
             }
         }
@@ -749,7 +775,7 @@ impl Accumulator for PickAccumulator {
 
     fn retract_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
         for i in 0..values[0].len() {
-            if values[0].is_null(i) {
+            if values[0].is_null(i) && self.pick != Pick::Array {
                 continue;
             }
             let v = ScalarValue::try_from_array(&values[0], i)?;
@@ -776,6 +802,22 @@ impl Accumulator for PickAccumulator {
                 let parts: Vec<String> = self.values.iter().map(|v| v.to_string()).collect();
                 ScalarValue::Utf8(Some(parts.join(self.separator.as_deref().unwrap_or(","))))
             }),
+            Pick::Array => {
+                if self.values.is_empty() {
+                    return ScalarValue::try_from(&sluice_common::types::array_type(
+                        self.item.clone(),
+                        true,
+                    ));
+                }
+                let mut shown: Vec<ScalarValue> = Vec::with_capacity(self.values.len());
+                for v in &self.values {
+                    if !self.distinct || !shown.contains(v) {
+                        shown.push(v.clone());
+                    }
+                }
+                let list = ScalarValue::new_list_nullable(&shown, &self.item);
+                Some(ScalarValue::List(list))
+            }
         }
         .map_or_else(|| ScalarValue::try_from(&self.item), Ok)?)
     }

@@ -8,6 +8,10 @@
 //! - a number too large for a DECIMAL(p, s) is NULL;
 //! - to TIME: whole seconds (Flink's TIME is TIME(0));
 //! - a TIMESTAMP_LTZ to TIMESTAMP or DATE: its wall-clock time in the session time zone.
+//! - a ROW to a ROW of other field names: field by field, by position (rows are
+//!   structural in Flink: `r = ROW(1, 'one')` compares a `ROW<x, y>` with a
+//!   `ROW<EXPR$0, EXPR$1>`);
+//! - an ARRAY, MAP or ROW to STRING: `[1, 2]`, `{a=1}`, `(1, one)` ([`nested_texts`]).
 //!
 //! [`flink_casts`] replaces each such `Expr::Cast` in a planned query by [`FlinkCast`].
 
@@ -15,7 +19,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use chrono::{Datelike, Timelike};
-use datafusion_common::arrow::array::{Array, ArrayRef, AsArray, Int64Array};
+use datafusion_common::arrow::array::{Array, ArrayRef, AsArray, Int64Array, StringArray};
 use datafusion_common::arrow::compute::{cast, cast_with_options, CastOptions};
 use datafusion_common::arrow::datatypes::{
     DataType, Float32Type, Float64Type, Int64Type, TimeUnit,
@@ -35,12 +39,19 @@ use super::rows::string_rows;
 fn is_flink_rule(from: &DataType, to: &DataType) -> bool {
     use DataType::*;
     match (from, to) {
-        (Timestamp(_, _) | Float32 | Float64 | Boolean, Utf8 | LargeUtf8 | Utf8View) => true,
+        (
+            Timestamp(_, _) | Float32 | Float64 | Boolean | List(_) | Map(_, _) | Struct(_),
+            Utf8 | LargeUtf8 | Utf8View,
+        ) => true,
         (Float32 | Float64, t) if t.is_integer() => true,
         (f, t) if f.is_integer() && t.is_integer() => int_width(t) < int_width(f),
         (f, Decimal128(_, _)) if f.is_numeric() => true,
         (_, Time32(_) | Time64(_)) => true,
         (Timestamp(_, Some(_)), Timestamp(_, None) | Date32) => true,
+        // Flink's rows are structural: fields match by position, whatever their names.
+        (Struct(a), Struct(b)) => {
+            a.len() == b.len() && a.iter().zip(b.iter()).any(|(x, y)| x.name() != y.name())
+        }
         _ => false,
     }
 }
@@ -199,6 +210,24 @@ fn flink_cast(a: &ArrayRef, to: &DataType, zone: &Tz) -> Result<ArrayRef> {
             });
             cast(&out, to)?
         }
+        (Struct(_), Struct(fields)) => {
+            let s = a.as_struct();
+            let columns = s
+                .columns()
+                .iter()
+                .zip(fields.iter())
+                .map(|(c, f)| flink_cast(c, f.data_type(), zone))
+                .collect::<Result<Vec<_>>>()?;
+            Arc::new(datafusion_common::arrow::array::StructArray::try_new(
+                fields.clone(),
+                columns,
+                s.nulls().cloned(),
+            )?)
+        }
+        (List(_) | Map(_, _) | Struct(_), Utf8 | LargeUtf8 | Utf8View) => {
+            let texts = nested_texts(a, zone)?;
+            cast(&(Arc::new(texts.into_iter().collect::<StringArray>()) as ArrayRef), to)?
+        }
         (Boolean, Utf8 | LargeUtf8 | Utf8View) => {
             let v = a.as_boolean();
             let out = string_rows(rows, |i| {
@@ -228,6 +257,83 @@ fn flink_cast(a: &ArrayRef, to: &DataType, zone: &Tz) -> Result<ArrayRef> {
             secs
         }
         _ => cast(a, to)?,
+    })
+}
+
+/// Each value of an `ARRAY`, `MAP` or `ROW` column as Flink's `CAST(... AS STRING)` writes
+/// it: `[1, 2]`, `{a=1, b=2}`, `(1, one)`; members as they cast to STRING, a NULL member as
+/// `NULL`; `None` for a NULL value.
+pub fn nested_texts(a: &ArrayRef, zone: &Tz) -> Result<Vec<Option<String>>> {
+    use DataType::*;
+    let member_texts = |m: &ArrayRef| -> Result<Vec<String>> {
+        let t = flink_cast(m, &Utf8, zone)?;
+        let t = t.as_string::<i32>();
+        Ok((0..t.len())
+            .map(|i| {
+                if t.is_null(i) {
+                    "NULL".to_string()
+                } else {
+                    t.value(i).to_string()
+                }
+            })
+            .collect())
+    };
+    let rows = a.len();
+    let mut out = Vec::with_capacity(rows);
+    match a.data_type() {
+        List(_) => {
+            let l = a.as_list::<i32>();
+            let members = member_texts(l.values())?;
+            let o = l.value_offsets();
+            for i in 0..rows {
+                out.push((!l.is_null(i)).then(|| {
+                    format!("[{}]", members[o[i] as usize..o[i + 1] as usize].join(", "))
+                }));
+            }
+        }
+        Map(_, _) => {
+            let m = a.as_map();
+            let (keys, values) = (member_texts(m.keys())?, member_texts(m.values())?);
+            let o = m.value_offsets();
+            for i in 0..rows {
+                out.push((!m.is_null(i)).then(|| {
+                    let entries: Vec<String> = (o[i] as usize..o[i + 1] as usize)
+                        .map(|e| format!("{}={}", keys[e], values[e]))
+                        .collect();
+                    format!("{{{}}}", entries.join(", "))
+                }));
+            }
+        }
+        Struct(_) => {
+            let s = a.as_struct();
+            let columns = s
+                .columns()
+                .iter()
+                .map(member_texts)
+                .collect::<Result<Vec<_>>>()?;
+            for i in 0..rows {
+                out.push((!s.is_null(i)).then(|| {
+                    let fields: Vec<&str> = columns.iter().map(|c| c[i].as_str()).collect();
+                    format!("({})", fields.join(", "))
+                }));
+            }
+        }
+        other => {
+            return datafusion_common::exec_err!("{other} is not an ARRAY, MAP or ROW")
+        }
+    }
+    Ok(out)
+}
+
+/// Row `i` of `a` as Flink's `CAST(... AS STRING)` text (a map key in JSON).
+pub(crate) fn flink_cast_to_string(a: &ArrayRef, i: usize) -> Result<String> {
+    let utc: Tz = "UTC".parse()?;
+    let t = flink_cast(&a.slice(i, 1), &DataType::Utf8, &utc)?;
+    let t = t.as_string::<i32>();
+    Ok(if t.is_null(0) {
+        "null".to_string()
+    } else {
+        t.value(0).to_string()
     })
 }
 

@@ -49,6 +49,12 @@ pub(crate) const FUNCTIONS: &[Def] = &[
         json_string,
     ),
     Def::new(
+        "$is_json",
+        &[&[Str, Str]],
+        returns!(DataType::Boolean),
+        is_json,
+    ),
+    Def::new(
         "$json_object",
         &[&[Str, Any], &[Str]],
         returns!(DataType::Utf8),
@@ -69,7 +75,51 @@ pub(crate) const FUNCTIONS: &[Def] = &[
 /// numbers and booleans as they are, a DOUBLE as Jackson writes it: `1.0E+20`, temporal
 /// values as their text). `None` for NULL.
 fn json_of(a: &ArrayRef, i: usize, raw: bool) -> Result<Option<String>> {
+    use datafusion_common::arrow::array::{Array, AsArray};
     use datafusion_common::ScalarValue as S;
+    if a.data_type().is_nested() {
+        // ARRAY as a JSON array, MAP and ROW as objects (keys as text), compact.
+        if a.is_null(i) {
+            return Ok(None);
+        }
+        let member = |m: &ArrayRef, j: usize| -> Result<String> {
+            Ok(json_of(m, j, false)?.unwrap_or_else(|| "null".to_string()))
+        };
+        let key = |m: &ArrayRef, j: usize| -> Result<String> {
+            let text = super::cast::flink_cast_to_string(m, j)?;
+            Ok(Value::String(text).to_string())
+        };
+        return Ok(Some(match a.data_type() {
+            DataType::List(_) => {
+                let l = a.as_list::<i32>();
+                let (o, v) = (l.value_offsets(), l.values());
+                let items = (o[i] as usize..o[i + 1] as usize)
+                    .map(|j| member(v, j))
+                    .collect::<Result<Vec<_>>>()?;
+                format!("[{}]", items.join(","))
+            }
+            DataType::Map(_, _) => {
+                let m = a.as_map();
+                let o = m.value_offsets();
+                let items = (o[i] as usize..o[i + 1] as usize)
+                    .map(|j| Ok(format!("{}:{}", key(m.keys(), j)?, member(m.values(), j)?)))
+                    .collect::<Result<Vec<_>>>()?;
+                format!("{{{}}}", items.join(","))
+            }
+            DataType::Struct(fields) => {
+                let st = a.as_struct();
+                let items = fields
+                    .iter()
+                    .zip(st.columns())
+                    .map(|(f, c)| {
+                        Ok(format!("{}:{}", Value::String(f.name().clone()), member(c, i)?))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                format!("{{{}}}", items.join(","))
+            }
+            other => return datafusion_common::exec_err!("no JSON form for {other}"),
+        }));
+    }
     let v = S::try_from_array(a, i)?;
     if v.is_null() {
         return Ok(None);
@@ -83,6 +133,26 @@ fn json_of(a: &ArrayRef, i: usize, raw: bool) -> Result<Option<String>> {
         S::Float64(Some(x)) => java_json_double(x),
         S::Int8(_) | S::Int16(_) | S::Int32(_) | S::Int64(_) | S::Decimal128(..) => v.to_string(),
         other => quoted(&other.to_string()),
+    }))
+}
+
+/// `x IS [NOT] JSON [VALUE|SCALAR|ARRAY|OBJECT]` (the parser's `$is_json(x, 'KIND')`,
+/// negated outside): whether the text is JSON of that kind; FALSE for NULL, as Flink.
+fn is_json(c: &Call) -> Result<ArrayRef> {
+    let (s, kind) = (strs(&c.args[0]), strs(&c.args[1]));
+    Ok(bool_rows(c.rows, |i| {
+        let Some(text) = str_at(s, i) else {
+            return Some(false);
+        };
+        let Ok(v) = serde_json::from_str::<Value>(text) else {
+            return Some(false);
+        };
+        Some(match str_at(kind, i).unwrap_or("VALUE") {
+            "SCALAR" => !(v.is_array() || v.is_object()),
+            "ARRAY" => v.is_array(),
+            "OBJECT" => v.is_object(),
+            _ => true,
+        })
     }))
 }
 

@@ -10,6 +10,7 @@
 
 mod aggregates;
 mod arithmetic;
+mod collection;
 pub(crate) mod cast;
 pub(crate) mod decimal;
 mod hash;
@@ -34,6 +35,7 @@ use datafusion_expr::planner::ExprPlanner;
 use datafusion_expr::{AggregateUDF, ScalarUDF};
 use sluice_common::time::Tz;
 
+pub use cast::nested_texts;
 pub use temporal::ToTimestampLtz;
 
 /// Flink functions taken from DataFusion unchanged: (Flink name, DataFusion name). Each
@@ -91,38 +93,8 @@ const LATER: &str = "not built yet (issue 17)";
 /// Functions of Flink 2.3's list (`tests/functions/flink-2.3-functions.txt`) that Sluice
 /// does not have, with the reason; calling one is a "not supported" error naming it.
 pub const NOT_SUPPORTED: &[(&str, &str)] = &[
-    ("array", COLLECTIONS),
-    ("array_agg", COLLECTIONS),
-    ("array_append", COLLECTIONS),
-    ("array_concat", COLLECTIONS),
-    ("array_contains", COLLECTIONS),
-    ("array_distinct", COLLECTIONS),
-    ("array_except", COLLECTIONS),
-    ("array_intersect", COLLECTIONS),
-    ("array_join", COLLECTIONS),
-    ("array_max", COLLECTIONS),
-    ("array_min", COLLECTIONS),
-    ("array_position", COLLECTIONS),
-    ("array_prepend", COLLECTIONS),
-    ("array_remove", COLLECTIONS),
-    ("array_reverse", COLLECTIONS),
-    ("array_slice", COLLECTIONS),
-    ("array_sort", COLLECTIONS),
-    ("array_union", COLLECTIONS),
-    ("cardinality", COLLECTIONS),
     ("collect", COLLECTIONS),
-    ("element", COLLECTIONS),
-    ("map", COLLECTIONS),
-    ("map_entries", COLLECTIONS),
-    ("map_from_arrays", COLLECTIONS),
-    ("map_keys", COLLECTIONS),
-    ("map_union", COLLECTIONS),
-    ("map_values", COLLECTIONS),
     ("multiset", COLLECTIONS),
-    ("row", COLLECTIONS),
-    ("split", COLLECTIONS),
-    ("str_to_map", COLLECTIONS),
-    ("regexp_extract_all", COLLECTIONS),
     ("object_of", "structured types are not supported"),
     ("object_update", "structured types are not supported"),
     ("parse_json", "the VARIANT type is not supported"),
@@ -178,15 +150,6 @@ pub const NOT_SUPPORTED: &[(&str, &str)] = &[
     ("bitmap_xor_agg", BITMAP),
     ("bitmap_xor_cardinality_agg", BITMAP),
     ("json", JSON),
-    ("is json", JSON),
-    ("is json array", JSON),
-    ("is json object", JSON),
-    ("is json scalar", JSON),
-    ("is not json", JSON),
-    ("is not json array", JSON),
-    ("is not json object", JSON),
-    ("is not json scalar", JSON),
-    ("[] (subscript)", COLLECTIONS),
     (
         "between symmetric",
         "BETWEEN SYMMETRIC is not parsed yet (issue 22)",
@@ -234,6 +197,7 @@ impl FunctionRegistry {
             .chain(hash::FUNCTIONS)
             .chain(json::FUNCTIONS)
             .chain(misc::FUNCTIONS)
+            .chain(collection::FUNCTIONS)
         {
             scalars.insert(def.name.to_string(), def.udf(zone));
         }
@@ -257,6 +221,7 @@ impl FunctionRegistry {
             ("first_value", aggregates::Pick::First),
             ("last_value", aggregates::Pick::Last),
             ("listagg", aggregates::Pick::Join),
+            ("array_agg", aggregates::Pick::Array),
         ] {
             aggregates.insert(name.to_string(), aggregates::ArrivalOrder::udaf(name, pick));
         }

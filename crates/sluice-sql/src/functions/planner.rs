@@ -1,14 +1,17 @@
 //! SQL syntax with its own grammar that names a function: `SUBSTRING(s FROM p FOR l)`,
-//! `POSITION(a IN b)`, `OVERLAY(s PLACING r FROM p FOR l)`, `EXTRACT(unit FROM t)`. DataFusion's planners would
-//! plan them onto DataFusion's functions; this one, asked first, plans them onto Flink's.
+//! `POSITION(a IN b)`, `OVERLAY(s PLACING r FROM p FOR l)`, `EXTRACT(unit FROM t)`,
+//! `ARRAY[a, b]`, `array[i]` / `map[key]`. DataFusion's planners would plan them onto
+//! DataFusion's functions; this one, asked first, plans them onto Flink's. (`row.field`
+//! is DataFusion's `get_field`, which has Flink's meaning.)
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion_common::Result;
 use datafusion_expr::expr::{ScalarFunction, WindowFunction, WindowFunctionParams};
-use datafusion_expr::planner::{ExprPlanner, PlannerResult, RawWindowExpr};
-use datafusion_expr::{Expr, ScalarUDF};
+use datafusion_common::DFSchema;
+use datafusion_expr::planner::{ExprPlanner, PlannerResult, RawFieldAccessExpr, RawWindowExpr};
+use datafusion_expr::{Expr, ExprSchemable, GetFieldAccess, ScalarUDF};
 
 /// Plans Flink's special-syntax functions onto the registry's functions.
 #[derive(Debug)]
@@ -17,6 +20,8 @@ pub(crate) struct FlinkSyntax {
     position: Arc<ScalarUDF>,
     overlay: Arc<ScalarUDF>,
     extract: Arc<ScalarUDF>,
+    array: Arc<ScalarUDF>,
+    at: Arc<ScalarUDF>,
 }
 
 impl FlinkSyntax {
@@ -27,6 +32,8 @@ impl FlinkSyntax {
             position: get("position"),
             overlay: get("overlay"),
             extract: get("$extract"),
+            array: get("$array"),
+            at: get("$at"),
         }
     }
 }
@@ -84,6 +91,50 @@ impl ExprPlanner for FlinkSyntax {
     /// `EXTRACT(unit FROM t)` arrives as `['UNIT', t]`.
     fn plan_extract(&self, args: Vec<Expr>) -> Result<PlannerResult<Vec<Expr>>> {
         call(&self.extract, args)
+    }
+
+    /// `ARRAY[a, b, ...]`: Flink's array constructor (elements of a common type).
+    fn plan_array_literal(
+        &self,
+        exprs: Vec<Expr>,
+        _schema: &DFSchema,
+    ) -> Result<PlannerResult<Vec<Expr>>> {
+        if exprs.is_empty() {
+            return datafusion_common::plan_err!(
+                "ARRAY[] needs at least one element (Flink cannot type an empty array literal)"
+            );
+        }
+        call(&self.array, exprs)
+    }
+
+    /// `array[i]` (from 1) and `map[key]`; `row['field']` is DataFusion's `get_field`.
+    fn plan_field_access(
+        &self,
+        raw: RawFieldAccessExpr,
+        schema: &DFSchema,
+    ) -> Result<PlannerResult<RawFieldAccessExpr>> {
+        let key = match &raw.field_access {
+            GetFieldAccess::ListIndex { key } => Expr::clone(key),
+            GetFieldAccess::NamedStructField { name } => {
+                match raw.expr.get_type(schema)? {
+                    datafusion_common::arrow::datatypes::DataType::Struct(_) => {
+                        return Ok(PlannerResult::Planned(
+                            datafusion_functions::core::get_field()
+                                .call(vec![raw.expr, Expr::Literal(name.clone(), None)]),
+                        ))
+                    }
+                    _ => Expr::Literal(name.clone(), None),
+                }
+            }
+            GetFieldAccess::ListRange { .. } => {
+                return datafusion_common::plan_err!(
+                    "array slices a[i:j] are not Flink SQL; use ARRAY_SLICE(a, i, j)"
+                )
+            }
+        };
+        Ok(PlannerResult::Planned(Expr::ScalarFunction(
+            ScalarFunction::new_udf(Arc::clone(&self.at), vec![raw.expr, key]),
+        )))
     }
 
     fn plan_overlay(&self, args: Vec<Expr>) -> Result<PlannerResult<Vec<Expr>>> {

@@ -36,6 +36,12 @@ pub(crate) const FUNCTIONS: &[Def] = &[
         regexp_extract,
     ),
     Def::new(
+        "regexp_extract_all",
+        &[&[Str, Str], &[Str, Str, Int]],
+        returns!(sluice_common::types::array_type(DataType::Utf8, true)),
+        regexp_extract_all,
+    ),
+    Def::new(
         "regexp_count",
         &[&[Str, Str]],
         returns!(DataType::Int32),
@@ -192,6 +198,30 @@ fn regexp_extract(c: &Call) -> Result<ArrayRef> {
         let caps = re.captures(str_at(s, i)?).ok()??;
         caps.get(g as usize).map(|m| m.as_str().to_string())
     }))
+}
+
+/// `REGEXP_EXTRACT_ALL(s, pattern [, group])`: group `group` (default 1) of every match,
+/// as an `ARRAY<STRING>`; NULL when the group does not exist (Flink 2.3).
+fn regexp_extract_all(c: &Call) -> Result<ArrayRef> {
+    let s = strs(&c.args[0]);
+    let r = regexes(strs(&c.args[1]), c.rows);
+    let group = c.args.get(2).map(ints);
+    super::collection::string_lists(c, |i| {
+        let g = match group {
+            Some(g) => int_at(g, i)?,
+            None => 1,
+        };
+        let re = r[i].as_ref()?;
+        if g < 0 || g as usize >= re.captures_len() {
+            return None;
+        }
+        let mut out = Vec::new();
+        for caps in re.captures_iter(str_at(s, i)?) {
+            let caps = caps.ok()?;
+            out.push(caps.get(g as usize).map(|m| m.as_str().to_string()));
+        }
+        Some(out)
+    })
 }
 
 /// `REGEXP_COUNT(s, pattern)`: the number of matches.

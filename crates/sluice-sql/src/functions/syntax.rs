@@ -138,7 +138,7 @@ fn plain_args(f: &ast::Function) -> Option<Vec<ast::Expr>> {
         .collect()
 }
 
-fn internal_call(name: &str, args: Vec<ast::Expr>) -> ast::Expr {
+pub(crate) fn internal_call(name: &str, args: Vec<ast::Expr>) -> ast::Expr {
     call(name, args, Some('"'))
 }
 

@@ -31,6 +31,17 @@ pub(crate) enum Arg {
     DateOrTimestamp,
     /// Anything, kept as it is.
     Any,
+    /// An `ARRAY` (Arrow `List`), kept as it is.
+    Array,
+    /// A `MAP`, kept as it is.
+    Map,
+    /// Every `Common` argument of a call is coerced to one type (DataFusion's
+    /// `type_union_resolution`, as for the branches of a `UNION`): `ARRAY[...]`'s elements,
+    /// `ARRAY_CONCAT`'s arrays.
+    Common,
+    /// Coerced to the element type of the first argument (an array's element, a map's
+    /// key): the needle of `ARRAY_CONTAINS`, a map subscript.
+    Element,
 }
 
 impl Arg {
@@ -53,7 +64,9 @@ impl Arg {
             Arg::Timestamp if string => Some(Timestamp(TimeUnit::Millisecond, None)),
             Arg::DateOrTimestamp if matches!(t, Date32) => Some(Date32),
             Arg::DateOrTimestamp if string => Some(Date32),
-            Arg::Any => Some(t.clone()),
+            Arg::Any | Arg::Common | Arg::Element => Some(t.clone()),
+            Arg::Array if matches!(t, List(_)) => Some(t.clone()),
+            Arg::Map if matches!(t, Map(_, _)) => Some(t.clone()),
             _ => None,
         }
     }
@@ -65,7 +78,10 @@ impl Arg {
             Arg::Float | Arg::Number => "a number",
             Arg::Timestamp => "a TIMESTAMP or TIMESTAMP_LTZ",
             Arg::DateOrTimestamp => "a DATE or TIMESTAMP",
-            Arg::Any => "any value",
+            Arg::Any | Arg::Common => "any value",
+            Arg::Array => "an ARRAY",
+            Arg::Map => "a MAP",
+            Arg::Element => "an element of the first argument",
         }
     }
 }
@@ -92,6 +108,8 @@ pub(crate) struct FlinkScalar {
     arities: &'static [&'static [Arg]],
     /// The last kind of the longest arity repeats (`CONCAT(s, ...)`).
     variadic: bool,
+    /// The arity's kinds repeat as a whole (`MAP[k, v, k, v, ...]`).
+    cycle: bool,
     ret: ReturnFn,
     eval: EvalFn,
     signature: Signature,
@@ -122,6 +140,7 @@ pub(crate) struct Def {
     pub(crate) name: &'static str,
     pub(crate) arities: &'static [&'static [Arg]],
     pub(crate) variadic: bool,
+    pub(crate) cycle: bool,
     pub(crate) volatile: bool,
     pub(crate) ret: ReturnFn,
     pub(crate) eval: EvalFn,
@@ -139,10 +158,17 @@ impl Def {
             name,
             arities,
             variadic: false,
+            cycle: false,
             volatile: false,
             ret,
             eval,
         }
+    }
+
+    /// The kinds of the (one) arity repeat as a whole: `MAP[k1, v1, k2, v2, ...]`.
+    pub(crate) const fn pairs(mut self) -> Def {
+        self.cycle = true;
+        self
     }
 
     /// The last argument kind repeats.
@@ -173,6 +199,7 @@ impl Def {
             name: self.name,
             arities: self.arities,
             variadic: self.variadic,
+            cycle: self.cycle,
             ret: self.ret,
             eval: self.eval,
             signature,
@@ -181,24 +208,73 @@ impl Def {
     }
 }
 
+/// The second coercion pass: `Common` arguments to their common type, then `Element`
+/// arguments to the first argument's element type. `None` when they have none.
+fn coerce_together(kinds: &[Arg], mut types: Vec<DataType>) -> Option<Vec<DataType>> {
+    use datafusion_expr::type_coercion::binary::{comparison_coercion, type_union_resolution};
+    let common: Vec<DataType> = kinds
+        .iter()
+        .zip(&types)
+        .filter(|(k, _)| **k == Arg::Common)
+        .map(|(_, t)| t.clone())
+        .collect();
+    if !common.is_empty() {
+        let to = type_union_resolution(&common)?;
+        for (k, t) in kinds.iter().zip(types.iter_mut()) {
+            if *k == Arg::Common {
+                *t = to.clone();
+            }
+        }
+    }
+    if kinds.contains(&Arg::Element) {
+        let element = match types.first()? {
+            DataType::List(f) => f.data_type().clone(),
+            DataType::Map(entries, _) => match entries.data_type() {
+                DataType::Struct(kv) => kv[0].data_type().clone(),
+                _ => return None,
+            },
+            _ => return None,
+        };
+        for (k, t) in kinds.iter().zip(types.iter_mut()) {
+            if *k == Arg::Element {
+                if *t != DataType::Null && *t != element {
+                    comparison_coercion(&element, t)?;
+                }
+                *t = element.clone();
+            }
+        }
+    }
+    Some(types)
+}
+
 impl FlinkScalar {
     /// The argument kinds of the first arity `arg_types` fit, with the coerced types.
     fn matching_arity(&self, arg_types: &[DataType]) -> Option<(Vec<Arg>, Vec<DataType>)> {
         for arity in self.arities {
-            let fits = arg_types.len() == arity.len()
-                || (self.variadic && !arity.is_empty() && arg_types.len() > arity.len());
+            let fits = if self.cycle {
+                !arity.is_empty() && !arg_types.is_empty() && arg_types.len() % arity.len() == 0
+            } else {
+                arg_types.len() == arity.len()
+                    || (self.variadic && !arity.is_empty() && arg_types.len() > arity.len())
+            };
             if !fits {
                 continue;
             }
             let kinds: Vec<Arg> = (0..arg_types.len())
-                .map(|i| arity[i.min(arity.len() - 1)])
+                .map(|i| {
+                    if self.cycle {
+                        arity[i % arity.len()]
+                    } else {
+                        arity[i.min(arity.len() - 1)]
+                    }
+                })
                 .collect();
             let coerced: Option<Vec<DataType>> = kinds
                 .iter()
                 .zip(arg_types)
                 .map(|(k, t)| k.coerce(t))
                 .collect();
-            if let Some(c) = coerced {
+            if let Some(c) = coerced.and_then(|c| coerce_together(&kinds, c)) {
                 return Some((kinds, c));
             }
         }
