@@ -30,6 +30,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub use datafusion_common::arrow;
+/// DataFusion's logical expressions and UDF traits (`ScalarUDF`, `AggregateUDF`,
+/// `create_udf`), for functions registered with [`Engine::register_udf`].
+pub use datafusion_expr;
 use datafusion_common::arrow::array::{ArrayRef, RecordBatch, StringArray};
 use datafusion_common::arrow::datatypes::{DataType, Field, Schema};
 pub use sluice_common::plan::PlanNode;
@@ -141,6 +144,44 @@ impl Engine {
             time_zone,
             statement_set: None,
         }
+    }
+
+    /// Registers a Rust scalar function (DataFusion's `ScalarUDF`: signature, return type,
+    /// evaluation over Arrow arrays) under `identifier`; SQL binds a name to it with
+    /// `CREATE [TEMPORARY [SYSTEM]] FUNCTION name AS 'identifier'` (Flink SQL "CREATE
+    /// FUNCTION", where the identifier is a class name). Registrations outlive `RESET`; a
+    /// job restored from a checkpoint in a new process needs the same registrations.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use sluice::{Engine, EngineConfig};
+    /// use sluice::datafusion_expr::{create_udf, ColumnarValue, Volatility};
+    /// use sluice::arrow::datatypes::DataType;
+    /// let mut engine = Engine::new(EngineConfig::default());
+    /// let twice = create_udf("twice", vec![DataType::Int64], DataType::Int64,
+    ///     Volatility::Immutable, Arc::new(|args: &[ColumnarValue]| {
+    ///         let a = args[0].to_array(1)?;
+    ///         let a = sluice::arrow::compute::kernels::numeric::add(&a, &a)?;
+    ///         Ok(ColumnarValue::Array(a))
+    ///     }));
+    /// engine.register_udf("com.example.Twice", twice);
+    /// engine.sql("CREATE FUNCTION twice AS 'com.example.Twice'")?;
+    /// # Ok::<(), sluice::SluiceError>(())
+    /// ```
+    pub fn register_udf(&mut self, identifier: &str, udf: datafusion_expr::ScalarUDF) {
+        self.planner
+            .user_functions()
+            .register(identifier, sluice_sql::functions::user::UserFunction::Scalar(Arc::new(udf)));
+    }
+
+    /// Registers a Rust aggregate function (DataFusion's `AggregateUDF`) under
+    /// `identifier`, bound by `CREATE FUNCTION` as [`Engine::register_udf`]'s. Over an
+    /// updating input its accumulator must retract (`retract_batch`), else the query fails.
+    pub fn register_udaf(&mut self, identifier: &str, udaf: datafusion_expr::AggregateUDF) {
+        self.planner.user_functions().register(
+            identifier,
+            sluice_sql::functions::user::UserFunction::Aggregate(Arc::new(udaf)),
+        );
     }
 
     /// Opens the channel that feeds table `table` (declared `WITH ('connector' =
@@ -660,6 +701,26 @@ impl Engine {
                     vec![v.text.clone()],
                 )))
             }
+            Statement::CreateFunction {
+                name,
+                identifier,
+                if_not_exists,
+                system,
+            } => {
+                self.planner
+                    .user_functions()
+                    .bind(name, identifier, *if_not_exists, *system)?;
+                Ok(StatementResult::Done(format!(
+                    "Function '{name}' has been created."
+                )))
+            }
+            Statement::DropFunction { name, if_exists } => Ok(StatementResult::Done(
+                if self.planner.user_functions().unbind(name, *if_exists)? {
+                    format!("Function '{name}' has been dropped.")
+                } else {
+                    format!("Function '{name}' does not exist: nothing to drop.")
+                },
+            )),
             Statement::ShowViews => {
                 let names: Vec<String> = self.planner.catalog().views.keys().cloned().collect();
                 Ok(StatementResult::Info(single_column("view name", names)))

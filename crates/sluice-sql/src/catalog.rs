@@ -175,6 +175,7 @@ impl TableSource for RelationSource {
 pub(crate) struct SqlContext<'a> {
     pub(crate) catalog: &'a Catalog,
     pub(crate) functions: &'a FunctionRegistry,
+    pub(crate) user: &'a crate::functions::user::UserFunctions,
     pub(crate) options: ConfigOptions,
 }
 
@@ -210,7 +211,10 @@ impl ContextProvider for SqlContext<'_> {
     }
 
     fn get_function_meta(&self, name: &str) -> Option<Arc<ScalarUDF>> {
-        self.functions.scalars.get(name).cloned()
+        self.user
+            .scalar(name, true)
+            .or_else(|| self.functions.scalars.get(name).cloned())
+            .or_else(|| self.user.scalar(name, false))
     }
 
     fn get_higher_order_meta(&self, _name: &str) -> Option<Arc<HigherOrderUDF>> {
@@ -218,7 +222,10 @@ impl ContextProvider for SqlContext<'_> {
     }
 
     fn get_aggregate_meta(&self, name: &str) -> Option<Arc<AggregateUDF>> {
-        self.functions.aggregates.get(name).cloned()
+        self.user
+            .aggregate(name, true)
+            .or_else(|| self.functions.aggregates.get(name).cloned())
+            .or_else(|| self.user.aggregate(name, false))
     }
 
     fn get_window_meta(&self, name: &str) -> Option<Arc<WindowUDF>> {

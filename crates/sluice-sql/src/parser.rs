@@ -105,6 +105,27 @@ pub enum Statement {
     },
     /// `SHOW VIEWS`.
     ShowViews,
+    /// `CREATE [TEMPORARY [SYSTEM]] FUNCTION [IF NOT EXISTS] name AS 'identifier'
+    /// [LANGUAGE ...]`: binds `name` to the function the embedding application registered
+    /// under `identifier` (`Engine::register_udf` / `register_udaf`).
+    CreateFunction {
+        /// The name SQL calls it by.
+        name: String,
+        /// The identifier it was registered under (Flink: the class name).
+        identifier: String,
+        /// `IF NOT EXISTS`: a name already bound is no error.
+        if_not_exists: bool,
+        /// `SYSTEM`: the name shadows a built-in function of the same name (Flink's
+        /// temporary system functions); otherwise built-ins are looked up first.
+        system: bool,
+    },
+    /// `DROP [TEMPORARY [SYSTEM]] FUNCTION [IF EXISTS] name`.
+    DropFunction {
+        /// The function's name.
+        name: String,
+        /// `IF EXISTS`: dropping a name that is not bound is not an error.
+        if_exists: bool,
+    },
     /// `DESCRIBE name` / `DESC name`.
     Describe {
         /// Table or view name.
@@ -479,6 +500,12 @@ impl StatementParser {
         if is(0, "CREATE") && (is(1, "VIEW") || (is(1, "TEMPORARY") && is(2, "VIEW"))) {
             return self.parse_create_view();
         }
+        let after_modifiers = (1..4)
+            .find(|&i| !is(i, "TEMPORARY") && !is(i, "SYSTEM"))
+            .unwrap_or(4);
+        if is(0, "CREATE") && is(after_modifiers, "FUNCTION") {
+            return self.parse_create_function();
+        }
         if is(0, "INSERT") {
             return self.parse_insert();
         }
@@ -742,17 +769,51 @@ impl StatementParser {
         })
     }
 
-    /// `DROP [TEMPORARY] TABLE|VIEW [IF EXISTS] name`.
+    /// `CREATE [TEMPORARY [SYSTEM]] FUNCTION [IF NOT EXISTS] name AS 'identifier'
+    /// [LANGUAGE JAVA|SCALA|PYTHON|RUST]` (the language is accepted and ignored: every
+    /// function Sluice runs is one the application registered).
+    fn parse_create_function(self) -> Result<Statement> {
+        let mut p = self.parser();
+        p.next_token(); // CREATE
+        let _ = parse_word(&mut p, "TEMPORARY");
+        let system = parse_word(&mut p, "SYSTEM");
+        if !parse_word(&mut p, "FUNCTION") {
+            return Err(unexpected(&p, "FUNCTION"));
+        }
+        let if_not_exists = p.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
+        let name = object_name(&p.parse_object_name(false).map_err(sql_err)?);
+        p.expect_keyword_is(Keyword::AS).map_err(sql_err)?;
+        let identifier = p.parse_literal_string().map_err(sql_err)?;
+        if parse_word(&mut p, "LANGUAGE") {
+            p.next_token();
+        }
+        expect_end(&mut p)?;
+        Ok(Statement::CreateFunction {
+            name,
+            identifier,
+            if_not_exists,
+            system,
+        })
+    }
+
+    /// `DROP [TEMPORARY [SYSTEM]] TABLE|VIEW|FUNCTION [IF EXISTS] name`.
     fn parse_drop(self) -> Result<Statement> {
         let mut p = self.parser();
         p.next_token(); // DROP
         let _ = parse_word(&mut p, "TEMPORARY");
+        let _ = parse_word(&mut p, "SYSTEM");
         let kind = p.next_token();
+        if word_is(&kind.token, "FUNCTION") {
+            let if_exists = p.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+            let name = object_name(&p.parse_object_name(false).map_err(sql_err)?);
+            expect_end(&mut p)?;
+            return Ok(Statement::DropFunction { name, if_exists });
+        }
         let view = word_is(&kind.token, "VIEW");
         if !view && !word_is(&kind.token, "TABLE") {
             return Err(err_at(
                 kind.span.start,
-                format!("Expected: TABLE or VIEW after DROP, found: {kind}"),
+                format!("Expected: TABLE, VIEW or FUNCTION after DROP, found: {kind}"),
             ));
         }
         let if_exists = p.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);

@@ -47,6 +47,8 @@ use crate::parser::{CreateTable, QueryStatement, TvfKind, WindowTvfCall};
 pub struct Planner {
     catalog: Catalog,
     functions: FunctionRegistry,
+    /// Functions the application registered and the names `CREATE FUNCTION` bound.
+    user_functions: crate::functions::user::UserFunctions,
     /// The session time zone (`'table.local-time-zone'`): windows over `TIMESTAMP_LTZ`
     /// attributes align to its wall clock.
     time_zone: sluice_common::time::Tz,
@@ -84,6 +86,7 @@ impl Planner {
         Planner {
             catalog: Catalog::default(),
             functions: FunctionRegistry::new(utc),
+            user_functions: Default::default(),
             time_zone: utc,
             cdc_events_duplicate: false,
         }
@@ -108,7 +111,16 @@ impl Planner {
 
     /// The names of the functions SQL can call, upper case, sorted (`SHOW FUNCTIONS`).
     pub fn function_names(&self) -> Vec<String> {
-        self.functions.names()
+        let mut names = self.functions.names();
+        names.extend(self.user_functions.names().map(|n| n.to_uppercase()));
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// The application's functions and the session's `CREATE FUNCTION` bindings.
+    pub fn user_functions(&mut self) -> &mut crate::functions::user::UserFunctions {
+        &mut self.user_functions
     }
 
     /// The session catalog.
@@ -124,6 +136,7 @@ impl Planner {
         SqlContext {
             catalog: &self.catalog,
             functions: &self.functions,
+            user: &self.user_functions,
             options,
         }
     }

@@ -381,6 +381,10 @@ fn json_string(c: &Call) -> Result<ArrayRef> {
     let a = &c.args[0];
     let mut out = Vec::with_capacity(c.rows);
     for i in 0..c.rows {
+        if a.data_type().is_nested() {
+            out.push(json_of(a, i, false)?);
+            continue;
+        }
         let v = datafusion_common::ScalarValue::try_from_array(a, i)?;
         out.push(if v.is_null() {
             None

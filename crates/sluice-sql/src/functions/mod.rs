@@ -26,6 +26,7 @@ mod string;
 pub(crate) mod syntax;
 pub mod temporal;
 mod udf;
+pub mod user;
 mod window;
 
 use std::collections::{BTreeSet, HashMap};
