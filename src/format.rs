@@ -95,7 +95,9 @@ fn json_value(array: &dyn Array, row: usize) -> Result<serde_json::Value> {
         t => {
             let text = value_text(array, row, &format_options())?;
             if t.is_integer() {
-                text.parse::<i64>().map(Value::from).unwrap_or(Value::String(text))
+                text.parse::<i64>()
+                    .map(Value::from)
+                    .unwrap_or(Value::String(text))
             } else if t.is_floating() {
                 text.parse::<f64>()
                     .ok()

@@ -30,11 +30,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub use datafusion_common::arrow;
+use datafusion_common::arrow::array::{ArrayRef, RecordBatch, StringArray};
+use datafusion_common::arrow::datatypes::{DataType, Field, Schema};
 /// DataFusion's logical expressions and UDF traits (`ScalarUDF`, `AggregateUDF`,
 /// `create_udf`), for functions registered with [`Engine::register_udf`].
 pub use datafusion_expr;
-use datafusion_common::arrow::array::{ArrayRef, RecordBatch, StringArray};
-use datafusion_common::arrow::datatypes::{DataType, Field, Schema};
 pub use sluice_common::plan::PlanNode;
 pub use sluice_common::time::format_timestamp_ms;
 pub use sluice_common::{Result, SluiceError};
@@ -169,9 +169,10 @@ impl Engine {
     /// # Ok::<(), sluice::SluiceError>(())
     /// ```
     pub fn register_udf(&mut self, identifier: &str, udf: datafusion_expr::ScalarUDF) {
-        self.planner
-            .user_functions()
-            .register(identifier, sluice_sql::functions::user::UserFunction::Scalar(Arc::new(udf)));
+        self.planner.user_functions().register(
+            identifier,
+            sluice_sql::functions::user::UserFunction::Scalar(Arc::new(udf)),
+        );
     }
 
     /// Registers a Rust aggregate function (DataFusion's `AggregateUDF`) under

@@ -87,7 +87,8 @@ fn ints(batches: &[RecordBatch], column: usize) -> Vec<Option<i64>> {
 #[test]
 fn a_bound_scalar_function_runs_in_a_query() {
     let mut e = engine();
-    e.sql("CREATE FUNCTION twice AS 'com.example.Twice' LANGUAGE JAVA").unwrap();
+    e.sql("CREATE FUNCTION twice AS 'com.example.Twice' LANGUAGE JAVA")
+        .unwrap();
     let rows = e
         .collect("SELECT twice(x) AS t, TWICE(x + 1) AS u FROM (VALUES (1), (-4), (CAST(NULL AS INT))) AS v(x)")
         .unwrap();
@@ -98,7 +99,8 @@ fn a_bound_scalar_function_runs_in_a_query() {
 #[test]
 fn a_bound_aggregate_function_runs_in_a_group_by() {
     let mut e = engine();
-    e.sql("CREATE TEMPORARY FUNCTION product AS 'com.example.Product'").unwrap();
+    e.sql("CREATE TEMPORARY FUNCTION product AS 'com.example.Product'")
+        .unwrap();
     let rows = e
         .collect("SELECT k, product(x) AS p FROM (VALUES ('a', 2), ('b', 5), ('a', 3), ('a', 7)) AS v(k, x) GROUP BY k")
         .unwrap();
@@ -125,9 +127,13 @@ fn names_are_bound_shown_shadowed_and_dropped() {
     assert!(err.contains("'com.example.Twice'"), "{err}");
     // Unbound: an unknown function, as before.
     assert!(e.collect("SELECT twice(1)").is_err());
-    e.sql("CREATE FUNCTION twice AS 'com.example.Twice'").unwrap();
-    assert!(e.sql("CREATE FUNCTION twice AS 'com.example.Twice'").is_err());
-    e.sql("CREATE FUNCTION IF NOT EXISTS twice AS 'com.example.Twice'").unwrap();
+    e.sql("CREATE FUNCTION twice AS 'com.example.Twice'")
+        .unwrap();
+    assert!(e
+        .sql("CREATE FUNCTION twice AS 'com.example.Twice'")
+        .is_err());
+    e.sql("CREATE FUNCTION IF NOT EXISTS twice AS 'com.example.Twice'")
+        .unwrap();
     match e.sql("SHOW FUNCTIONS").unwrap() {
         StatementResult::Info(b) => {
             let names: Vec<String> = (0..b.num_rows())
@@ -139,12 +145,22 @@ fn names_are_bound_shown_shadowed_and_dropped() {
     }
     // A catalog function does not shadow a built-in; a SYSTEM one does.
     e.sql("CREATE FUNCTION abs AS 'com.example.Twice'").unwrap();
-    assert_eq!(ints(&e.collect("SELECT ABS(-3)").unwrap(), 0), vec![Some(3)]);
+    assert_eq!(
+        ints(&e.collect("SELECT ABS(-3)").unwrap(), 0),
+        vec![Some(3)]
+    );
     e.sql("DROP FUNCTION abs").unwrap();
-    e.sql("CREATE TEMPORARY SYSTEM FUNCTION abs AS 'com.example.Twice'").unwrap();
-    assert_eq!(ints(&e.collect("SELECT ABS(-3)").unwrap(), 0), vec![Some(-6)]);
+    e.sql("CREATE TEMPORARY SYSTEM FUNCTION abs AS 'com.example.Twice'")
+        .unwrap();
+    assert_eq!(
+        ints(&e.collect("SELECT ABS(-3)").unwrap(), 0),
+        vec![Some(-6)]
+    );
     e.sql("DROP TEMPORARY SYSTEM FUNCTION abs").unwrap();
-    assert_eq!(ints(&e.collect("SELECT ABS(-3)").unwrap(), 0), vec![Some(3)]);
+    assert_eq!(
+        ints(&e.collect("SELECT ABS(-3)").unwrap(), 0),
+        vec![Some(3)]
+    );
     e.sql("DROP FUNCTION twice").unwrap();
     assert!(e.sql("DROP FUNCTION twice").is_err());
     e.sql("DROP FUNCTION IF EXISTS twice").unwrap();

@@ -71,7 +71,6 @@ fn is_json(parser: &mut Parser, expr: &Expr) -> Option<Expr> {
     })
 }
 
-
 impl Dialect for FlinkDialect {
     fn dialect(&self) -> TypeId {
         TypeId::of::<GenericDialect>()

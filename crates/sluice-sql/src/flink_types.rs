@@ -283,4 +283,3 @@ fn scalar_type(
     };
     Ok((dt, text))
 }
-

@@ -226,7 +226,10 @@ fn flink_cast(a: &ArrayRef, to: &DataType, zone: &Tz) -> Result<ArrayRef> {
         }
         (List(_) | Map(_, _) | Struct(_), Utf8 | LargeUtf8 | Utf8View) => {
             let texts = nested_texts(a, zone)?;
-            cast(&(Arc::new(texts.into_iter().collect::<StringArray>()) as ArrayRef), to)?
+            cast(
+                &(Arc::new(texts.into_iter().collect::<StringArray>()) as ArrayRef),
+                to,
+            )?
         }
         (Boolean, Utf8 | LargeUtf8 | Utf8View) => {
             let v = a.as_boolean();
@@ -318,9 +321,7 @@ pub fn nested_texts(a: &ArrayRef, zone: &Tz) -> Result<Vec<Option<String>>> {
                 }));
             }
         }
-        other => {
-            return datafusion_common::exec_err!("{other} is not an ARRAY, MAP or ROW")
-        }
+        other => return datafusion_common::exec_err!("{other} is not an ARRAY, MAP or ROW"),
     }
     Ok(out)
 }

@@ -43,7 +43,12 @@ pub(crate) const FUNCTIONS: &[Def] = &[
     Def::new("array_contains", &[&[Arr, Element]], ret_bool, contains),
     Def::new("array_distinct", &[&[Arr]], ret_first, distinct),
     Def::new("array_except", &[&[Common, Common]], ret_first, except),
-    Def::new("array_intersect", &[&[Common, Common]], ret_first, intersect),
+    Def::new(
+        "array_intersect",
+        &[&[Common, Common]],
+        ret_first,
+        intersect,
+    ),
     Def::new("array_union", &[&[Common, Common]], ret_first, union),
     Def::new(
         "array_join",
@@ -56,7 +61,12 @@ pub(crate) const FUNCTIONS: &[Def] = &[
     Def::new("array_position", &[&[Arr, Element]], ret_int, position),
     Def::new("array_remove", &[&[Arr, Element]], ret_first, remove),
     Def::new("array_reverse", &[&[Arr]], ret_first, reverse),
-    Def::new("array_slice", &[&[Arr, Int], &[Arr, Int, Int]], ret_first, slice),
+    Def::new(
+        "array_slice",
+        &[&[Arr, Int], &[Arr, Int, Int]],
+        ret_first,
+        slice,
+    ),
     Def::new(
         "array_sort",
         &[&[Arr], &[Arr, Any], &[Arr, Any, Any]],
@@ -66,10 +76,20 @@ pub(crate) const FUNCTIONS: &[Def] = &[
     Def::new("map_keys", &[&[Map]], ret_map_keys, map_keys),
     Def::new("map_values", &[&[Map]], ret_map_values, map_values),
     Def::new("map_entries", &[&[Map]], ret_map_entries, map_entries),
-    Def::new("map_from_arrays", &[&[Arr, Arr]], ret_map_from_arrays, map_from_arrays),
+    Def::new(
+        "map_from_arrays",
+        &[&[Arr, Arr]],
+        ret_map_from_arrays,
+        map_from_arrays,
+    ),
     Def::new("map_union", &[&[Common]], ret_first, map_union).variadic(),
     Def::new("split", &[&[Str, Str]], ret_strings, split),
-    Def::new("str_to_map", &[&[Str], &[Str, Str, Str]], ret_string_map, str_to_map),
+    Def::new(
+        "str_to_map",
+        &[&[Str], &[Str, Str, Str]],
+        ret_string_map,
+        str_to_map,
+    ),
 ];
 
 type Types<'a> = &'a [DataType];
@@ -99,7 +119,10 @@ fn map_fields(t: &DataType) -> Option<(FieldRef, FieldRef)> {
 }
 
 fn ret_array_of_common(t: Types, _: Consts) -> Result<DataType> {
-    Ok(array_type(t.first().cloned().unwrap_or(DataType::Null), true))
+    Ok(array_type(
+        t.first().cloned().unwrap_or(DataType::Null),
+        true,
+    ))
 }
 fn ret_element(t: Types, _: Consts) -> Result<DataType> {
     match element_field(&t[0]) {
@@ -208,7 +231,8 @@ impl ListOut {
 
     /// Ends a row holding the indices pushed since the last one.
     fn row(&mut self, items: impl IntoIterator<Item = usize>) {
-        self.indices.extend(items.into_iter().map(|i| Some(i as u32)));
+        self.indices
+            .extend(items.into_iter().map(|i| Some(i as u32)));
         self.offsets.push(self.indices.len() as i32);
         self.valid.push(true);
     }
@@ -310,7 +334,9 @@ fn at(c: &Call) -> Result<ArrayRef> {
         let p = match (range(l, i), int_at(idx, i)) {
             (Some(r), Some(k)) => {
                 if k < 1 {
-                    return exec_err!("Array element access needs an index starting at 1 but was {k}.");
+                    return exec_err!(
+                        "Array element access needs an index starting at 1 but was {k}."
+                    );
                 }
                 let k = k as usize - 1;
                 (k < r.len()).then(|| (r.start + k) as u32)
@@ -387,7 +413,16 @@ fn make_map(c: &Call) -> Result<ArrayRef> {
         }
         offsets.push(key_idx.len() as i32);
     }
-    build_map(entries, kv, &keys.values, key_idx, &values.values, value_idx, offsets, None)
+    build_map(
+        entries,
+        kv,
+        &keys.values,
+        key_idx,
+        &values.values,
+        value_idx,
+        offsets,
+        None,
+    )
 }
 
 /// A `MapArray` of `entries` from key and value indices and offsets.
@@ -426,7 +461,11 @@ fn make_row(c: &Call) -> Result<ArrayRef> {
         .zip(fields.iter())
         .map(|(a, f)| cast(a, f.data_type()))
         .collect::<std::result::Result<Vec<_>, _>>()?;
-    Ok(Arc::new(StructArray::try_new(fields.clone(), columns, None)?))
+    Ok(Arc::new(StructArray::try_new(
+        fields.clone(),
+        columns,
+        None,
+    )?))
 }
 
 fn cardinality(c: &Call) -> Result<ArrayRef> {
@@ -448,7 +487,10 @@ fn element(c: &Call) -> Result<ArrayRef> {
         picked.push(match range(l, i) {
             Some(r) if r.len() == 1 => Some(r.start as u32),
             Some(r) if r.len() > 1 => {
-                return exec_err!("ELEMENT of an array of {} elements: it must have at most one", r.len())
+                return exec_err!(
+                    "ELEMENT of an array of {} elements: it must have at most one",
+                    r.len()
+                )
             }
             _ => None,
         });
@@ -512,7 +554,10 @@ fn array_concat(c: &Call) -> Result<ArrayRef> {
 
 /// `ARRAY_CONTAINS` / `ARRAY_POSITION` / `ARRAY_REMOVE`: the positions (0-based, within
 /// the row) of the elements equal to the needle, or `None` for a NULL array.
-fn matches(c: &Call, mut f: impl FnMut(usize, Option<(std::ops::Range<usize>, Vec<bool>)>)) -> Result<()> {
+fn matches(
+    c: &Call,
+    mut f: impl FnMut(usize, Option<(std::ops::Range<usize>, Vec<bool>)>),
+) -> Result<()> {
     let v = list_and(c, &c.args[1])?;
     let rows = v.rows()?;
     let l = list(c, 0);
@@ -833,8 +878,12 @@ fn map_from_arrays(c: &Call) -> Result<ArrayRef> {
     let (keys, values) = (list(c, 0), list(c, 1));
     let key_values = Values::of(&[keys.values()])?;
     let key_rows = key_values.rows()?;
-    let (mut key_idx, mut value_idx, mut offsets, mut valid) =
-        (Vec::new(), Vec::new(), vec![0i32], Vec::with_capacity(c.rows));
+    let (mut key_idx, mut value_idx, mut offsets, mut valid) = (
+        Vec::new(),
+        Vec::new(),
+        vec![0i32],
+        Vec::with_capacity(c.rows),
+    );
     for i in 0..c.rows {
         match (range(keys, i), range(values, i)) {
             (Some(k), Some(v)) => {
@@ -868,7 +917,16 @@ fn map_from_arrays(c: &Call) -> Result<ArrayRef> {
     }
     let nulls = NullBuffer::from(valid);
     let nulls = (nulls.null_count() > 0).then_some(nulls);
-    build_map(entries, kv, keys.values(), key_idx, values.values(), value_idx, offsets, nulls)
+    build_map(
+        entries,
+        kv,
+        keys.values(),
+        key_idx,
+        values.values(),
+        value_idx,
+        offsets,
+        nulls,
+    )
 }
 
 /// `MAP_UNION(m1, m2, ...)`: the entries of all maps, a later map's value replacing an
@@ -884,8 +942,12 @@ fn map_union(c: &Call) -> Result<ArrayRef> {
     let keys = Values::of(&maps.iter().map(|m| m.keys()).collect::<Vec<_>>())?;
     let values = Values::of(&maps.iter().map(|m| m.values()).collect::<Vec<_>>())?;
     let key_rows = keys.rows()?;
-    let (mut key_idx, mut value_idx, mut offsets, mut valid) =
-        (Vec::<u32>::new(), Vec::<u32>::new(), vec![0i32], Vec::with_capacity(c.rows));
+    let (mut key_idx, mut value_idx, mut offsets, mut valid) = (
+        Vec::<u32>::new(),
+        Vec::<u32>::new(),
+        vec![0i32],
+        Vec::with_capacity(c.rows),
+    );
     for i in 0..c.rows {
         if maps.iter().any(|m| m.is_null(i)) {
             valid.push(false);
@@ -912,12 +974,23 @@ fn map_union(c: &Call) -> Result<ArrayRef> {
     }
     let nulls = NullBuffer::from(valid);
     let nulls = (nulls.null_count() > 0).then_some(nulls);
-    build_map(entries, kv, &keys.values, key_idx, &values.values, value_idx, offsets, nulls)
+    build_map(
+        entries,
+        kv,
+        &keys.values,
+        key_idx,
+        &values.values,
+        value_idx,
+        offsets,
+        nulls,
+    )
 }
 
 /// A `STRING` array column from the parts of each row (`None`: a NULL row).
 pub(crate) fn string_lists(
-    c: &Call, mut f: impl FnMut(usize) -> Option<Vec<Option<String>>>) -> Result<ArrayRef> {
+    c: &Call,
+    mut f: impl FnMut(usize) -> Option<Vec<Option<String>>>,
+) -> Result<ArrayRef> {
     let mut flat = StringBuilder::new();
     let mut out = ListOut::new(c.rows);
     let mut n = 0;
@@ -1025,8 +1098,11 @@ fn java_split(s: &str, regex: &str) -> Result<Vec<String>> {
 
 /// Java's `String.split(regex, limit)` for `limit` 0 (all parts) or a positive limit.
 fn java_split_limit(s: &str, regex: &str, limit: usize) -> Result<Vec<String>> {
-    let re = fancy_regex::Regex::new(regex)
-        .map_err(|e| datafusion_common::DataFusionError::Execution(format!("invalid regular expression {regex}: {e}")))?;
+    let re = fancy_regex::Regex::new(regex).map_err(|e| {
+        datafusion_common::DataFusionError::Execution(format!(
+            "invalid regular expression {regex}: {e}"
+        ))
+    })?;
     let mut parts = Vec::new();
     let mut last = 0;
     for m in re.find_iter(s) {

@@ -112,7 +112,11 @@ fn json_of(a: &ArrayRef, i: usize, raw: bool) -> Result<Option<String>> {
                     .iter()
                     .zip(st.columns())
                     .map(|(f, c)| {
-                        Ok(format!("{}:{}", Value::String(f.name().clone()), member(c, i)?))
+                        Ok(format!(
+                            "{}:{}",
+                            Value::String(f.name().clone()),
+                            member(c, i)?
+                        ))
                     })
                     .collect::<Result<Vec<_>>>()?;
                 format!("{{{}}}", items.join(","))

@@ -10,8 +10,8 @@
 
 mod aggregates;
 mod arithmetic;
-mod collection;
 pub(crate) mod cast;
+mod collection;
 pub(crate) mod decimal;
 mod hash;
 mod java_time;

@@ -7,9 +7,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use datafusion_common::DFSchema;
 use datafusion_common::Result;
 use datafusion_expr::expr::{ScalarFunction, WindowFunction, WindowFunctionParams};
-use datafusion_common::DFSchema;
 use datafusion_expr::planner::{ExprPlanner, PlannerResult, RawFieldAccessExpr, RawWindowExpr};
 use datafusion_expr::{Expr, ExprSchemable, GetFieldAccess, ScalarUDF};
 
@@ -115,17 +115,15 @@ impl ExprPlanner for FlinkSyntax {
     ) -> Result<PlannerResult<RawFieldAccessExpr>> {
         let key = match &raw.field_access {
             GetFieldAccess::ListIndex { key } => Expr::clone(key),
-            GetFieldAccess::NamedStructField { name } => {
-                match raw.expr.get_type(schema)? {
-                    datafusion_common::arrow::datatypes::DataType::Struct(_) => {
-                        return Ok(PlannerResult::Planned(
-                            datafusion_functions::core::get_field()
-                                .call(vec![raw.expr, Expr::Literal(name.clone(), None)]),
-                        ))
-                    }
-                    _ => Expr::Literal(name.clone(), None),
+            GetFieldAccess::NamedStructField { name } => match raw.expr.get_type(schema)? {
+                datafusion_common::arrow::datatypes::DataType::Struct(_) => {
+                    return Ok(PlannerResult::Planned(
+                        datafusion_functions::core::get_field()
+                            .call(vec![raw.expr, Expr::Literal(name.clone(), None)]),
+                    ))
                 }
-            }
+                _ => Expr::Literal(name.clone(), None),
+            },
             GetFieldAccess::ListRange { .. } => {
                 return datafusion_common::plan_err!(
                     "array slices a[i:j] are not Flink SQL; use ARRAY_SLICE(a, i, j)"

@@ -39,7 +39,13 @@ impl UserFunctions {
     /// # Errors
     /// An identifier nothing was registered under (the message points at the API), or a
     /// name already bound without `IF NOT EXISTS`.
-    pub fn bind(&mut self, name: &str, identifier: &str, if_not_exists: bool, system: bool) -> Result<()> {
+    pub fn bind(
+        &mut self,
+        name: &str,
+        identifier: &str,
+        if_not_exists: bool,
+        system: bool,
+    ) -> Result<()> {
         let Some(f) = self.registered.get(identifier).cloned() else {
             let mut known: Vec<&String> = self.registered.keys().collect();
             known.sort();
@@ -50,7 +56,11 @@ impl UserFunctions {
                 if known.is_empty() {
                     "none".to_string()
                 } else {
-                    known.iter().map(|k| format!("'{k}'")).collect::<Vec<_>>().join(", ")
+                    known
+                        .iter()
+                        .map(|k| format!("'{k}'"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 }
             )));
         };
@@ -59,7 +69,9 @@ impl UserFunctions {
             if if_not_exists {
                 return Ok(());
             }
-            return Err(SluiceError::Plan(format!("function '{name}' already exists")));
+            return Err(SluiceError::Plan(format!(
+                "function '{name}' already exists"
+            )));
         }
         self.bound.insert(key, (f, system));
         Ok(())
@@ -73,7 +85,9 @@ impl UserFunctions {
         match self.bound.remove(&name.to_lowercase()) {
             Some(_) => Ok(true),
             None if if_exists => Ok(false),
-            None => Err(SluiceError::Plan(format!("function '{name}' does not exist"))),
+            None => Err(SluiceError::Plan(format!(
+                "function '{name}' does not exist"
+            ))),
         }
     }
 
