@@ -95,7 +95,7 @@ pub(crate) const FUNCTIONS: &[Def] = &[
 type Types<'a> = &'a [DataType];
 type Consts<'a> = &'a [Option<&'a ScalarValue>];
 
-/// The element field of a list type, or a map's key field.
+/// The element field of a list type, or a map's value field: what `x[i]` gives.
 fn element_field(t: &DataType) -> Option<FieldRef> {
     match t {
         DataType::List(f) => Some(Arc::clone(f)),
@@ -115,6 +115,15 @@ fn map_fields(t: &DataType) -> Option<(FieldRef, FieldRef)> {
             _ => None,
         },
         _ => None,
+    }
+}
+
+/// The type an [`Arg::Element`] argument is coerced to when the first argument has type
+/// `t`: an array's element type, a map's key type (`ARRAY_CONTAINS(a, x)`, `m[k]`).
+pub(crate) fn needle_type(t: &DataType) -> Option<DataType> {
+    match t {
+        DataType::List(f) => Some(f.data_type().clone()),
+        _ => map_fields(t).map(|(k, _)| k.data_type().clone()),
     }
 }
 
@@ -251,13 +260,94 @@ impl ListOut {
         } else {
             taken
         };
-        let nulls = NullBuffer::from(self.valid);
-        let nulls = (nulls.null_count() > 0).then_some(nulls);
         Ok(Arc::new(ListArray::try_new(
             field,
             OffsetBuffer::new(self.offsets.into()),
             taken,
-            nulls,
+            nulls_of(self.valid),
+        )?))
+    }
+}
+
+/// A validity buffer from per-row flags; `None` when every row is valid.
+fn nulls_of(valid: Vec<bool>) -> Option<NullBuffer> {
+    let nulls = NullBuffer::from(valid);
+    (nulls.null_count() > 0).then_some(nulls)
+}
+
+/// Result maps built as (key, value) indices into one keys array and one values array. An
+/// entry whose key equals (row bytes) one already in its row replaces that entry's value
+/// and keeps its position, as Flink's maps (Java `HashMap`s) do; a NULL key is an error
+/// (an Arrow map cannot hold one).
+struct MapOut<'a> {
+    keys: &'a ArrayRef,
+    key_rows: Rows,
+    key_idx: Vec<u32>,
+    value_idx: Vec<u32>,
+    offsets: Vec<i32>,
+    valid: Vec<bool>,
+}
+
+impl<'a> MapOut<'a> {
+    fn new(keys: &'a ArrayRef, rows: usize) -> Result<Self> {
+        let converter = RowConverter::new(vec![SortField::new(keys.data_type().clone())])?;
+        let key_rows = converter.convert_columns(&[Arc::clone(keys)])?;
+        let mut offsets = Vec::with_capacity(rows + 1);
+        offsets.push(0);
+        Ok(MapOut {
+            keys,
+            key_rows,
+            key_idx: Vec::new(),
+            value_idx: Vec::new(),
+            offsets,
+            valid: Vec::with_capacity(rows),
+        })
+    }
+
+    /// Adds the entry (key `k`, value `v`) to the current row.
+    fn put(&mut self, k: usize, v: usize) -> Result<()> {
+        if self.keys.is_null(k) {
+            return exec_err!("a MAP key must not be NULL");
+        }
+        let start = self.offsets[self.offsets.len() - 1] as usize;
+        let rows = &self.key_rows;
+        match (start..self.key_idx.len())
+            .find(|&e| rows.row(self.key_idx[e] as usize) == rows.row(k))
+        {
+            Some(e) => self.value_idx[e] = v as u32,
+            None => {
+                self.key_idx.push(k as u32);
+                self.value_idx.push(v as u32);
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the current row: its entries, or NULL (`valid` false, no entries put).
+    fn end_row(&mut self, valid: bool) {
+        self.offsets.push(self.key_idx.len() as i32);
+        self.valid.push(valid);
+    }
+
+    /// The `MapArray` of type `map` (keys and values cast to its entry types).
+    fn finish(self, map: &DataType, values: &ArrayRef) -> Result<ArrayRef> {
+        let DataType::Map(entries, _) = map else {
+            return exec_err!("a map function must return a MAP, not {map}");
+        };
+        let DataType::Struct(kv) = entries.data_type() else {
+            return exec_err!("a MAP's entries must be a ROW");
+        };
+        let k = take(self.keys.as_ref(), &UInt32Array::from(self.key_idx), None)?;
+        let v = take(values.as_ref(), &UInt32Array::from(self.value_idx), None)?;
+        let k = cast(&k, kv[0].data_type())?;
+        let v = cast(&v, kv[1].data_type())?;
+        let s = StructArray::try_new(kv.clone(), vec![k, v], None)?;
+        Ok(Arc::new(MapArray::try_new(
+            Arc::clone(entries),
+            OffsetBuffer::new(self.offsets.into()),
+            s,
+            nulls_of(self.valid),
+            false,
         )?))
     }
 }
@@ -374,81 +464,26 @@ fn map_get(c: &Call) -> Result<ArrayRef> {
 /// `MAP[k1, v1, k2, v2, ...]`: a later entry of an equal key replaces the earlier one (as
 /// Flink's `MapData` built from Java's `HashMap`), keeping the key's first position.
 fn make_map(c: &Call) -> Result<ArrayRef> {
-    let DataType::Map(entries, _) = c.return_type else {
-        return exec_err!("MAP[...] must return a MAP");
-    };
-    let DataType::Struct(kv) = entries.data_type() else {
+    let Some((key, value)) = map_fields(c.return_type) else {
         return exec_err!("MAP[...] must return a MAP");
     };
     let n = c.args.len() / 2;
     let key_parts: Vec<ArrayRef> = (0..n)
-        .map(|j| cast(&c.args[2 * j], kv[0].data_type()))
+        .map(|j| cast(&c.args[2 * j], key.data_type()))
         .collect::<std::result::Result<_, _>>()?;
     let value_parts: Vec<ArrayRef> = (0..n)
-        .map(|j| cast(&c.args[2 * j + 1], kv[1].data_type()))
+        .map(|j| cast(&c.args[2 * j + 1], value.data_type()))
         .collect::<std::result::Result<_, _>>()?;
     let keys = Values::of(&key_parts.iter().collect::<Vec<_>>())?;
     let values = Values::of(&value_parts.iter().collect::<Vec<_>>())?;
-    let key_rows = keys.rows()?;
-    let mut key_idx: Vec<u32> = Vec::new();
-    let mut value_idx: Vec<u32> = Vec::new();
-    let mut offsets = vec![0i32];
+    let mut out = MapOut::new(&keys.values, c.rows)?;
     for i in 0..c.rows {
-        let start = key_idx.len();
         for j in 0..n {
-            let k = keys.bases[j] + i;
-            if keys.values.is_null(k) {
-                return exec_err!("a MAP key must not be NULL");
-            }
-            let v = values.bases[j] + i;
-            match (start..key_idx.len())
-                .find(|&e| key_rows.row(key_idx[e] as usize) == key_rows.row(k))
-            {
-                Some(e) => value_idx[e] = v as u32,
-                None => {
-                    key_idx.push(k as u32);
-                    value_idx.push(v as u32);
-                }
-            }
+            out.put(keys.bases[j] + i, values.bases[j] + i)?;
         }
-        offsets.push(key_idx.len() as i32);
+        out.end_row(true);
     }
-    build_map(
-        entries,
-        kv,
-        &keys.values,
-        key_idx,
-        &values.values,
-        value_idx,
-        offsets,
-        None,
-    )
-}
-
-/// A `MapArray` of `entries` from key and value indices and offsets.
-#[allow(clippy::too_many_arguments)]
-fn build_map(
-    entries: &FieldRef,
-    kv: &Fields,
-    keys: &ArrayRef,
-    key_idx: Vec<u32>,
-    values: &ArrayRef,
-    value_idx: Vec<u32>,
-    offsets: Vec<i32>,
-    nulls: Option<NullBuffer>,
-) -> Result<ArrayRef> {
-    let k = take(keys.as_ref(), &UInt32Array::from(key_idx), None)?;
-    let v = take(values.as_ref(), &UInt32Array::from(value_idx), None)?;
-    let k = cast(&k, kv[0].data_type())?;
-    let v = cast(&v, kv[1].data_type())?;
-    let s = StructArray::try_new(kv.clone(), vec![k, v], None)?;
-    Ok(Arc::new(MapArray::try_new(
-        Arc::clone(entries),
-        OffsetBuffer::new(offsets.into()),
-        s,
-        nulls,
-        false,
-    )?))
+    out.finish(c.return_type, &values.values)
 }
 
 fn make_row(c: &Call) -> Result<ArrayRef> {
@@ -869,21 +904,8 @@ fn entries_of(m: &MapArray, i: usize) -> std::ops::Range<usize> {
 }
 
 fn map_from_arrays(c: &Call) -> Result<ArrayRef> {
-    let DataType::Map(entries, _) = c.return_type else {
-        return exec_err!("MAP_FROM_ARRAYS must return a MAP");
-    };
-    let DataType::Struct(kv) = entries.data_type() else {
-        return exec_err!("MAP_FROM_ARRAYS must return a MAP");
-    };
     let (keys, values) = (list(c, 0), list(c, 1));
-    let key_values = Values::of(&[keys.values()])?;
-    let key_rows = key_values.rows()?;
-    let (mut key_idx, mut value_idx, mut offsets, mut valid) = (
-        Vec::new(),
-        Vec::new(),
-        vec![0i32],
-        Vec::with_capacity(c.rows),
-    );
+    let mut out = MapOut::new(keys.values(), c.rows)?;
     for i in 0..c.rows {
         match (range(keys, i), range(values, i)) {
             (Some(k), Some(v)) => {
@@ -894,96 +916,37 @@ fn map_from_arrays(c: &Call) -> Result<ArrayRef> {
                         v.len()
                     );
                 }
-                let start = key_idx.len();
                 for (ke, ve) in k.zip(v) {
-                    if keys.values().is_null(ke) {
-                        return exec_err!("a MAP key must not be NULL");
-                    }
-                    match (start..key_idx.len())
-                        .find(|&e| key_rows.row(key_idx[e] as usize) == key_rows.row(ke))
-                    {
-                        Some(e) => value_idx[e] = ve as u32,
-                        None => {
-                            key_idx.push(ke as u32);
-                            value_idx.push(ve as u32);
-                        }
-                    }
+                    out.put(ke, ve)?;
                 }
-                valid.push(true);
+                out.end_row(true);
             }
-            _ => valid.push(false),
+            _ => out.end_row(false),
         }
-        offsets.push(key_idx.len() as i32);
     }
-    let nulls = NullBuffer::from(valid);
-    let nulls = (nulls.null_count() > 0).then_some(nulls);
-    build_map(
-        entries,
-        kv,
-        keys.values(),
-        key_idx,
-        values.values(),
-        value_idx,
-        offsets,
-        nulls,
-    )
+    out.finish(c.return_type, values.values())
 }
 
 /// `MAP_UNION(m1, m2, ...)`: the entries of all maps, a later map's value replacing an
 /// earlier one's for an equal key; NULL when any map is NULL.
 fn map_union(c: &Call) -> Result<ArrayRef> {
-    let DataType::Map(entries, _) = c.return_type else {
-        return exec_err!("MAP_UNION must return a MAP");
-    };
-    let DataType::Struct(kv) = entries.data_type() else {
-        return exec_err!("MAP_UNION must return a MAP");
-    };
     let maps: Vec<&MapArray> = c.args.iter().map(|a| a.as_map()).collect();
     let keys = Values::of(&maps.iter().map(|m| m.keys()).collect::<Vec<_>>())?;
     let values = Values::of(&maps.iter().map(|m| m.values()).collect::<Vec<_>>())?;
-    let key_rows = keys.rows()?;
-    let (mut key_idx, mut value_idx, mut offsets, mut valid) = (
-        Vec::<u32>::new(),
-        Vec::<u32>::new(),
-        vec![0i32],
-        Vec::with_capacity(c.rows),
-    );
+    let mut out = MapOut::new(&keys.values, c.rows)?;
     for i in 0..c.rows {
         if maps.iter().any(|m| m.is_null(i)) {
-            valid.push(false);
-            offsets.push(key_idx.len() as i32);
+            out.end_row(false);
             continue;
         }
-        let start = key_idx.len();
         for (j, m) in maps.iter().enumerate() {
             for e in entries_of(m, i) {
-                let (k, v) = (keys.bases[j] + e, values.bases[j] + e);
-                match (start..key_idx.len())
-                    .find(|&x| key_rows.row(key_idx[x] as usize) == key_rows.row(k))
-                {
-                    Some(x) => value_idx[x] = v as u32,
-                    None => {
-                        key_idx.push(k as u32);
-                        value_idx.push(v as u32);
-                    }
-                }
+                out.put(keys.bases[j] + e, values.bases[j] + e)?;
             }
         }
-        valid.push(true);
-        offsets.push(key_idx.len() as i32);
+        out.end_row(true);
     }
-    let nulls = NullBuffer::from(valid);
-    let nulls = (nulls.null_count() > 0).then_some(nulls);
-    build_map(
-        entries,
-        kv,
-        &keys.values,
-        key_idx,
-        &values.values,
-        value_idx,
-        offsets,
-        nulls,
-    )
+    out.finish(c.return_type, &values.values)
 }
 
 /// A `STRING` array column from the parts of each row (`None`: a NULL row).
@@ -1029,59 +992,47 @@ fn split(c: &Call) -> Result<ArrayRef> {
 /// (Java's `String.split`), `,` and `=` by default; an entry without the key-value
 /// delimiter maps to NULL; a later equal key replaces an earlier one.
 fn str_to_map(c: &Call) -> Result<ArrayRef> {
-    let DataType::Map(entries, _) = c.return_type else {
-        return exec_err!("STR_TO_MAP must return a MAP");
-    };
-    let DataType::Struct(kv) = entries.data_type() else {
-        return exec_err!("STR_TO_MAP must return a MAP");
-    };
     let s = strs(&c.args[0]);
     let (entry_d, kv_d) = match c.args.len() {
         3 => (Some(strs(&c.args[1])), Some(strs(&c.args[2]))),
         _ => (None, None),
     };
+    // Every row's entries as text first, then one map per row (a later key replaces).
     let mut keys = StringBuilder::new();
     let mut values = StringBuilder::new();
-    let (mut offsets, mut valid) = (vec![0i32], Vec::with_capacity(c.rows));
+    let mut rows: Vec<Option<std::ops::Range<usize>>> = Vec::with_capacity(c.rows);
     let mut n = 0;
     for i in 0..c.rows {
         let text = str_at(s, i);
         let ed = entry_d.map_or(Some(","), |a| str_at(a, i));
         let kd = kv_d.map_or(Some("="), |a| str_at(a, i));
         let (Some(text), Some(ed), Some(kd)) = (text, ed, kd) else {
-            valid.push(false);
-            offsets.push(n);
+            rows.push(None);
             continue;
         };
-        let mut row: Vec<(String, Option<String>)> = Vec::new();
+        let start = n;
         for entry in java_split(text, ed)? {
             let mut parts = java_split_limit(&entry, kd, 2)?;
-            let k = parts.remove(0);
-            let v = parts.pop();
-            match row.iter_mut().find(|(rk, _)| *rk == k) {
-                Some(e) => e.1 = v,
-                None => row.push((k, v)),
-            }
-        }
-        for (k, v) in row {
-            keys.append_value(k);
-            values.append_option(v);
+            keys.append_value(parts.remove(0));
+            values.append_option(parts.pop());
             n += 1;
         }
-        valid.push(true);
-        offsets.push(n);
+        rows.push(Some(start..n));
     }
-    let nulls = NullBuffer::from(valid);
-    let nulls = (nulls.null_count() > 0).then_some(nulls);
-    let (k, v): (ArrayRef, ArrayRef) = (Arc::new(keys.finish()), Arc::new(values.finish()));
-    let s = StructArray::try_new(kv.clone(), vec![k, v], None)?;
-    Ok(Arc::new(MapArray::try_new(
-        Arc::clone(entries),
-        OffsetBuffer::new(offsets.into()),
-        s,
-        nulls,
-        false,
-    )?))
+    let (keys, values): (ArrayRef, ArrayRef) = (Arc::new(keys.finish()), Arc::new(values.finish()));
+    let mut out = MapOut::new(&keys, c.rows)?;
+    for r in rows {
+        match r {
+            Some(r) => {
+                for e in r {
+                    out.put(e, e)?;
+                }
+                out.end_row(true);
+            }
+            None => out.end_row(false),
+        }
+    }
+    out.finish(c.return_type, &values)
 }
 
 /// Java's `String.split(regex)`: trailing empty strings dropped.

@@ -227,14 +227,7 @@ fn coerce_together(kinds: &[Arg], mut types: Vec<DataType>) -> Option<Vec<DataTy
         }
     }
     if kinds.contains(&Arg::Element) {
-        let element = match types.first()? {
-            DataType::List(f) => f.data_type().clone(),
-            DataType::Map(entries, _) => match entries.data_type() {
-                DataType::Struct(kv) => kv[0].data_type().clone(),
-                _ => return None,
-            },
-            _ => return None,
-        };
+        let element = super::collection::needle_type(types.first()?)?;
         for (k, t) in kinds.iter().zip(types.iter_mut()) {
             if *k == Arg::Element {
                 if *t != DataType::Null && *t != element {
