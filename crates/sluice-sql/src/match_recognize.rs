@@ -378,22 +378,7 @@ fn parse_pattern(tokens: &[TokenWithSpan], after_keyword: Location) -> Result<Ro
         }
         None => return Err(err_at(after_keyword, "Expected: '(' after PATTERN")),
     };
-    let mut depth = 0;
-    let mut close = None;
-    for (i, t) in tokens.iter().enumerate().skip(open) {
-        match t.token {
-            Token::LParen => depth += 1,
-            Token::RParen => {
-                depth -= 1;
-                if depth == 0 {
-                    close = Some(i);
-                    break;
-                }
-            }
-            _ => {}
-        }
-    }
-    let Some(close) = close else {
+    let Some(close) = crate::parser::matching_close(tokens, open) else {
         return Err(err_at(
             tokens[open].span.start,
             "Expected: ')' to close PATTERN (",

@@ -1128,27 +1128,11 @@ fn next_meaningful(tokens: &[TokenWithSpan], mut i: usize) -> Option<usize> {
 /// `MAP[k1, v1, ...]` (Flink's map constructor, which sqlparser reads as a subscript of a
 /// column `MAP`) becomes the call `MAP(k1, v1, ...)` of `functions::collection`'s `map`.
 fn map_constructor_calls(mut tokens: Vec<TokenWithSpan>) -> Result<Vec<TokenWithSpan>> {
-    let mut i = 0;
-    while i < tokens.len() {
+    for i in 0..tokens.len() {
         if word_is(&tokens[i].token, "MAP") {
             if let Some(open) = next_meaningful(&tokens, i + 1) {
                 if tokens[open].token == Token::LBracket {
-                    let mut depth = 0usize;
-                    let mut close = None;
-                    for (j, t) in tokens.iter().enumerate().skip(open) {
-                        match t.token {
-                            Token::LBracket => depth += 1,
-                            Token::RBracket => {
-                                depth -= 1;
-                                if depth == 0 {
-                                    close = Some(j);
-                                    break;
-                                }
-                            }
-                            _ => {}
-                        }
-                    }
-                    let Some(close) = close else {
+                    let Some(close) = matching_close(&tokens, open) else {
                         return Err(err_at(tokens[open].span.start, "MAP[ is never closed by ]"));
                     };
                     tokens[open].token = Token::LParen;
@@ -1156,7 +1140,6 @@ fn map_constructor_calls(mut tokens: Vec<TokenWithSpan>) -> Result<Vec<TokenWith
                 }
             }
         }
-        i += 1;
     }
     Ok(tokens)
 }
@@ -1200,23 +1183,33 @@ fn drop_json_object_key_words(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> 
 
 /// Index of the `)` matching the `(` at `open`.
 fn matching_paren(tokens: &[TokenWithSpan], open: usize) -> Result<usize> {
+    matching_close(tokens, open).ok_or_else(|| {
+        err_at(
+            tokens[open].span.start,
+            "Expected: ')' to close this '(', found: end of statement",
+        )
+    })
+}
+
+/// The index of the `)` or `]` that closes the `(` or `[` at `open` (nested pairs of the
+/// same kind skipped), `None` when the statement ends first.
+pub(crate) fn matching_close(tokens: &[TokenWithSpan], open: usize) -> Option<usize> {
+    let (opener, closer) = match tokens[open].token {
+        Token::LBracket => (Token::LBracket, Token::RBracket),
+        _ => (Token::LParen, Token::RParen),
+    };
     let mut depth = 0usize;
     for (i, t) in tokens.iter().enumerate().skip(open) {
-        match t.token {
-            Token::LParen => depth += 1,
-            Token::RParen => {
-                depth -= 1;
-                if depth == 0 {
-                    return Ok(i);
-                }
+        if t.token == opener {
+            depth += 1;
+        } else if t.token == closer {
+            depth -= 1;
+            if depth == 0 {
+                return Some(i);
             }
-            _ => {}
         }
     }
-    Err(err_at(
-        tokens[open].span.start,
-        "Expected: ')' to close this '(', found: end of statement",
-    ))
+    None
 }
 
 fn placeholder_token(name: &str, span: Span) -> TokenWithSpan {

@@ -115,6 +115,24 @@ fn java_classes(pattern: &str) -> String {
     out
 }
 
+/// `(s, pattern [, group])` of the extract functions: per row the pattern and the group
+/// (`default` when the call names none); `None` for a NULL or invalid pattern, a NULL
+/// group, or a group the pattern does not have.
+fn groups(c: &Call, default: i64) -> Vec<Option<(Arc<Regex>, usize)>> {
+    let r = regexes(strs(&c.args[1]), c.rows);
+    let group = c.args.get(2).map(ints);
+    (0..c.rows)
+        .map(|i| {
+            let g = match group {
+                Some(g) => int_at(g, i)?,
+                None => default,
+            };
+            let re = r[i].as_ref()?;
+            (g >= 0 && (g as usize) < re.captures_len()).then(|| (Arc::clone(re), g as usize))
+        })
+        .collect()
+}
+
 /// The compiled pattern of each row (`None`: NULL or not a valid pattern), compiled once
 /// per distinct pattern text and shared by its rows.
 fn regexes(a: &StringArray, rows: usize) -> Vec<Option<Arc<Regex>>> {
@@ -184,19 +202,11 @@ fn regexp_replace(c: &Call) -> Result<ArrayRef> {
 /// NULL without a match or when the group does not exist.
 fn regexp_extract(c: &Call) -> Result<ArrayRef> {
     let s = strs(&c.args[0]);
-    let r = regexes(strs(&c.args[1]), c.rows);
-    let group = c.args.get(2).map(ints);
+    let groups = groups(c, 0);
     Ok(string_rows(c.rows, |i| {
-        let g = match group {
-            Some(g) => int_at(g, i)?,
-            None => 0,
-        };
-        let re = r[i].as_ref()?;
-        if g < 0 || g as usize >= re.captures_len() {
-            return None;
-        }
+        let (re, g) = groups[i].as_ref()?;
         let caps = re.captures(str_at(s, i)?).ok()??;
-        caps.get(g as usize).map(|m| m.as_str().to_string())
+        caps.get(*g).map(|m| m.as_str().to_string())
     }))
 }
 
@@ -204,21 +214,13 @@ fn regexp_extract(c: &Call) -> Result<ArrayRef> {
 /// as an `ARRAY<STRING>`; NULL when the group does not exist (Flink 2.3).
 fn regexp_extract_all(c: &Call) -> Result<ArrayRef> {
     let s = strs(&c.args[0]);
-    let r = regexes(strs(&c.args[1]), c.rows);
-    let group = c.args.get(2).map(ints);
+    let groups = groups(c, 1);
     super::collection::string_lists(c, |i| {
-        let g = match group {
-            Some(g) => int_at(g, i)?,
-            None => 1,
-        };
-        let re = r[i].as_ref()?;
-        if g < 0 || g as usize >= re.captures_len() {
-            return None;
-        }
+        let (re, g) = groups[i].as_ref()?;
         let mut out = Vec::new();
         for caps in re.captures_iter(str_at(s, i)?) {
             let caps = caps.ok()?;
-            out.push(caps.get(g as usize).map(|m| m.as_str().to_string()));
+            out.push(caps.get(*g).map(|m| m.as_str().to_string()));
         }
         Some(out)
     })
