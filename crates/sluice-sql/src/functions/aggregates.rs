@@ -638,10 +638,31 @@ impl ArrivalOrder {
 
     fn value_type(&self, input: &DataType) -> DataType {
         match self.pick {
-            Pick::Join => DataType::Utf8,
             Pick::Array => sluice_common::types::array_type(input.clone(), true),
-            _ => input.clone(),
+            _ => self.item_type(input),
         }
+    }
+
+    /// The accumulator; `keep_all`: it keeps every value (it can retract).
+    fn pick_accumulator(
+        &self,
+        args: AccumulatorArgs,
+        keep_all: bool,
+    ) -> Result<Box<dyn Accumulator>> {
+        if args.is_distinct && self.pick != Pick::Array {
+            return not_impl_err!(
+                "{}(DISTINCT ...) is not supported yet",
+                self.name.to_uppercase()
+            );
+        }
+        Ok(Box::new(PickAccumulator {
+            pick: self.pick,
+            item: self.item_type(args.expr_fields[0].data_type()),
+            values: Vec::new(),
+            separator: None,
+            keep_all,
+            distinct: args.is_distinct,
+        }))
     }
 }
 
@@ -678,15 +699,11 @@ impl AggregateUDFImpl for ArrivalOrder {
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        let item = args.input_fields[0].data_type().clone();
-        let item = match self.pick {
-            Pick::Join => DataType::Utf8,
-            _ => item,
-        };
+        let item = self.item_type(args.input_fields[0].data_type());
         Ok(vec![
             Arc::new(Field::new(
                 format!("{}[values]", args.name),
-                DataType::List(Arc::new(Field::new("item", item, true))),
+                sluice_common::types::array_type(item, true),
                 true,
             )),
             Arc::new(Field::new(
@@ -698,37 +715,11 @@ impl AggregateUDFImpl for ArrivalOrder {
     }
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        if args.is_distinct && self.pick != Pick::Array {
-            return not_impl_err!(
-                "{}(DISTINCT ...) is not supported yet",
-                self.name.to_uppercase()
-            );
-        }
-        Ok(Box::new(PickAccumulator {
-            pick: self.pick,
-            item: self.item_type(args.expr_fields[0].data_type()),
-            values: Vec::new(),
-            separator: None,
-            keep_all: matches!(self.pick, Pick::Join | Pick::Array),
-            distinct: args.is_distinct,
-        }))
+        self.pick_accumulator(args, matches!(self.pick, Pick::Join | Pick::Array))
     }
 
     fn create_sliding_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        if args.is_distinct && self.pick != Pick::Array {
-            return not_impl_err!(
-                "{}(DISTINCT ...) is not supported yet",
-                self.name.to_uppercase()
-            );
-        }
-        Ok(Box::new(PickAccumulator {
-            pick: self.pick,
-            item: self.item_type(args.expr_fields[0].data_type()),
-            values: Vec::new(),
-            separator: None,
-            keep_all: true,
-            distinct: args.is_distinct,
-        }))
+        self.pick_accumulator(args, true)
     }
 }
 
