@@ -286,21 +286,27 @@ pub fn nested_texts(a: &ArrayRef, zone: &Tz) -> Result<Vec<Option<String>>> {
     match a.data_type() {
         List(_) => {
             let l = a.as_list::<i32>();
-            let members = member_texts(l.values())?;
             let o = l.value_offsets();
+            // Only this slice's members (a sliced list keeps its whole child array).
+            let first = o[0] as usize;
+            let members = member_texts(&l.values().slice(first, o[rows] as usize - first))?;
             for i in 0..rows {
                 out.push((!l.is_null(i)).then(|| {
-                    format!("[{}]", members[o[i] as usize..o[i + 1] as usize].join(", "))
+                    let (from, to) = (o[i] as usize - first, o[i + 1] as usize - first);
+                    format!("[{}]", members[from..to].join(", "))
                 }));
             }
         }
         Map(_, _) => {
             let m = a.as_map();
-            let (keys, values) = (member_texts(m.keys())?, member_texts(m.values())?);
             let o = m.value_offsets();
+            let first = o[0] as usize;
+            let n = o[rows] as usize - first;
+            let keys = member_texts(&m.keys().slice(first, n))?;
+            let values = member_texts(&m.values().slice(first, n))?;
             for i in 0..rows {
                 out.push((!m.is_null(i)).then(|| {
-                    let entries: Vec<String> = (o[i] as usize..o[i + 1] as usize)
+                    let entries: Vec<String> = (o[i] as usize - first..o[i + 1] as usize - first)
                         .map(|e| format!("{}={}", keys[e], values[e]))
                         .collect();
                     format!("{{{}}}", entries.join(", "))
