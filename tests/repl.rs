@@ -85,6 +85,22 @@ impl Shell {
         self.press(&["Enter"]);
     }
 
+    /// Waits for an empty prompt at the end of the screen (the shell is reading input);
+    /// returns the screen.
+    fn wait_for_prompt(&self) -> String {
+        self.wait_for("an empty prompt", |s| s.trim_end().ends_with("sluice>"))
+    }
+
+    /// Types a statement's first (or only) line at an empty prompt, as a person would:
+    /// waits for the prompt, types, presses Enter, and waits until the shell has taken
+    /// the line (the screen changed). Keys sent while the previous statement still runs
+    /// reach a terminal the line editor does not read, and some are lost.
+    fn run(&self, line: &str) {
+        let before = self.wait_for_prompt();
+        self.enter(line);
+        self.wait_for("the line taken", |s| s != before);
+    }
+
     /// The visible screen plus the scrollback.
     fn screen(&self) -> String {
         self.tmux(&["capture-pane", "-p", "-t", "0", "-S", "-1000"])
@@ -116,7 +132,7 @@ impl Shell {
             self.press(&["C-l"]);
             self.tmux(&["clear-history", "-t", "0"]);
             self.wait_for("a cleared screen", |s| !s.contains("| job id "));
-            self.enter("SHOW JOBS;");
+            self.run("SHOW JOBS;");
             let screen = self.wait_for("SHOW JOBS", |s| {
                 s.lines().any(|l| l.starts_with("| job_")) && s.trim_end().ends_with("sluice>")
             });
@@ -172,12 +188,12 @@ const CREATE_CLICKS: [&str; 3] = [
 /// An unbounded `ticks` table (50 rows/s: 1, 2, 3, ...) and a CSV sink `out_ticks` in
 /// `out/`.
 fn create_ticks_and_sink(shell: &Shell) {
-    shell.enter(
+    shell.run(
         "CREATE TABLE ticks (n BIGINT) WITH ('connector' = 'datagen', \
          'rows-per-second' = '50', 'fields.n.kind' = 'sequence', 'fields.n.start' = '1', \
          'fields.n.end' = '100000000');",
     );
-    shell.enter(
+    shell.run(
         "CREATE TABLE out_ticks (n BIGINT) WITH ('connector' = 'filesystem', \
          'path' = 'out', 'format' = 'csv');",
     );
@@ -190,7 +206,7 @@ fn create_ticks_and_sink(shell: &Shell) {
 fn multi_line_statements_completion_hints_and_error_caret() {
     let dir = clicks_dir("basics");
     let shell = Shell::start(&dir, &dir.join("history"));
-    shell.enter(CREATE_CLICKS[0]);
+    shell.run(CREATE_CLICKS[0]);
     shell.enter(CREATE_CLICKS[1]);
     // Not run yet: the statement has no ';'.
     std::thread::sleep(Duration::from_millis(300));
@@ -200,7 +216,7 @@ fn multi_line_statements_completion_hints_and_error_caret() {
         s.contains("[INFO] Table 'clicks' has been created.")
     });
 
-    shell.enter(
+    shell.run(
         "SELECT window_start, COUNT(*) AS clicks FROM TABLE(TUMBLE(TABLE clicks, \
          DESCRIPTOR(ts), INTERVAL '1' MINUTE)) GROUP BY window_start, window_end;",
     );
@@ -216,6 +232,7 @@ fn multi_line_statements_completion_hints_and_error_caret() {
     assert!(screen.contains("[INFO] 3 rows in"), "{screen}");
 
     // Tab completes the table name.
+    shell.wait_for_prompt();
     shell.type_text("DESCRIBE cli");
     shell.press(&["Tab"]);
     shell.wait_for("completion", |s| s.contains("sluice> DESCRIBE clicks"));
@@ -225,16 +242,17 @@ fn multi_line_statements_completion_hints_and_error_caret() {
 
     // The hint line: "EXPLA" shows "IN" after the cursor; → accepts it. EXPLAIN shows
     // the operator graph.
+    shell.wait_for_prompt();
     shell.type_text("EXPLA");
     shell.wait_for("the hint", |s| s.contains("sluice> EXPLAIN"));
     shell.press(&["Right"]);
     shell.enter(" SELECT user_id, COUNT(*) FROM clicks GROUP BY user_id;");
     shell.wait_for("EXPLAIN", |s| s.contains("GroupAggregate"));
-    shell.enter("SHOW TABLES;");
+    shell.run("SHOW TABLES;");
     shell.wait_for("SHOW TABLES", |s| s.contains("| clicks     |"));
 
     // A syntax error: the caret sits under the bad token (column 6).
-    shell.enter("SHOW TABELS;");
+    shell.run("SHOW TABELS;");
     let screen = shell.wait_for("the error", |s| s.contains("LINE 1: SHOW TABELS;"));
     let lines: Vec<&str> = screen.lines().collect();
     let at = lines
@@ -247,7 +265,7 @@ fn multi_line_statements_completion_hints_and_error_caret() {
     );
     assert!(screen.contains("[ERROR] SQL error: Expected: TABLES, VIEWS, FUNCTIONS, JOBS"));
 
-    shell.enter("QUIT");
+    shell.run("QUIT");
     shell.wait_for("the exit", |s| s.contains("EXITED:0"));
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -259,7 +277,7 @@ fn history_persists_across_sessions() {
     let history = dir.join("history");
     {
         let shell = Shell::start(&dir, &history);
-        shell.enter("SET 'pipeline.name' = 'remember-me';");
+        shell.run("SET 'pipeline.name' = 'remember-me';");
         shell.wait_for("SET", |s| s.contains("Session property has been set"));
         shell.press(&["C-d"]);
         shell.wait_for("the exit", |s| s.contains("EXITED:0"));
@@ -278,13 +296,13 @@ fn history_persists_across_sessions() {
 fn ctrl_c_cancels_a_running_query() {
     let dir = temp_dir("cancel");
     let shell = Shell::start(&dir, &dir.join("history"));
-    shell.enter(
+    shell.run(
         "CREATE TABLE ticks (n BIGINT) WITH ('connector' = 'datagen', \
          'rows-per-second' = '20', 'fields.n.kind' = 'sequence', 'fields.n.start' = '1', \
          'fields.n.end' = '100000000');",
     );
     shell.wait_for("the table", |s| s.contains("has been created"));
-    shell.enter("SELECT n FROM ticks;");
+    shell.run("SELECT n FROM ticks;");
     shell.wait_for("rows streaming in", |s| {
         s.contains("|                    3 |")
     });
@@ -293,7 +311,7 @@ fn ctrl_c_cancels_a_running_query() {
     shell.wait_for("the cancel and the prompt", |s| {
         s.contains("[INFO] Query canceled") && s.trim_end().ends_with("sluice>")
     });
-    shell.enter("SHOW TABLES;");
+    shell.run("SHOW TABLES;");
     shell.wait_for("the next statement", |s| s.contains("| ticks      |"));
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -305,10 +323,10 @@ fn background_insert_show_jobs_and_stop_with_savepoint() {
     let dir = temp_dir("jobs");
     let shell = Shell::start(&dir, &dir.join("history"));
     create_ticks_and_sink(&shell);
-    shell.enter("SET 'execution.checkpointing.interval' = '1 h';");
-    shell.enter("SET 'execution.checkpointing.dir' = 'chk';");
+    shell.run("SET 'execution.checkpointing.interval' = '1 h';");
+    shell.run("SET 'execution.checkpointing.dir' = 'chk';");
     shell.wait_count("Session property has been set", 2);
-    shell.enter("INSERT INTO out_ticks SELECT n FROM ticks;");
+    shell.run("INSERT INTO out_ticks SELECT n FROM ticks;");
     let screen = shell.wait_for("the job id", |s| s.contains("[INFO] Submitted job '"));
     let id = screen
         .split("[INFO] Submitted job '")
@@ -317,7 +335,7 @@ fn background_insert_show_jobs_and_stop_with_savepoint() {
         .unwrap()
         .to_string();
     // The prompt is back while the job runs.
-    shell.enter("SHOW JOBS;");
+    shell.run("SHOW JOBS;");
     let screen = shell.wait_for("SHOW JOBS", |s| s.contains("| RUNNING"));
     assert!(screen.contains(&id), "{screen}");
     assert!(
@@ -325,7 +343,7 @@ fn background_insert_show_jobs_and_stop_with_savepoint() {
         "{screen}"
     );
 
-    shell.enter(&format!("STOP JOB '{id}' WITH SAVEPOINT;"));
+    shell.run(&format!("STOP JOB '{id}' WITH SAVEPOINT;"));
     let screen = shell.wait_for("the savepoint", |s| s.contains("savepoint path"));
     let path = screen
         .lines()
@@ -336,9 +354,9 @@ fn background_insert_show_jobs_and_stop_with_savepoint() {
         Path::new(&path).join("_manifest.json").exists(),
         "{path}:\n{screen}"
     );
-    shell.enter("SHOW JOBS;");
+    shell.run("SHOW JOBS;");
     shell.wait_for("CANCELED", |s| s.contains("| CANCELED"));
-    shell.enter(&format!("STOP JOB '{id}';"));
+    shell.run(&format!("STOP JOB '{id}';"));
     shell.wait_for("an error", |s| s.contains("is not running"));
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -350,7 +368,7 @@ fn result_modes_for_an_updating_query() {
     let dir = temp_dir("modes");
     let shell = Shell::start(&dir, &dir.join("history"));
     // Two rows per second, one at a time (half a second apart).
-    shell.enter(
+    shell.run(
         "CREATE TABLE ticks (n BIGINT) WITH ('connector' = 'datagen', \
          'rows-per-second' = '2', 'fields.n.kind' = 'sequence', 'fields.n.start' = '1', \
          'fields.n.end' = '4');",
@@ -358,8 +376,8 @@ fn result_modes_for_an_updating_query() {
     shell.wait_for("the table", |s| s.contains("has been created"));
     let query = "SELECT n % 2 AS k, COUNT(*) AS c FROM ticks GROUP BY n % 2;";
 
-    shell.enter("SET 'sql-client.execution.result-mode' = 'changelog';");
-    shell.enter(query);
+    shell.run("SET 'sql-client.execution.result-mode' = 'changelog';");
+    shell.run(query);
     let screen = shell.wait_count("changelog rows in", 1);
     // Batch 1: +I (1, 1), +I (0, 1); batch 2: each count goes from 1 to 2.
     for row in [
@@ -373,8 +391,8 @@ fn result_modes_for_an_updating_query() {
         assert!(screen.contains(row), "missing {row}:\n{screen}");
     }
 
-    shell.enter("SET 'sql-client.execution.result-mode' = 'table';");
-    shell.enter(query);
+    shell.run("SET 'sql-client.execution.result-mode' = 'table';");
+    shell.run(query);
     let screen = shell.wait_count("changelog rows in", 2);
     let table_part = screen.rsplit("result-mode' = 'table'").next().unwrap();
     assert!(table_part.contains("| 0 | 2 |"), "{table_part}");
@@ -383,7 +401,7 @@ fn result_modes_for_an_updating_query() {
     assert!(!table_part.contains("| 1 | 1 |"), "{table_part}");
     assert_eq!(table_part.matches("| k | c |").count(), 1, "{table_part}");
 
-    shell.enter("SET 'sql-client.execution.result-mode' = 'nope';");
+    shell.run("SET 'sql-client.execution.result-mode' = 'nope';");
     shell.wait_for("a mode error", |s| {
         s.contains("must be 'tableau', 'changelog' or 'table', found 'nope'")
     });
@@ -397,12 +415,12 @@ fn quitting_stops_running_jobs_and_keeps_their_output() {
     let dir = temp_dir("quit");
     let shell = Shell::start(&dir, &dir.join("history"));
     create_ticks_and_sink(&shell);
-    shell.enter("INSERT INTO out_ticks SELECT n FROM ticks;");
+    shell.run("INSERT INTO out_ticks SELECT n FROM ticks;");
     shell.wait_for("the job id", |s| s.contains("[INFO] Submitted job '"));
     // Quit once the job has written rows (not after a fixed time: a busy machine may
     // not have started it yet).
     shell.wait_for_rows_out();
-    shell.enter("QUIT");
+    shell.run("QUIT");
     let screen = shell.wait_for("the exit", |s| s.contains("EXITED:0"));
     assert!(
         screen.contains("[INFO] Stopping 1 running job(s)"),
