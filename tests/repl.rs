@@ -72,6 +72,15 @@ impl Shell {
         }
     }
 
+    /// Sends `text` to the terminal in one write, as a paste or fast typing delivers it
+    /// (`\r` is Enter).
+    fn send_at_once(&self, text: &str) {
+        let hex: Vec<String> = text.bytes().map(|b| format!("{b:02x}")).collect();
+        let mut args = vec!["send-keys", "-t", "0", "-H"];
+        args.extend(hex.iter().map(String::as_str));
+        self.tmux(&args);
+    }
+
     /// Presses keys (tmux key names: `Enter`, `Tab`, `Up`, `C-c`, `C-d`, ...).
     fn press(&self, keys: &[&str]) {
         let mut args = vec!["send-keys", "-t", "0"];
@@ -267,6 +276,20 @@ fn multi_line_statements_completion_hints_and_error_caret() {
 
     shell.run("QUIT");
     shell.wait_for("the exit", |s| s.contains("EXITED:0"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Statements typed ahead arrive together; each runs (none is lost with the line the
+/// editor read before it).
+#[test]
+fn typed_ahead_statements_all_run() {
+    let dir = temp_dir("typeahead");
+    let shell = Shell::start(&dir, &dir.join("history"));
+    shell.wait_for_prompt();
+    shell.send_at_once(
+        "SET 'pipeline.name' = 'first';\rSET 'pipeline.name' = 'second';\rSET 'pipeline.name' = 'third';\r",
+    );
+    shell.wait_count("Session property has been set", 3);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
