@@ -448,6 +448,7 @@ fn label(node: &PlanNode) -> String {
                 .map(|g| match g {
                     GroupOutput::WindowStart => "window_start".to_string(),
                     GroupOutput::WindowEnd => "window_end".to_string(),
+                    GroupOutput::WindowTime => "window_time".to_string(),
                     GroupOutput::Key(k) => a.keys[*k].to_string(),
                 })
                 .collect();

@@ -406,6 +406,27 @@ fn every_flink_function_is_checked_or_refused() {
         ("DENSE_RANK", "tests/slt/ordered/top_n.slt"),
         ("LAG", "tests/slt/ordered/over.slt"),
         ("PROCTIME", "tests/slt/ordered/processing_time.slt"),
+        ("TUMBLE_START", "tests/slt/windows/legacy_group_windows.slt"),
+        ("TUMBLE_END", "tests/slt/windows/legacy_group_windows.slt"),
+        (
+            "TUMBLE_ROWTIME",
+            "tests/slt/windows/legacy_group_windows.slt",
+        ),
+        ("TUMBLE_PROCTIME", "tests/slt/windows/processing_time.slt"),
+        ("HOP_START", "tests/slt/windows/legacy_group_windows.slt"),
+        ("HOP_END", "tests/slt/windows/legacy_group_windows.slt"),
+        ("HOP_ROWTIME", "tests/slt/windows/legacy_group_windows.slt"),
+        ("HOP_PROCTIME", "tests/slt/windows/processing_time.slt"),
+        (
+            "SESSION_START",
+            "tests/slt/windows/legacy_group_windows.slt",
+        ),
+        ("SESSION_END", "tests/slt/windows/legacy_group_windows.slt"),
+        (
+            "SESSION_ROWTIME",
+            "tests/slt/windows/legacy_group_windows.slt",
+        ),
+        ("SESSION_PROCTIME", "tests/slt/windows/processing_time.slt"),
         // Written `a[1]`, `m['x']`: the table's expressions never spell `[]` itself.
         ("[] (subscript)", "tests/functions/collection.txt"),
     ];

@@ -80,6 +80,9 @@ pub struct Catalog {
     pub match_recognize: HashMap<String, PlannedMatchRecognize>,
     /// Lifted `FOR SYSTEM_TIME AS OF` references by placeholder name.
     pub temporal: HashMap<String, TemporalRef>,
+    /// Queries a rewrite made relations of their own (the input of a legacy group
+    /// window: its `FROM` and `WHERE`), by placeholder name. Not listed as views.
+    pub inline_views: HashMap<String, ViewDef>,
 }
 
 impl Catalog {
@@ -95,6 +98,7 @@ impl Catalog {
         }
         self.views
             .get(name)
+            .or_else(|| self.inline_views.get(name))
             .map(|v| Arc::new(v.plan.schema().as_arrow().clone()))
     }
 
@@ -127,9 +131,10 @@ impl Catalog {
         let mut fields: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
         // Over a TIMESTAMP_LTZ attribute, window_time is TIMESTAMP_LTZ(3) too (Flink);
         // window_start and window_end are wall-clock TIMESTAMP(3)s.
-        let ltz = input
-            .field_with_name(&call.time_column)
-            .is_ok_and(|f| matches!(f.data_type(), DataType::Timestamp(_, Some(_))));
+        let time_field = input.field_with_name(&call.time_column).ok().cloned();
+        let ltz = time_field
+            .as_ref()
+            .is_some_and(|f| matches!(f.data_type(), DataType::Timestamp(_, Some(_))));
         for name in [WINDOW_START, WINDOW_END, WINDOW_TIME] {
             if input.field_with_name(name).is_ok() {
                 return Err(format!(
@@ -139,11 +144,15 @@ impl Catalog {
                 ));
             }
             let tz = (ltz && name == WINDOW_TIME).then(|| "UTC".into());
-            fields.push(Field::new(
-                name,
-                DataType::Timestamp(TimeUnit::Millisecond, tz),
-                false,
-            ));
+            let field = Field::new(name, DataType::Timestamp(TimeUnit::Millisecond, tz), false);
+            // Over a processing-time attribute, window_time is one too (Flink).
+            let field = match &time_field {
+                Some(t) if name == WINDOW_TIME && sluice_common::types::is_proctime(t) => {
+                    field.with_metadata(t.metadata().clone())
+                }
+                _ => field,
+            };
+            fields.push(field);
         }
         Ok(Arc::new(Schema::new(fields)))
     }

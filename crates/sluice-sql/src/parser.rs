@@ -324,7 +324,8 @@ pub use crate::match_recognize::{MatchRecognizeClause, SkipTo};
 
 static NEXT_PLACEHOLDER: AtomicU64 = AtomicU64::new(0);
 
-fn next_placeholder(prefix: &str) -> String {
+/// A fresh placeholder relation name `__sluice_<prefix>_<n>`.
+pub(crate) fn next_placeholder(prefix: &str) -> String {
     format!(
         "__sluice_{prefix}_{}",
         NEXT_PLACEHOLDER.fetch_add(1, Ordering::Relaxed)

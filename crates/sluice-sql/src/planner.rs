@@ -38,6 +38,7 @@ use crate::catalog::{
 use crate::match_recognize::PlannedMatchRecognize;
 
 mod joins;
+mod legacy_windows;
 mod ordered;
 mod temporal;
 mod values;
@@ -74,6 +75,8 @@ struct Planned {
 struct WindowColumns {
     start: usize,
     end: usize,
+    /// `window_time`, where the node still has it.
+    time: Option<usize>,
     spec: WindowSpec,
     /// `PARTITION BY` columns of a SESSION call.
     partition_by: Vec<String>,
@@ -407,9 +410,10 @@ impl Planner {
                 .insert(mr.placeholder.clone(), planned);
         }
         joins::check_join_syntax(&query.query)?;
+        let mut ast_query = query.query.clone();
+        legacy_windows::rewrite(self, &mut ast_query)?;
         let ctx = self.sql_context();
         let to_rel = SqlToRel::new_with_options(&ctx, Self::parser_options());
-        let mut ast_query = query.query.clone();
         crate::functions::syntax::rewrite_query(&mut ast_query);
         ordered::inline_named_windows(&mut ast_query);
         ordered::fetch_as_limit(&mut ast_query);
@@ -776,6 +780,7 @@ impl Planner {
                 Some(WindowColumns {
                     start: proj.iter().position(|&i| i == w.start)?,
                     end: proj.iter().position(|&i| i == w.end)?,
+                    time: w.time.and_then(|t| proj.iter().position(|&i| i == t)),
                     spec: w.spec,
                     partition_by: w.partition_by,
                 })
@@ -843,7 +848,8 @@ impl Planner {
             }
             return Ok(Planned { node, window: None });
         }
-        if let Some(view) = self.catalog.views.get(name) {
+        let view = self.catalog.views.get(name);
+        if let Some(view) = view.or_else(|| self.catalog.inline_views.get(name)) {
             let planned = self.lower(&view.plan)?;
             let schema = Arc::new(DFSchema::try_from_qualified_schema(
                 name,
@@ -1027,6 +1033,7 @@ impl Planner {
             window: Some(WindowColumns {
                 start: n,
                 end: n + 1,
+                time: Some(n + 2),
                 spec,
                 partition_by: call.partition_by.clone(),
             }),
@@ -1079,6 +1086,7 @@ impl Planner {
             Some(WindowColumns {
                 start: find(w.start)?,
                 end: find(w.end)?,
+                time: w.time.and_then(find),
                 spec: w.spec,
                 partition_by: w.partition_by,
             })
@@ -1142,6 +1150,7 @@ impl Planner {
             match column_index(e) {
                 Some(i) if i == window.start => group_outputs.push(GroupOutput::WindowStart),
                 Some(i) if i == window.end => group_outputs.push(GroupOutput::WindowEnd),
+                Some(i) if Some(i) == window.time => group_outputs.push(GroupOutput::WindowTime),
                 _ => {
                     group_outputs.push(GroupOutput::Key(keys.len()));
                     keys.push(e.clone());
@@ -1207,6 +1216,7 @@ impl Planner {
             Some(WindowColumns {
                 start: at(&GroupOutput::WindowStart).expect("window_start is grouped"),
                 end: at(&GroupOutput::WindowEnd).expect("window_end is grouped"),
+                time: at(&GroupOutput::WindowTime),
                 spec: window.spec,
                 partition_by: Vec::new(),
             })

@@ -690,6 +690,9 @@ pub enum GroupOutput {
     WindowStart,
     /// The window's end.
     WindowEnd,
+    /// The window's time attribute `window_time`: the instant of its end - 1 ms (Flink
+    /// SQL "Windowing TVF": `window_time`; the legacy `*_ROWTIME` and `*_PROCTIME`).
+    WindowTime,
     /// Key expression number `n` of [`WindowAggregateSpec::keys`].
     Key(usize),
 }

@@ -272,6 +272,10 @@ impl SessionAggregateOperator {
                         .map(|s| self.spec.local_ms(s.end_ms))
                         .collect::<Vec<_>>(),
                 )),
+                GroupOutput::WindowTime => super::window_aggregate::window_time_array(
+                    self.schema.field(columns.len()),
+                    fired.iter().map(|s| s.end_ms - 1).collect(),
+                ),
                 GroupOutput::Key(k) => match key_columns.get(*k) {
                     Some(a) => Arc::clone(a),
                     None => new_null_array(self.schema.field(columns.len()).data_type(), rows),

@@ -159,6 +159,10 @@ impl WindowAggregateOperator {
                     GroupOutput::WindowEnd => {
                         Arc::new(TimestampMillisecondArray::from(vec![w.end_ms; rows]))
                     }
+                    GroupOutput::WindowTime => window_time_array(
+                        self.schema.field(columns.len()),
+                        vec![self.spec.fire_at_ms(w.end_ms); rows],
+                    ),
                     GroupOutput::Key(k) => match w.keys.get(*k) {
                         Some(a) => Arc::clone(a),
                         None => new_null_array(self.schema.field(columns.len()).data_type(), rows),
@@ -364,4 +368,17 @@ impl Operator for WindowAggregateOperator {
         }
         Ok(())
     }
+}
+
+/// A `window_time` column (instants, ms) typed as `field` declares it: `TIMESTAMP(3)`, or
+/// `TIMESTAMP_LTZ(3)` (with its time zone) over a `TIMESTAMP_LTZ` attribute.
+pub(crate) fn window_time_array(
+    field: &datafusion_common::arrow::datatypes::Field,
+    instants_ms: Vec<i64>,
+) -> ArrayRef {
+    let zone = match field.data_type() {
+        datafusion_common::arrow::datatypes::DataType::Timestamp(_, zone) => zone.clone(),
+        _ => None,
+    };
+    Arc::new(TimestampMillisecondArray::from(instants_ms).with_timezone_opt(zone))
 }

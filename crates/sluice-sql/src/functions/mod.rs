@@ -84,12 +84,28 @@ const DEVIATIONS: &[(&str, &str)] = &[
 
 const COLLECTIONS: &str = "needs the ARRAY, MAP and ROW types (issue 18)";
 const OVER: &str = "Sluice has ROW_NUMBER, RANK and DENSE_RANK for Top-N and deduplication, and aggregates and LAG over OVER windows";
-const LEGACY_WINDOWS: &str = "legacy GROUP BY TUMBLE/HOP/SESSION windows are not built yet; use the window table functions (issue 18)";
 const BITMAP: &str = "the BITMAP type is not supported";
 const BYTES: &str = "the BYTES type is not supported yet (issue 18)";
 const TIME: &str = "the TIME type is not supported yet (issue 18)";
 const JSON: &str = "JSON functions are not built yet (issue 17)";
 const LATER: &str = "not built yet (issue 17)";
+
+/// The auxiliary functions of legacy group windows, rewritten onto window columns by
+/// `planner/legacy_windows.rs` (only with a `GROUP BY TUMBLE|HOP|SESSION(...)`).
+pub(crate) const GROUP_WINDOW_AUXILIARIES: &[&str] = &[
+    "tumble_start",
+    "tumble_end",
+    "tumble_rowtime",
+    "tumble_proctime",
+    "hop_start",
+    "hop_end",
+    "hop_rowtime",
+    "hop_proctime",
+    "session_start",
+    "session_end",
+    "session_rowtime",
+    "session_proctime",
+];
 
 /// Functions of Flink 2.3's list (`tests/functions/flink-2.3-functions.txt`) that Sluice
 /// does not have, with the reason; calling one is a "not supported" error naming it.
@@ -108,18 +124,6 @@ pub const NOT_SUPPORTED: &[(&str, &str)] = &[
         "lead",
         "a streaming OVER window ends at the current row (Flink has no LEAD in streaming either); use LAG",
     ),
-    ("tumble_start", LEGACY_WINDOWS),
-    ("tumble_end", LEGACY_WINDOWS),
-    ("tumble_rowtime", LEGACY_WINDOWS),
-    ("tumble_proctime", LEGACY_WINDOWS),
-    ("hop_start", LEGACY_WINDOWS),
-    ("hop_end", LEGACY_WINDOWS),
-    ("hop_rowtime", LEGACY_WINDOWS),
-    ("hop_proctime", LEGACY_WINDOWS),
-    ("session_start", LEGACY_WINDOWS),
-    ("session_end", LEGACY_WINDOWS),
-    ("session_rowtime", LEGACY_WINDOWS),
-    ("session_proctime", LEGACY_WINDOWS),
     ("grouping", "GROUPING SETS are not built yet (issue 18)"),
     ("grouping_id", "GROUPING SETS are not built yet (issue 18)"),
     ("current_watermark", "not built yet (issue 15)"),
@@ -260,6 +264,7 @@ impl FunctionRegistry {
             .chain(self.windows.keys())
             .map(String::as_str)
             .chain(syntax::REWRITTEN.iter().copied())
+            .chain(GROUP_WINDOW_AUXILIARIES.iter().copied())
             .filter(|n| !n.starts_with('$'))
             .map(str::to_uppercase)
             .collect();
