@@ -42,9 +42,10 @@ pub fn row_values(batch: &RecordBatch, row: usize) -> Result<Vec<String>> {
 fn value_text(array: &dyn Array, row: usize, options: &FormatOptions) -> Result<String> {
     if matches!(
         array.data_type(),
-        DataType::List(_) | DataType::Map(_, _) | DataType::Struct(_)
+        DataType::List(_) | DataType::Map(_, _) | DataType::Struct(_) | DataType::LargeBinary
     ) {
-        // Flink's `CAST(... AS STRING)` text: `[1, 2]`, `{a=1}`, `(1, one)`.
+        // Flink's `CAST(... AS STRING)` text: `[1, 2]`, `{a=1}`, `(1, one)`, a BITMAP's
+        // `{1,2}`.
         let one = array.slice(row, 1);
         let utc: sluice_common::time::Tz = "UTC".parse()?;
         let text = sluice_sql::functions::nested_texts(&one, &utc)?;

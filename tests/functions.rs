@@ -185,6 +185,23 @@ fn json_value(a: &dyn Array, i: usize) -> serde_json::Value {
             }
             Value::Object(obj)
         }
+        // BYTES as derive_flink.py writes them: x'<hex>'.
+        DataType::Binary => {
+            let hex: String = a
+                .as_binary::<i32>()
+                .value(i)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            text(format!("x'{hex}'"))
+        }
+        // A BITMAP as its CAST(... AS STRING) text (derive_flink.py's fallback).
+        DataType::LargeBinary => {
+            let utc = "UTC".parse().unwrap();
+            let one = a.slice(i, 1);
+            let texts = sluice_sql::functions::nested_texts(&one, &utc).unwrap();
+            text(texts[0].clone().unwrap())
+        }
         other => text(format!("<unsupported type {other}>")),
     }
 }

@@ -30,7 +30,9 @@ pub fn flink_type_name(dt: &DataType) -> String {
                 format!("TIMESTAMP({p})")
             }
         }
-        DataType::Binary | DataType::LargeBinary => "BYTES".into(),
+        DataType::Binary => "BYTES".into(),
+        // Flink 2.3's BITMAP: a serialized RoaringBitmap (sluice_sql::functions::bitmap).
+        DataType::LargeBinary => "BITMAP".into(),
         DataType::Null => "NULL".into(),
         DataType::List(f) | DataType::LargeList(f) => {
             format!("ARRAY<{}>", field_type_name(f))

@@ -270,13 +270,14 @@ fn scalar_type(
             params(p)?;
             (DataType::Binary, "BYTES".into())
         }
+        "BITMAP" => (DataType::LargeBinary, "BITMAP".into()),
         _ => {
             return Err(err_at(
                 tok.span.start,
                 format!(
                     "Expected: a data type (STRING, VARCHAR, BOOLEAN, TINYINT, SMALLINT, INT, \
                      BIGINT, FLOAT, DOUBLE, DECIMAL, DATE, TIME, TIMESTAMP, TIMESTAMP_LTZ, \
-                     BYTES, ARRAY, MAP, ROW), found: {upper}"
+                     BYTES, BITMAP, ARRAY, MAP, ROW), found: {upper}"
                 ),
             ))
         }

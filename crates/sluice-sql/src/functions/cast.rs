@@ -11,7 +11,8 @@
 //! - a ROW to a ROW of other field names: field by field, by position (rows are
 //!   structural in Flink: `r = ROW(1, 'one')` compares a `ROW<x, y>` with a
 //!   `ROW<EXPR$0, EXPR$1>`);
-//! - an ARRAY, MAP or ROW to STRING: `[1, 2]`, `{a=1}`, `(1, one)` ([`nested_texts`]).
+//! - an ARRAY, MAP, ROW or BITMAP to STRING: `[1, 2]`, `{a=1}`, `(1, one)`, `{1,2}`
+//!   ([`nested_texts`]).
 //!
 //! [`flink_casts`] replaces each such `Expr::Cast` in a planned query by [`FlinkCast`].
 
@@ -40,7 +41,14 @@ fn is_flink_rule(from: &DataType, to: &DataType) -> bool {
     use DataType::*;
     match (from, to) {
         (
-            Timestamp(_, _) | Float32 | Float64 | Boolean | List(_) | Map(_, _) | Struct(_),
+            Timestamp(_, _)
+            | Float32
+            | Float64
+            | Boolean
+            | List(_)
+            | Map(_, _)
+            | Struct(_)
+            | LargeBinary,
             Utf8 | LargeUtf8 | Utf8View,
         ) => true,
         (Float32 | Float64, t) if t.is_integer() => true,
@@ -224,7 +232,7 @@ fn flink_cast(a: &ArrayRef, to: &DataType, zone: &Tz) -> Result<ArrayRef> {
                 s.nulls().cloned(),
             )?)
         }
-        (List(_) | Map(_, _) | Struct(_), Utf8 | LargeUtf8 | Utf8View) => {
+        (List(_) | Map(_, _) | Struct(_) | LargeBinary, Utf8 | LargeUtf8 | Utf8View) => {
             let texts = nested_texts(a, zone)?;
             cast(
                 &(Arc::new(texts.into_iter().collect::<StringArray>()) as ArrayRef),
@@ -263,9 +271,9 @@ fn flink_cast(a: &ArrayRef, to: &DataType, zone: &Tz) -> Result<ArrayRef> {
     })
 }
 
-/// Each value of an `ARRAY`, `MAP` or `ROW` column as Flink's `CAST(... AS STRING)` writes
-/// it: `[1, 2]`, `{a=1, b=2}`, `(1, one)`; members as they cast to STRING, a NULL member as
-/// `NULL`; `None` for a NULL value.
+/// Each value of an `ARRAY`, `MAP`, `ROW` or `BITMAP` column as Flink's `CAST(... AS
+/// STRING)` writes it: `[1, 2]`, `{a=1, b=2}`, `(1, one)`, `{1,2}`; members as they cast to
+/// STRING, a NULL member as `NULL`; `None` for a NULL value.
 pub fn nested_texts(a: &ArrayRef, zone: &Tz) -> Result<Vec<Option<String>>> {
     use DataType::*;
     let member_texts = |m: &ArrayRef| -> Result<Vec<String>> {
@@ -327,7 +335,14 @@ pub fn nested_texts(a: &ArrayRef, zone: &Tz) -> Result<Vec<Option<String>>> {
                 }));
             }
         }
-        other => return datafusion_common::exec_err!("{other} is not an ARRAY, MAP or ROW"),
+        LargeBinary => {
+            for v in a.as_binary::<i64>().iter() {
+                out.push(v.map(super::bitmap::bitmap_text).transpose()?);
+            }
+        }
+        other => {
+            return datafusion_common::exec_err!("{other} is not an ARRAY, MAP, ROW or BITMAP")
+        }
     }
     Ok(out)
 }

@@ -10,6 +10,7 @@
 
 mod aggregates;
 mod arithmetic;
+pub mod bitmap;
 pub(crate) mod cast;
 mod collection;
 pub(crate) mod decimal;
@@ -84,7 +85,6 @@ const DEVIATIONS: &[(&str, &str)] = &[
 
 const COLLECTIONS: &str = "needs the ARRAY, MAP and ROW types (issue 18)";
 const OVER: &str = "Sluice has ROW_NUMBER, RANK and DENSE_RANK for Top-N and deduplication, and aggregates and LAG over OVER windows";
-const BITMAP: &str = "the BITMAP type is not supported";
 const BYTES: &str = "the BYTES type is not supported yet (issue 18)";
 const TIME: &str = "the TIME type is not supported yet (issue 18)";
 const JSON: &str = "JSON functions are not built yet (issue 17)";
@@ -136,24 +136,6 @@ pub const NOT_SUPPORTED: &[(&str, &str)] = &[
     ("encode", BYTES),
     ("decode", BYTES),
     ("unhex", BYTES),
-    ("bitmap_and", BITMAP),
-    ("bitmap_andnot", BITMAP),
-    ("bitmap_and_agg", BITMAP),
-    ("bitmap_and_cardinality_agg", BITMAP),
-    ("bitmap_build", BITMAP),
-    ("bitmap_build_agg", BITMAP),
-    ("bitmap_build_cardinality_agg", BITMAP),
-    ("bitmap_cardinality", BITMAP),
-    ("bitmap_from_bytes", BITMAP),
-    ("bitmap_or", BITMAP),
-    ("bitmap_or_agg", BITMAP),
-    ("bitmap_or_cardinality_agg", BITMAP),
-    ("bitmap_to_array", BITMAP),
-    ("bitmap_to_bytes", BITMAP),
-    ("bitmap_to_string", BITMAP),
-    ("bitmap_xor", BITMAP),
-    ("bitmap_xor_agg", BITMAP),
-    ("bitmap_xor_cardinality_agg", BITMAP),
     ("json", JSON),
     (
         "between symmetric",
@@ -203,6 +185,7 @@ impl FunctionRegistry {
             .chain(json::FUNCTIONS)
             .chain(misc::FUNCTIONS)
             .chain(collection::FUNCTIONS)
+            .chain(bitmap::FUNCTIONS)
         {
             scalars.insert(def.name.to_string(), def.udf(zone));
         }
@@ -229,6 +212,9 @@ impl FunctionRegistry {
             ("array_agg", aggregates::Pick::Array),
         ] {
             aggregates.insert(name.to_string(), aggregates::ArrivalOrder::udaf(name, pick));
+        }
+        for f in bitmap::aggregates() {
+            aggregates.insert(f.name().to_string(), f);
         }
         aggregates.insert(
             "sum".to_string(),

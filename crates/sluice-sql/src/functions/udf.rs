@@ -39,6 +39,10 @@ pub(crate) enum Arg {
     /// `type_union_resolution`, as for the branches of a `UNION`): `ARRAY[...]`'s elements,
     /// `ARRAY_CONCAT`'s arrays.
     Common,
+    /// A `BITMAP` (Arrow `LargeBinary`, see `bitmap`).
+    Bitmap,
+    /// `BYTES` (`BINARY`, `VARBINARY`) → `Binary`.
+    Bytes,
     /// Coerced to the element type of the first argument (an array's element, a map's
     /// key): the needle of `ARRAY_CONTAINS`, a map subscript.
     Element,
@@ -67,6 +71,10 @@ impl Arg {
             Arg::Any | Arg::Common | Arg::Element => Some(t.clone()),
             Arg::Array if matches!(t, List(_)) => Some(t.clone()),
             Arg::Map if matches!(t, Map(_, _)) => Some(t.clone()),
+            Arg::Bitmap if matches!(t, LargeBinary | Null) => Some(LargeBinary),
+            Arg::Bytes if matches!(t, Binary | BinaryView | FixedSizeBinary(_) | Null) => {
+                Some(Binary)
+            }
             _ => None,
         }
     }
@@ -81,6 +89,8 @@ impl Arg {
             Arg::Any | Arg::Common => "any value",
             Arg::Array => "an ARRAY",
             Arg::Map => "a MAP",
+            Arg::Bitmap => "a BITMAP",
+            Arg::Bytes => "BYTES",
             Arg::Element => "an element of the first argument",
         }
     }
