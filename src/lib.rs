@@ -23,6 +23,7 @@
 pub mod explain;
 pub mod format;
 mod jobs;
+pub mod nexmark;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -190,6 +190,7 @@ fn run_script(
         eprintln!("[WARN] '{}' contains no SQL statement", script.name);
     }
     let mut engine = Engine::new(EngineConfig::default());
+    sluice::nexmark::register_udfs(&mut engine);
     for pair in settings {
         let (key, value) = pair.split_once('=').ok_or_else(|| {
             Failure::Sql(SluiceError::Config(format!(

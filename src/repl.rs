@@ -434,6 +434,7 @@ pub fn run() -> u8 {
         }
     };
     let mut engine = Engine::new(EngineConfig::default());
+    sluice::nexmark::register_udfs(&mut engine);
     if interactive {
         println!(
             "Sluice {}: continuous SQL. End statements with ';'. HELP for help, QUIT or Ctrl-D to leave.",

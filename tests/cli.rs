@@ -583,3 +583,33 @@ fn piped_shell_waits_for_inserts_and_reports_failure() {
     assert!(String::from_utf8_lossy(&failed.stdout).contains("[ERROR] SQL error"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The binary registers Nexmark's user-defined functions (q14's `count_char`) in `sluice
+/// run` and in the shell (here with piped input); a library `Engine` does not.
+#[test]
+fn the_binary_registers_nexmark_functions() {
+    let script = "CREATE FUNCTION count_char AS 'com.github.nexmark.flink.udf.CountChar';\n\
+                  SELECT count_char('abcc', 'c') AS n;";
+    // 'abcc' has two 'c' (by hand).
+    for args in [&["run", "-e", script][..], &["run", "-"][..], &[][..]] {
+        let out = if args.contains(&"-e") {
+            sluice(args)
+        } else {
+            run_with_stdin(args, script)
+        };
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {stderr}");
+        assert!(
+            stdout.lines().any(|l| l.trim_end().ends_with(" 2 |")),
+            "{args:?}: {stdout}"
+        );
+    }
+    let mut engine = sluice::Engine::new(sluice::EngineConfig::default());
+    let err = engine
+        .sql("CREATE FUNCTION count_char AS 'com.github.nexmark.flink.udf.CountChar'")
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("register_udf"), "{err}");
+}

@@ -39,13 +39,16 @@ impl SluiceDb {
     /// from `seed`; only committed output counts (exactly-once through the two-phase
     /// result output).
     pub fn with_recovery(dir: PathBuf, recovery: Option<u64>) -> Self {
+        let mut engine = Engine::new(EngineConfig {
+            working_dir: Some(dir),
+            // Small batches exercise batch boundaries in every test.
+            batch_size: 3,
+            ..Default::default()
+        });
+        // As the `sluice` binary does (Nexmark q14's count_char).
+        sluice::nexmark::register_udfs(&mut engine);
         SluiceDb {
-            engine: Engine::new(EngineConfig {
-                working_dir: Some(dir),
-                // Small batches exercise batch boundaries in every test.
-                batch_size: 3,
-                ..Default::default()
-            }),
+            engine,
             recovery,
             jobs: 0,
         }

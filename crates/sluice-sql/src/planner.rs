@@ -165,6 +165,7 @@ impl Planner {
         let expr = to_rel
             .sql_to_expr(sql, schema, &mut PlannerContext::new())
             .and_then(crate::functions::literals::int_literals_in_expr)
+            .and_then(|e| crate::functions::decimal::flink_decimals_in_expr(e, schema))
             .map_err(|e| df_error(e, &self.catalog))?;
         let mut rewriter = TypeCoercionRewriter::new(schema);
         let expr = expr
@@ -421,6 +422,7 @@ impl Planner {
         let plan = to_rel
             .sql_statement_to_plan(ast::Statement::Query(ast_query))
             .and_then(crate::functions::literals::int_literals)
+            .and_then(crate::functions::decimal::flink_decimal_arithmetic)
             .map_err(|e| df_error(e, &self.catalog))?;
         let plan = Analyzer::new()
             .execute_and_check(plan, &ctx.options, |_, _| {})

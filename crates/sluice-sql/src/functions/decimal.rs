@@ -121,7 +121,16 @@ impl ScalarUDFImpl for DecimalOp {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        super::udf::on_arrays(&args, true, |a, _| self.apply(&a[0], &a[1]))
+        // Planned before type coercion, an operand may be an integer: its DECIMAL.
+        let as_decimal = |x: &ArrayRef| -> Result<ArrayRef> {
+            Ok(match x.data_type() {
+                DataType::Decimal128(_, _) => Arc::clone(x),
+                _ => datafusion_common::arrow::compute::cast(x, &DataType::Decimal128(38, 0))?,
+            })
+        };
+        super::udf::on_arrays(&args, true, |a, _| {
+            self.apply(&as_decimal(&a[0])?, &as_decimal(&a[1])?)
+        })
     }
 }
 
@@ -318,8 +327,13 @@ fn decimals_in(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
                     | Operator::Modulo
             ) =>
         {
-            let both_decimal = matches!(left.get_type(schema)?, DataType::Decimal128(_, _))
-                && matches!(right.get_type(schema)?, DataType::Decimal128(_, _));
+            // Both DECIMAL after type coercion; before it (the first pass, so that what
+            // consumes the result is coerced for Flink's type), a DECIMAL and an integer.
+            let (lt, rt) = (left.get_type(schema)?, right.get_type(schema)?);
+            let decimal = |t: &DataType| matches!(t, DataType::Decimal128(_, _));
+            let both_decimal = (decimal(&lt) || lt.is_integer())
+                && (decimal(&rt) || rt.is_integer())
+                && (decimal(&lt) || decimal(&rt));
             let types = (
                 flink_decimal(&left, schema)?,
                 flink_decimal(&right, schema)?,
@@ -346,15 +360,37 @@ fn decimals_in(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
     })
 }
 
+/// [`decimals_in`], then DataFusion's type coercion again where something changed: an
+/// operation now has Flink's result type, which what consumes its value was not coerced
+/// for (`0.908 * price > 1000000` compares a DECIMAL(22, 3) with the DECIMAL that
+/// DataFusion's product type was coerced against; Arrow compares only equal decimal
+/// types).
+fn decimals_coerced(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
+    let t = decimals_in(e, schema)?;
+    if !t.transformed {
+        return Ok(t);
+    }
+    let mut coercion =
+        datafusion_optimizer::analyzer::type_coercion::TypeCoercionRewriter::new(schema);
+    Ok(Transformed::yes(t.data.rewrite(&mut coercion)?.data))
+}
+
 /// [`flink_decimals`] for one expression over `schema`.
 pub(crate) fn flink_decimals_in_expr(e: Expr, schema: &DFSchema) -> Result<Expr> {
-    decimals_in(e, schema).map(|t| t.data)
+    decimals_coerced(e, schema).map(|t| t.data)
+}
+
+/// A planned query, before type coercion, with Flink's DECIMAL arithmetic, so that what
+/// consumes each result (`COALESCE`, a comparison, `CASE`) is coerced for Flink's result
+/// type. [`flink_decimals`] after coercion does the rest.
+pub(crate) fn flink_decimal_arithmetic(plan: LogicalPlan) -> Result<LogicalPlan> {
+    super::rewrite::rewrite_plan(plan, &decimals_in)
 }
 
 /// A planned query with Flink's DECIMAL arithmetic (output names kept:
 /// [`super::rewrite`]).
 pub(crate) fn flink_decimals(plan: LogicalPlan) -> Result<LogicalPlan> {
-    super::rewrite::rewrite_plan(plan, &decimals_in)
+    super::rewrite::rewrite_plan(plan, &decimals_coerced)
 }
 
 #[cfg(test)]
