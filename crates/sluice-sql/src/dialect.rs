@@ -226,6 +226,10 @@ impl Dialect for FlinkDialect {
     fn supports_named_fn_args_with_assignment_operator(&self) -> bool {
         GENERIC.supports_named_fn_args_with_assignment_operator()
     }
+    /// `JSON_OBJECT(KEY <expression> VALUE v)`: a key can be any expression (Flink).
+    fn supports_named_fn_args_with_expr_name(&self) -> bool {
+        true
+    }
     fn supports_struct_literal(&self) -> bool {
         GENERIC.supports_struct_literal()
     }

@@ -1145,8 +1145,8 @@ fn map_constructor_calls(mut tokens: Vec<TokenWithSpan>) -> Result<Vec<TokenWith
     Ok(tokens)
 }
 
-/// Drops the optional `KEY` before a key in `JSON_OBJECT(KEY 'k' VALUE v, ...)` (Flink's
-/// syntax; sqlparser reads `'k' VALUE v` only).
+/// Drops the optional `KEY` before a key in `JSON_OBJECT(KEY 'k' VALUE v, ...)` and
+/// `JSON_OBJECTAGG(KEY k VALUE v)` (Flink's syntax; sqlparser reads `'k' VALUE v` only).
 fn drop_json_object_key_words(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
     let mut out: Vec<TokenWithSpan> = Vec::with_capacity(tokens.len());
     // For each open parenthesis: whether it opens a JSON_OBJECT call.
@@ -1155,7 +1155,9 @@ fn drop_json_object_key_words(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> 
     for (i, t) in tokens.iter().enumerate() {
         match &t.token {
             Token::LParen => {
-                parens.push(matches!(&last, Some(Token::Word(w)) if w.value.eq_ignore_ascii_case("JSON_OBJECT")));
+                parens.push(matches!(&last, Some(Token::Word(w))
+                    if w.value.eq_ignore_ascii_case("JSON_OBJECT")
+                        || w.value.eq_ignore_ascii_case("JSON_OBJECTAGG")));
             }
             Token::RParen => {
                 parens.pop();

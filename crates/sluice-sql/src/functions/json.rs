@@ -74,7 +74,7 @@ pub(crate) const FUNCTIONS: &[Def] = &[
 /// JSON_ARRAY), or a value encoded as Flink's JSON functions encode it (strings quoted,
 /// numbers and booleans as they are, a DOUBLE as Jackson writes it: `1.0E+20`, temporal
 /// values as their text). `None` for NULL.
-fn json_of(a: &ArrayRef, i: usize, raw: bool) -> Result<Option<String>> {
+pub(crate) fn json_of(a: &ArrayRef, i: usize, raw: bool) -> Result<Option<String>> {
     use datafusion_common::arrow::array::{Array, AsArray};
     use datafusion_common::ScalarValue as S;
     if a.data_type().is_nested() {

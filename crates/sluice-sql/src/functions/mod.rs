@@ -17,6 +17,7 @@ pub(crate) mod decimal;
 mod hash;
 mod java_time;
 mod json;
+mod json_agg;
 pub(crate) mod literals;
 mod misc;
 mod planner;
@@ -145,8 +146,6 @@ pub const NOT_SUPPORTED: &[(&str, &str)] = &[
         "not between symmetric",
         "BETWEEN SYMMETRIC is not parsed yet (issue 22)",
     ),
-    ("json_arrayagg", JSON),
-    ("json_objectagg", JSON),
     ("approx_count_distinct", LATER),
     ("percentile", LATER),
     ("printf", LATER),
@@ -213,7 +212,10 @@ impl FunctionRegistry {
         ] {
             aggregates.insert(name.to_string(), aggregates::ArrivalOrder::udaf(name, pick));
         }
-        for f in bitmap::aggregates() {
+        for f in bitmap::aggregates()
+            .into_iter()
+            .chain(json_agg::aggregates())
+        {
             aggregates.insert(f.name().to_string(), f);
         }
         aggregates.insert(

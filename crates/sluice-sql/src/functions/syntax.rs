@@ -27,6 +27,8 @@ pub(crate) const REWRITTEN: &[&str] = &[
     "least",
     "json_object",
     "json_array",
+    "json_objectagg",
+    "json_arrayagg",
     "extract",
 ];
 
@@ -41,15 +43,17 @@ fn string(s: &str) -> ast::Expr {
 /// the mode is `NULL` or `ABSENT` (Flink's defaults: NULL ON NULL for objects, ABSENT ON
 /// NULL for arrays), and a kind per value says whether it is JSON already (`j`: a nested
 /// JSON_OBJECT / JSON_ARRAY) or a value to encode (`v`). `None` for other argument forms.
+///
+/// The aggregates `JSON_OBJECTAGG([KEY] k VALUE v [mode])` and `JSON_ARRAYAGG(v [mode])`
+/// become `$json_objectagg('<mode>:<kind>', k, v)` / `$json_arrayagg('<mode>:<kind>', v)`
+/// (same defaults), keeping their `FILTER`.
 fn json_constructor(f: &ast::Function) -> Option<ast::Expr> {
-    let object = f.name.to_string().eq_ignore_ascii_case("json_object");
+    let name = f.name.to_string().to_ascii_lowercase();
+    let object = name.starts_with("json_object");
+    let internal = format!("${name}");
     let FunctionArguments::List(list) = &f.args else {
         return Some(internal_call(
-            if object {
-                "$json_object"
-            } else {
-                "$json_array"
-            },
+            &internal,
             vec![string(if object { "NULL:" } else { "ABSENT:" })],
         ));
     };
@@ -95,8 +99,11 @@ fn json_constructor(f: &ast::Function) -> Option<ast::Expr> {
                     operator: ast::FunctionArgOperator::Value,
                 },
             ) => {
-                // The parser reads the key `'k'` as a quoted name.
-                args.push(string(&name.value));
+                // The parser reads a key `'k'` as a quoted name, a column key `k` as a name.
+                args.push(match name.quote_style {
+                    Some('\'') => string(&name.value),
+                    _ => ast::Expr::Identifier(name.clone()),
+                });
                 kinds.push(if is_json(v) { 'j' } else { 'v' });
                 args.push(v.clone());
             }
@@ -108,14 +115,14 @@ fn json_constructor(f: &ast::Function) -> Option<ast::Expr> {
         }
     }
     args.insert(0, string(&format!("{mode}:{kinds}")));
-    Some(internal_call(
-        if object {
-            "$json_object"
-        } else {
-            "$json_array"
-        },
-        args,
-    ))
+    if name.ends_with("agg") && kinds.len() != 1 {
+        return None;
+    }
+    let mut call = internal_call(&internal, args);
+    if let ast::Expr::Function(g) = &mut call {
+        g.filter = f.filter.clone();
+    }
+    Some(call)
 }
 
 /// The arguments of a plain call `f(a, b, ...)` (no DISTINCT, ORDER BY, FILTER or OVER).
@@ -313,7 +320,7 @@ impl VisitorMut for FlinkSyntax {
                 if f.over.is_none()
                     && matches!(
                         f.name.to_string().to_ascii_lowercase().as_str(),
-                        "json_object" | "json_array"
+                        "json_object" | "json_array" | "json_objectagg" | "json_arrayagg"
                     ) =>
             {
                 if let Some(call) = json_constructor(f) {
