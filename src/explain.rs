@@ -216,6 +216,7 @@ fn state(node: &PlanNode, keys: Option<&[Vec<String>]>, ctx: &ExplainContext) ->
         OperatorSpec::Source(_)
         | OperatorSpec::Filter { .. }
         | OperatorSpec::Project { .. }
+        | OperatorSpec::Unnest { .. }
         | OperatorSpec::WindowAssign { .. }
         | OperatorSpec::LookupJoin(_)
         | OperatorSpec::Union
@@ -320,6 +321,19 @@ fn label(node: &PlanNode) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
+        OperatorSpec::Unnest { lists, nulls } => {
+            let input = node.input().schema.as_arrow();
+            let names: Vec<&str> = lists
+                .iter()
+                .map(|&i| input.field(i).name().as_str())
+                .collect();
+            let nulls = match nulls {
+                sluice_common::plan::UnnestNulls::Drop => "",
+                sluice_common::plan::UnnestNulls::Preserve => ", NULL array kept",
+                sluice_common::plan::UnnestNulls::PreserveEmpty => ", NULL or empty array kept",
+            };
+            format!("Unnest: {}{nulls}", names.join(", "))
+        }
         OperatorSpec::WindowAssign { window, .. } => format!("WindowAssign: {window}"),
         OperatorSpec::Union => format!("Union: all, {} inputs", node.inputs.len()),
         OperatorSpec::ChangelogNormalize { key } => format!(

@@ -20,6 +20,7 @@ use crate::operators::interval_join::IntervalJoinOperator;
 use crate::operators::join::{JoinInput, JoinOperator};
 use crate::operators::session_aggregate::SessionAggregateOperator;
 use crate::operators::stateless::{FilterOperator, ProjectOperator, UnionOperator};
+use crate::operators::unnest::UnnestOperator;
 use crate::operators::window_aggregate::{AggregateCall, WindowAggregateOperator, WindowSource};
 use crate::operators::window_assign::WindowAssignOperator;
 use crate::operators::window_join::{WindowJoinInput, WindowJoinOperator};
@@ -71,6 +72,9 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
             physical_all(exprs, in_schema)?,
             out_schema,
         )),
+        OperatorSpec::Unnest { lists, nulls } => {
+            Box::new(UnnestOperator::new(lists.clone(), *nulls, out_schema))
+        }
         OperatorSpec::WindowAssign {
             window,
             time_column,

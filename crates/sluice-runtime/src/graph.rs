@@ -129,6 +129,7 @@ pub fn routing_keys(node: &PlanNode) -> Option<Vec<RoutingKeys>> {
         OperatorSpec::Source(_)
         | OperatorSpec::Filter { .. }
         | OperatorSpec::Project { .. }
+        | OperatorSpec::Unnest { .. }
         | OperatorSpec::WindowAssign { .. }
         | OperatorSpec::LookupJoin(_)
         | OperatorSpec::Union

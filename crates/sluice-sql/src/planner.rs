@@ -41,6 +41,7 @@ mod joins;
 mod legacy_windows;
 mod ordered;
 mod temporal;
+mod unnest;
 mod values;
 use crate::parser::{CreateTable, QueryStatement, TvfKind, WindowTvfCall};
 
@@ -419,6 +420,7 @@ impl Planner {
         ordered::inline_named_windows(&mut ast_query);
         ordered::fetch_as_limit(&mut ast_query);
         crate::names::name_select_items(&mut ast_query);
+        unnest::ordinality(&mut ast_query);
         let plan = to_rel
             .sql_statement_to_plan(ast::Statement::Query(ast_query))
             .and_then(crate::functions::literals::int_literals)
@@ -428,6 +430,7 @@ impl Planner {
             .execute_and_check(plan, &ctx.options, |_, _| {})
             .map_err(|e| df_error(e, &self.catalog))?;
         let plan = rewrite_needed_simplifications(plan)
+            .and_then(unnest::decorrelate)
             .and_then(crate::functions::decimal::flink_decimals)
             .and_then(|p| crate::functions::cast::flink_casts(p, self.time_zone))
             .map_err(|e| df_error(e, &self.catalog))?;
@@ -589,6 +592,7 @@ impl Planner {
             LogicalPlan::Join(j) => self.lower_join(j),
             LogicalPlan::Union(u) => self.lower_union(u),
             LogicalPlan::Window(w) => self.lower_over(w),
+            LogicalPlan::Unnest(u) => self.lower_unnest(u),
             LogicalPlan::Distinct(datafusion_expr::logical_plan::Distinct::All(input)) => {
                 // SELECT DISTINCT: an updating aggregate keyed by every column.
                 let planned = self.lower(input)?;
@@ -1387,6 +1391,11 @@ pub(crate) fn df_error(e: DataFusionError, catalog: &Catalog) -> SluiceError {
                 "Unknown function '{}': not one of Flink's built-in functions (SHOW FUNCTIONS lists them).{hint}",
                 name.to_uppercase()
             )
+        }
+        DataFusionError::Plan(m) if m.starts_with("unnest() can only be applied to") => {
+            "UNNEST takes an ARRAY (UNNEST of a MAP is not supported yet: \
+             UNNEST(MAP_KEYS(m), MAP_VALUES(m)) gives its entries)"
+                .to_string()
         }
         DataFusionError::Plan(m) => m.clone(),
         // DataFusion reports operands that have no common type as an internal error

@@ -65,6 +65,7 @@ impl PlanNode {
             | OperatorSpec::MatchRecognize(_) => false,
             OperatorSpec::Filter { .. }
             | OperatorSpec::Project { .. }
+            | OperatorSpec::Unnest { .. }
             | OperatorSpec::LookupJoin(_)
             | OperatorSpec::Union
             | OperatorSpec::Limit { .. }
@@ -88,6 +89,16 @@ pub enum OperatorSpec {
     Project {
         /// One expression per output column, over the input schema.
         exprs: Vec<Expr>,
+    },
+    /// `CROSS JOIN UNNEST(array, ...)` (Flink SQL "Joins > Array Expansion"): each input
+    /// row once per element of its arrays (zipped: as many rows as the longest, the shorter
+    /// padded with NULL). Output: the input columns in order, each unnested array column
+    /// replaced by its element column; the other columns repeated.
+    Unnest {
+        /// Indices (input schema) of the `ARRAY` columns unnested.
+        lists: Vec<usize>,
+        /// What a NULL or empty array gives.
+        nulls: UnnestNulls,
     },
     /// Window table function without aggregation: appends `window_start`, `window_end`
     /// and `window_time` (all `TIMESTAMP(3)`) to every row, once per window the row
@@ -681,6 +692,17 @@ pub enum WindowInput {
         /// Index of the time attribute in the input.
         time_column: usize,
     },
+}
+
+/// What [`OperatorSpec::Unnest`] makes of a row whose arrays are all NULL or empty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnnestNulls {
+    /// No row (`CROSS JOIN UNNEST`).
+    Drop,
+    /// A NULL array gives one row with NULL elements; an empty one none.
+    Preserve,
+    /// Both give one row with NULL elements (`LEFT JOIN UNNEST(...) ON TRUE`).
+    PreserveEmpty,
 }
 
 /// The source of one `GROUP BY` output column of a window aggregate.

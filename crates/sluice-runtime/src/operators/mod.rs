@@ -14,6 +14,7 @@ pub mod session_aggregate;
 pub mod sort;
 pub mod stateless;
 pub mod temporal_join;
+pub mod unnest;
 pub mod window_aggregate;
 pub mod window_assign;
 pub mod window_join;

@@ -36,6 +36,8 @@ pub(crate) const FUNCTIONS: &[Def] = &[
     Def::new("map", &[&[Common, Any]], ret_map, make_map).pairs(),
     Def::new("row", &[&[Any]], ret_row, make_row).variadic(),
     Def::new("cardinality", &[&[Arr], &[Map]], ret_int, cardinality),
+    // `UNNEST(...) WITH ORDINALITY`'s positions: [1, ..., longest array's length].
+    Def::new("$ordinals", &[&[Arr]], ret_ordinals, ordinals).variadic(),
     Def::new("element", &[&[Arr]], ret_element, element),
     Def::new("array_append", &[&[Arr, Element]], ret_first, append),
     Def::new("array_prepend", &[&[Arr, Element]], ret_first, prepend),
@@ -499,6 +501,34 @@ fn make_row(c: &Call) -> Result<ArrayRef> {
     Ok(Arc::new(StructArray::try_new(
         fields.clone(),
         columns,
+        None,
+    )?))
+}
+
+fn ret_ordinals(_: Types, _: Consts) -> Result<DataType> {
+    Ok(array_type(DataType::Int32, false))
+}
+
+fn ordinals(c: &Call) -> Result<ArrayRef> {
+    let lists: Vec<_> = c.args.iter().map(|a| a.as_list::<i32>()).collect();
+    let mut offsets = vec![0i32];
+    let mut values = Vec::new();
+    for i in 0..c.rows {
+        let longest = lists
+            .iter()
+            .map(|l| if l.is_null(i) { 0 } else { l.value_length(i) })
+            .max()
+            .unwrap_or(0);
+        values.extend(1..=longest);
+        offsets.push(values.len() as i32);
+    }
+    let DataType::List(item) = ret_ordinals(&[], &[])? else {
+        unreachable!("an array type")
+    };
+    Ok(Arc::new(ListArray::try_new(
+        item,
+        OffsetBuffer::new(offsets.into()),
+        Arc::new(Int32Array::from(values)),
         None,
     )?))
 }

@@ -304,6 +304,13 @@ impl VisitorMut for FlinkSyntax {
                     _ => {}
                 }
             }
+            // `ARRAY[a, ...]` as the `$array` call it is planned as anyway: DataFusion plans
+            // an array literal's elements without the outer query, so `UNNEST(ARRAY[c])`
+            // could not read the row's column `c`. (An empty one is refused by
+            // `functions::planner`.)
+            ast::Expr::Array(a) if !a.elem.is_empty() => {
+                *expr = internal_call("$array", a.elem.clone());
+            }
             // A number with an exponent is a DOUBLE (Calcite); other numbers with a point
             // are DECIMAL (the planner parses them so).
             ast::Expr::Value(v) if matches!(&v.value, Value::Number(n, _) if n.contains(['e', 'E'])) =>
