@@ -217,6 +217,7 @@ fn state(node: &PlanNode, keys: Option<&[Vec<String>]>, ctx: &ExplainContext) ->
         | OperatorSpec::Filter { .. }
         | OperatorSpec::Project { .. }
         | OperatorSpec::Unnest { .. }
+        | OperatorSpec::Expand { .. }
         | OperatorSpec::WindowAssign { .. }
         | OperatorSpec::LookupJoin(_)
         | OperatorSpec::Union
@@ -321,6 +322,9 @@ fn label(node: &PlanNode) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
+        OperatorSpec::Expand { projections } => {
+            format!("Expand: {} grouping sets", projections.len())
+        }
         OperatorSpec::Unnest { lists, nulls } => {
             let input = node.input().schema.as_arrow();
             let names: Vec<&str> = lists

@@ -423,6 +423,8 @@ fn every_flink_function_is_checked_or_refused() {
         ("DENSE_RANK", "tests/slt/ordered/top_n.slt"),
         ("LAG", "tests/slt/ordered/over.slt"),
         ("PROCTIME", "tests/slt/ordered/processing_time.slt"),
+        ("GROUPING", "tests/slt/aggregates/grouping_sets.slt"),
+        ("GROUPING_ID", "tests/slt/aggregates/grouping_sets.slt"),
         ("TUMBLE_START", "tests/slt/windows/legacy_group_windows.slt"),
         ("TUMBLE_END", "tests/slt/windows/legacy_group_windows.slt"),
         (

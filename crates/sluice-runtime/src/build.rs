@@ -19,7 +19,7 @@ use crate::operators::group_aggregate::GroupAggregateOperator;
 use crate::operators::interval_join::IntervalJoinOperator;
 use crate::operators::join::{JoinInput, JoinOperator};
 use crate::operators::session_aggregate::SessionAggregateOperator;
-use crate::operators::stateless::{FilterOperator, ProjectOperator, UnionOperator};
+use crate::operators::stateless::{ExpandOperator, FilterOperator, ProjectOperator, UnionOperator};
 use crate::operators::unnest::UnnestOperator;
 use crate::operators::window_aggregate::{AggregateCall, WindowAggregateOperator, WindowSource};
 use crate::operators::window_assign::WindowAssignOperator;
@@ -70,6 +70,13 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
         }
         OperatorSpec::Project { exprs } => Box::new(ProjectOperator::new(
             physical_all(exprs, in_schema)?,
+            out_schema,
+        )),
+        OperatorSpec::Expand { projections } => Box::new(ExpandOperator::new(
+            projections
+                .iter()
+                .map(|exprs| physical_all(exprs, in_schema))
+                .collect::<Result<Vec<_>>>()?,
             out_schema,
         )),
         OperatorSpec::Unnest { lists, nulls } => {

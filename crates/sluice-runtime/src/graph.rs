@@ -130,6 +130,7 @@ pub fn routing_keys(node: &PlanNode) -> Option<Vec<RoutingKeys>> {
         | OperatorSpec::Filter { .. }
         | OperatorSpec::Project { .. }
         | OperatorSpec::Unnest { .. }
+        | OperatorSpec::Expand { .. }
         | OperatorSpec::WindowAssign { .. }
         | OperatorSpec::LookupJoin(_)
         | OperatorSpec::Union

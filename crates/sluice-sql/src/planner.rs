@@ -37,6 +37,7 @@ use crate::catalog::{
 };
 use crate::match_recognize::PlannedMatchRecognize;
 
+mod grouping_sets;
 mod joins;
 mod legacy_windows;
 mod ordered;
@@ -1111,15 +1112,15 @@ impl Planner {
     }
 
     fn lower_aggregate(&self, agg: &Aggregate) -> Result<Planned> {
-        let input = self.lower(&agg.input)?;
-        let in_schema = Arc::clone(&input.node.schema);
         if agg
             .group_expr
             .iter()
             .any(|e| matches!(e, Expr::GroupingSet(_)))
         {
-            return not_supported!("GROUPING SETS, ROLLUP and CUBE");
+            return self.lower_grouping_sets(agg);
         }
+        let input = self.lower(&agg.input)?;
+        let in_schema = Arc::clone(&input.node.schema);
         let column_index = |e: &Expr| match unalias(e) {
             Expr::Column(c) => in_schema.index_of_column(c).ok(),
             _ => None,

@@ -66,6 +66,7 @@ impl PlanNode {
             OperatorSpec::Filter { .. }
             | OperatorSpec::Project { .. }
             | OperatorSpec::Unnest { .. }
+            | OperatorSpec::Expand { .. }
             | OperatorSpec::LookupJoin(_)
             | OperatorSpec::Union
             | OperatorSpec::Limit { .. }
@@ -89,6 +90,13 @@ pub enum OperatorSpec {
     Project {
         /// One expression per output column, over the input schema.
         exprs: Vec<Expr>,
+    },
+    /// Each input row once per projection (Flink's `Expand`): `GROUPING SETS`, `ROLLUP`
+    /// and `CUBE` give one row per grouping set, the keys outside the set NULL, and the
+    /// set's grouping id.
+    Expand {
+        /// Per grouping set, one expression per output column, over the input schema.
+        projections: Vec<Vec<Expr>>,
     },
     /// `CROSS JOIN UNNEST(array, ...)` (Flink SQL "Joins > Array Expansion"): each input
     /// row once per element of its arrays (zipped: as many rows as the longest, the shorter

@@ -103,6 +103,43 @@ impl Operator for ProjectOperator {
     }
 }
 
+/// Each row once per projection (Flink's `Expand`, for `GROUPING SETS`, `ROLLUP`, `CUBE`):
+/// projection `k` gives every input row evaluated by its expressions, with the row's
+/// watermark and change kind. Stateless.
+pub struct ExpandOperator {
+    projections: Vec<Vec<Arc<dyn PhysicalExpr>>>,
+    schema: SchemaRef,
+}
+
+impl ExpandOperator {
+    /// Projections producing `schema` (one expression per field each).
+    pub fn new(projections: Vec<Vec<Arc<dyn PhysicalExpr>>>, schema: SchemaRef) -> Self {
+        ExpandOperator {
+            projections,
+            schema,
+        }
+    }
+}
+
+impl Operator for ExpandOperator {
+    fn name(&self) -> &'static str {
+        "Expand"
+    }
+
+    fn process_batch(&mut self, batch: StreamBatch, out: &mut Collector) -> Result<()> {
+        for exprs in &self.projections {
+            let columns = evaluate_all(exprs, &batch.data)?;
+            let data = batch_with_schema(&self.schema, columns, batch.num_rows())?;
+            out.emit(StreamBatch {
+                data,
+                row_watermarks: batch.row_watermarks.clone(),
+                ops: batch.ops.clone(),
+            });
+        }
+        Ok(())
+    }
+}
+
 /// `UNION ALL`: every row of every input, as it arrives, re-labelled with the output
 /// schema (the first input's column names). Row kinds and per-row watermarks go with
 /// their rows; the task's input gate combines the inputs' watermarks (the minimum).

@@ -70,8 +70,12 @@ const DATAFUSION_SCALARS: &[(&str, &str)] = &[
 ];
 
 /// Flink aggregate functions taken from DataFusion: (Flink name, DataFusion name).
-const DATAFUSION_AGGREGATES: &[(&str, &str)] =
-    &[("count", "count"), ("min", "min"), ("max", "max")];
+const DATAFUSION_AGGREGATES: &[(&str, &str)] = &[
+    ("count", "count"),
+    ("min", "min"),
+    ("max", "max"),
+    ("grouping", "grouping"),
+];
 
 /// Flink aggregates computed by a DataFusion aggregate with Flink's result type
 /// ([`aggregates::FlinkTyped`]): (Flink name, DataFusion name).
@@ -125,8 +129,6 @@ pub const NOT_SUPPORTED: &[(&str, &str)] = &[
         "lead",
         "a streaming OVER window ends at the current row (Flink has no LEAD in streaming either); use LAG",
     ),
-    ("grouping", "GROUPING SETS are not built yet (issue 18)"),
-    ("grouping_id", "GROUPING SETS are not built yet (issue 18)"),
     ("current_watermark", "not built yet (issue 15)"),
     (
         "current_row_timestamp",

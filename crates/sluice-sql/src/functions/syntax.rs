@@ -29,6 +29,7 @@ pub(crate) const REWRITTEN: &[&str] = &[
     "json_array",
     "json_objectagg",
     "json_arrayagg",
+    "grouping_id",
     "extract",
 ];
 
@@ -303,6 +304,24 @@ impl VisitorMut for FlinkSyntax {
                     }
                     _ => {}
                 }
+            }
+            // `GROUPING(a, ...)` and `GROUPING_ID(a, ...)`: DataFusion's `grouping` (a bit
+            // per argument, the first the highest), as Flink's BIGINT.
+            ast::Expr::Function(f)
+                if matches!(
+                    f.name.to_string().to_ascii_lowercase().as_str(),
+                    "grouping" | "grouping_id"
+                ) && f.over.is_none() =>
+            {
+                let mut g = f.clone();
+                g.name = ObjectName::from(vec![Ident::new("grouping")]);
+                *expr = ast::Expr::Cast {
+                    kind: ast::CastKind::Cast,
+                    expr: Box::new(ast::Expr::Function(g)),
+                    data_type: ast::DataType::BigInt(None),
+                    array: false,
+                    format: None,
+                };
             }
             // `ARRAY[a, ...]` as the `$array` call it is planned as anyway: DataFusion plans
             // an array literal's elements without the outer query, so `UNNEST(ARRAY[c])`
