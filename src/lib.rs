@@ -568,6 +568,40 @@ impl Engine {
                     ct.name
                 )))
             }
+            Statement::CreateTableAs { table, query } => {
+                if table.if_not_exists && self.planner.catalog().contains(&table.name) {
+                    return Ok(StatementResult::Done(format!(
+                        "Table '{}' already exists.",
+                        table.name
+                    )));
+                }
+                self.planner.create_table_as(table, query)?;
+                // The table exists only if its job starts (Flink's CTAS is atomic in the
+                // same sense: a failed submission leaves no table).
+                let started = self
+                    .planner
+                    .plan_insert(&table.name, query)
+                    .and_then(|plan| sluice_runtime::start(&plan, &self.job_config()?));
+                match started {
+                    Ok(job) => Ok(StatementResult::Insert(job)),
+                    Err(e) => {
+                        let _ = self.planner.drop_relation(&table.name, false, true);
+                        Err(e)
+                    }
+                }
+            }
+            Statement::AlterTable {
+                name,
+                if_exists,
+                change,
+            } => {
+                let altered = self.planner.alter_table(name, *if_exists, change)?;
+                Ok(StatementResult::Done(if altered {
+                    "Alter table succeeded!".to_string()
+                } else {
+                    format!("Table '{name}' does not exist; nothing altered.")
+                }))
+            }
             Statement::CreateView {
                 name,
                 if_not_exists,

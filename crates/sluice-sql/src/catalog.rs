@@ -45,6 +45,9 @@ pub struct TableDef {
     pub primary_key: Vec<String>,
     /// `WITH` options.
     pub options: ConnectorOptions,
+    /// The definition as declared (after `LIKE` merging): the source of a later `LIKE`
+    /// or `ALTER TABLE`.
+    pub definition: crate::parser::CreateTable,
 }
 
 /// Display facts of one column, for DESCRIBE.

@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 pub mod catalog;
+pub mod ddl;
 pub mod dialect;
 pub mod flink_types;
 pub mod functions;

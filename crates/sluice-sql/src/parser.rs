@@ -42,8 +42,25 @@ pub struct ParsedStatement {
 /// The statements Sluice runs.
 #[derive(Debug, Clone)]
 pub enum Statement {
-    /// `CREATE [TEMPORARY] TABLE name (...) WITH (...)`.
+    /// `CREATE [TEMPORARY] TABLE name (...) WITH (...) [LIKE source (...)]`.
     CreateTable(CreateTable),
+    /// `CREATE TABLE name WITH (...) AS query` (CTAS): a table of the query's columns, and
+    /// a job that writes the query's rows into it.
+    CreateTableAs {
+        /// The table (no columns: they are the query's).
+        table: CreateTable,
+        /// The query.
+        query: QueryStatement,
+    },
+    /// `ALTER TABLE [IF EXISTS] name SET (...) | RESET (...) | RENAME TO new`.
+    AlterTable {
+        /// The table.
+        name: String,
+        /// `IF EXISTS`: altering a table that does not exist is not an error.
+        if_exists: bool,
+        /// The change.
+        change: AlterTable,
+    },
     /// `CREATE [TEMPORARY] VIEW name AS query`.
     CreateView {
         /// View name.
@@ -215,6 +232,19 @@ pub struct CreateTable {
     pub primary_key: Vec<String>,
     /// `WITH ('key' = 'value', ...)`, in written order.
     pub options: Vec<(String, String)>,
+    /// `LIKE source (...)`: merged with the source's definition when created.
+    pub like: Option<crate::ddl::LikeClause>,
+}
+
+/// What `ALTER TABLE` changes.
+#[derive(Debug, Clone)]
+pub enum AlterTable {
+    /// `SET ('key' = 'value', ...)`: options added or replaced.
+    Set(Vec<(String, String)>),
+    /// `RESET ('key', ...)`: options removed.
+    Reset(Vec<String>),
+    /// `RENAME TO new`.
+    Rename(String),
 }
 
 /// A column of `CREATE TABLE`.
@@ -519,6 +549,9 @@ impl StatementParser {
         if is(0, "END") && lead.len() == 1 {
             return Ok(Statement::EndStatementSet);
         }
+        if is(0, "ALTER") && is(1, "TABLE") {
+            return self.parse_alter_table();
+        }
         if is(0, "SET") {
             return self.parse_set();
         }
@@ -669,11 +702,12 @@ impl StatementParser {
         p.next_token(); // TABLE
         let if_not_exists = p.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
         let name = object_name(&p.parse_object_name(false).map_err(sql_err)?);
-        p.expect_token(&Token::LParen).map_err(sql_err)?;
         let mut columns = Vec::new();
         let mut watermark = None;
         let mut primary_key = Vec::new();
-        loop {
+        // The column list is optional with LIKE and AS.
+        let has_columns = p.consume_token(&Token::LParen);
+        while has_columns {
             let tok = p.peek_token();
             if parse_word(&mut p, "WATERMARK") {
                 if !parse_word(&mut p, "FOR") {
@@ -727,8 +761,33 @@ impl StatementParser {
             break;
         }
         let mut options = Vec::new();
+        let mut like = None;
         loop {
-            if parse_word(&mut p, "COMMENT") {
+            if parse_word(&mut p, "LIKE") {
+                like = Some(parse_like(&mut p)?);
+            } else if p.parse_keyword(Keyword::AS) {
+                if has_columns || like.is_some() {
+                    return Err(unexpected(
+                        &p,
+                        "the end of the statement: CREATE TABLE ... AS SELECT takes its \
+                         columns from the query (no column list, no LIKE)",
+                    ));
+                }
+                let rest = p.index();
+                let query = parse_query_tokens(remaining_tokens(&self.tokens, rest))?;
+                return Ok(Statement::CreateTableAs {
+                    table: CreateTable {
+                        name,
+                        if_not_exists,
+                        columns,
+                        watermark,
+                        primary_key,
+                        options,
+                        like: None,
+                    },
+                    query,
+                });
+            } else if parse_word(&mut p, "COMMENT") {
                 p.parse_literal_string().map_err(sql_err)?;
             } else if parse_word(&mut p, "PARTITIONED") {
                 p.expect_keyword_is(Keyword::BY).map_err(sql_err)?;
@@ -743,6 +802,9 @@ impl StatementParser {
             }
         }
         expect_end(&mut p)?;
+        if !has_columns && like.is_none() {
+            return Err(unexpected(&p, "a column list, LIKE or AS"));
+        }
         Ok(Statement::CreateTable(CreateTable {
             name,
             if_not_exists,
@@ -750,6 +812,7 @@ impl StatementParser {
             watermark,
             primary_key,
             options,
+            like,
         }))
     }
 
@@ -794,6 +857,39 @@ impl StatementParser {
             identifier,
             if_not_exists,
             system,
+        })
+    }
+
+    /// `ALTER TABLE [IF EXISTS] name SET ('k' = 'v', ...) | RESET ('k', ...) | RENAME TO
+    /// new`.
+    fn parse_alter_table(self) -> Result<Statement> {
+        let mut p = self.parser();
+        p.next_token(); // ALTER
+        p.next_token(); // TABLE
+        let if_exists = p.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+        let name = object_name(&p.parse_object_name(false).map_err(sql_err)?);
+        let change = if p.parse_keyword(Keyword::SET) {
+            AlterTable::Set(parse_options(&mut p)?)
+        } else if parse_word(&mut p, "RESET") {
+            p.expect_token(&Token::LParen).map_err(sql_err)?;
+            let keys = p
+                .parse_comma_separated(|p| p.parse_literal_string())
+                .map_err(sql_err)?;
+            p.expect_token(&Token::RParen).map_err(sql_err)?;
+            AlterTable::Reset(keys)
+        } else if parse_word(&mut p, "RENAME") {
+            if !parse_word(&mut p, "TO") {
+                return Err(unexpected(&p, "TO after RENAME"));
+            }
+            AlterTable::Rename(object_name(&p.parse_object_name(false).map_err(sql_err)?))
+        } else {
+            return Err(unexpected(&p, "SET, RESET or RENAME TO"));
+        };
+        expect_end(&mut p)?;
+        Ok(Statement::AlterTable {
+            name,
+            if_exists,
+            change,
         })
     }
 
@@ -990,6 +1086,50 @@ fn parse_key_or_value(p: &mut Parser) -> Result<String> {
             format!("Expected: a quoted key or value ('...'), found: {tok}"),
         )),
     }
+}
+
+/// `source [(INCLUDING|EXCLUDING|OVERWRITING ALL|CONSTRAINTS|GENERATED|METADATA|OPTIONS|
+/// PARTITIONS|WATERMARKS ...)]` after `LIKE`.
+fn parse_like(p: &mut Parser) -> Result<crate::ddl::LikeClause> {
+    use crate::ddl::{LikeFeature as F, LikeStrategy as S};
+    let source = object_name(&p.parse_object_name(false).map_err(sql_err)?);
+    let mut options = Vec::new();
+    if p.consume_token(&Token::LParen) {
+        loop {
+            let strategy = if parse_word(p, "INCLUDING") {
+                S::Including
+            } else if parse_word(p, "EXCLUDING") {
+                S::Excluding
+            } else if parse_word(p, "OVERWRITING") {
+                S::Overwriting
+            } else if p.consume_token(&Token::RParen) {
+                break;
+            } else {
+                return Err(unexpected(p, "INCLUDING, EXCLUDING or OVERWRITING"));
+            };
+            let feature = [
+                ("ALL", F::All),
+                ("CONSTRAINTS", F::Constraints),
+                ("GENERATED", F::Generated),
+                ("METADATA", F::Metadata),
+                ("OPTIONS", F::Options),
+                ("PARTITIONS", F::Partitions),
+                ("WATERMARKS", F::Watermarks),
+            ]
+            .into_iter()
+            .find(|(w, _)| parse_word(p, w))
+            .map(|(_, f)| f)
+            .ok_or_else(|| {
+                unexpected(
+                    p,
+                    "ALL, CONSTRAINTS, GENERATED, METADATA, OPTIONS, PARTITIONS or WATERMARKS",
+                )
+            })?;
+            options.push((strategy, feature));
+            let _ = p.consume_token(&Token::Comma);
+        }
+    }
+    Ok(crate::ddl::LikeClause { source, options })
 }
 
 fn parse_options(p: &mut Parser) -> Result<Vec<(String, String)>> {

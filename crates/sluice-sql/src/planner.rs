@@ -37,6 +37,7 @@ use crate::catalog::{
 };
 use crate::match_recognize::PlannedMatchRecognize;
 
+mod ddl;
 mod grouping_sets;
 mod joins;
 mod legacy_windows;
@@ -218,6 +219,12 @@ impl Planner {
     /// `TIMESTAMP(p)`/`TIMESTAMP_LTZ(p)` with p <= 3, or a watermark expression that is not a
     /// timestamp.
     pub fn create_table(&mut self, ct: &CreateTable) -> Result<()> {
+        if let Some(like) = &ct.like {
+            if !(ct.if_not_exists && self.catalog.contains(&ct.name)) {
+                let merged = self.merged_like(ct, like)?;
+                return self.create_table(&merged);
+            }
+        }
         if self.catalog.contains(&ct.name) {
             if ct.if_not_exists {
                 return Ok(());
@@ -347,6 +354,7 @@ impl Planner {
                 watermark,
                 primary_key: ct.primary_key.clone(),
                 options: ct.options.iter().cloned().collect(),
+                definition: ct.clone(),
             },
         );
         Ok(())
