@@ -239,34 +239,11 @@ impl Engine {
     /// A value of the wrong form for the key (parallelism, time zone, checkpointing).
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
         let (k, v) = (key, value);
-        if k == "parallelism.default" || k == "pipeline.max-parallelism" {
-            match v.trim().parse::<u64>() {
-                Ok(n) if n > 0 && n <= 32_768 => {}
-                _ => {
-                    return Err(SluiceError::Config(format!(
-                        "'{k}' must be a whole number from 1 to 32768, found '{v}'"
-                    )))
-                }
-            }
-        }
-        if k == "sql-client.execution.result-mode"
-            && !["tableau", "changelog", "table"].contains(&v.trim().to_ascii_lowercase().as_str())
-        {
-            return Err(SluiceError::Config(format!(
-                "'{k}' must be 'tableau', 'changelog' or 'table', found '{v}'"
-            )));
-        }
+        // Known keys take values of their declared kind (sluice_common::options::SESSION).
+        sluice_common::options::check_setting(k, v).map_err(SluiceError::Config)?;
         if k == CDC_EVENTS_DUPLICATE {
-            let duplicate = match v.trim().to_ascii_lowercase().as_str() {
-                "true" => true,
-                "false" => false,
-                _ => {
-                    return Err(SluiceError::Config(format!(
-                        "'{k}' must be 'true' or 'false', found '{v}'"
-                    )))
-                }
-            };
-            self.planner.set_cdc_events_duplicate(duplicate);
+            self.planner
+                .set_cdc_events_duplicate(v.trim().eq_ignore_ascii_case("true"));
         }
         if k == LOCAL_TIME_ZONE {
             let zone = sluice_common::time::normalize_time_zone(v).map_err(SluiceError::Config)?;
@@ -672,9 +649,20 @@ impl Engine {
             }
             Statement::Set { pair: Some((k, v)) } => {
                 self.set(k, v)?;
-                Ok(StatementResult::Done(
-                    "Session property has been set.".into(),
-                ))
+                // Flink takes any key (its configuration is open); say when Sluice does not
+                // read one, with the closest key it does read.
+                if sluice_common::options::is_known_setting(k) {
+                    return Ok(StatementResult::Done(
+                        "Session property has been set.".into(),
+                    ));
+                }
+                let keys = sluice_common::options::SESSION.iter().map(|d| d.key);
+                let hint = sluice_sql::catalog::closest(k, keys)
+                    .map(|c| format!("; did you mean '{c}'?"))
+                    .unwrap_or_default();
+                Ok(StatementResult::Done(format!(
+                    "Session property has been set. Sluice does not read '{k}'{hint}"
+                )))
             }
             Statement::Set { pair: None } => {
                 let keys: Vec<String> = self.settings.keys().cloned().collect();

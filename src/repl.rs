@@ -168,25 +168,6 @@ const KEYWORDS: &[&str] = &[
     "YEAR",
 ];
 
-/// Setting keys offered inside `SET '...`.
-const SETTING_KEYS: &[&str] = &[
-    "execution.checkpointing.dir",
-    "execution.checkpointing.interval",
-    "execution.checkpointing.mode",
-    "execution.checkpointing.num-retained",
-    "execution.state-recovery.path",
-    "parallelism.default",
-    "pipeline.max-parallelism",
-    "pipeline.name",
-    "restart-strategy.fixed-delay.attempts",
-    "restart-strategy.fixed-delay.delay",
-    "restart-strategy.type",
-    "sql-client.execution.result-mode",
-    "table.exec.source.idle-timeout",
-    "table.exec.state.ttl",
-    "table.local-time-zone",
-];
-
 /// Tables and views with their columns, refreshed after every statement.
 type Relations = Rc<RefCell<Vec<(String, Vec<String>)>>>;
 
@@ -221,8 +202,19 @@ impl SqlHelper {
     fn candidates(&self, line: &str, pos: usize) -> (usize, Vec<String>) {
         let (start, word, quoted) = current_word(line, pos);
         if quoted {
-            let keys = SETTING_KEYS
-                .iter()
+            // Option keys from their declarations: a table's inside WITH (...), else the
+            // session's.
+            let in_with = line[..start].to_ascii_uppercase().contains("WITH");
+            let keys = if in_with {
+                sluice_common::options::table_keys()
+            } else {
+                sluice_common::options::SESSION
+                    .iter()
+                    .map(|d| d.key)
+                    .collect()
+            };
+            let keys = keys
+                .into_iter()
                 .filter(|k| k.starts_with(word))
                 .map(|k| k.to_string())
                 .collect();
@@ -839,6 +831,11 @@ mod tests {
         assert_eq!(
             helper.candidates("SET 'parallelism.d", 18),
             (5, vec!["parallelism.default".to_string()])
+        );
+        let line = "CREATE TABLE t (a INT) WITH ('csv.he";
+        assert_eq!(
+            helper.candidates(line, line.len()),
+            (30, vec!["csv.header".to_string()])
         );
     }
 }

@@ -613,3 +613,22 @@ fn the_binary_registers_nexmark_functions() {
         .unwrap_or_default();
     assert!(err.contains("register_udf"), "{err}");
 }
+
+/// `SET` of a key Sluice does not read keeps it (Flink's configuration is open) and says
+/// so, with the closest key Sluice reads.
+#[test]
+fn set_of_an_unknown_key_says_so() {
+    let out = sluice(&["run", "-e", "SET 'parallelism.defualt' = '2'"]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains(
+            "Sluice does not read 'parallelism.defualt'; did you mean 'parallelism.default'?"
+        ),
+        "{text}"
+    );
+}

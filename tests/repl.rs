@@ -426,7 +426,7 @@ fn result_modes_for_an_updating_query() {
 
     shell.run("SET 'sql-client.execution.result-mode' = 'nope';");
     shell.wait_for("a mode error", |s| {
-        s.contains("must be 'tableau', 'changelog' or 'table', found 'nope'")
+        s.contains("must be one of 'tableau', 'changelog', 'table', found 'nope'")
     });
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -7,6 +7,7 @@
 
 pub mod error;
 pub mod numeric;
+pub mod options;
 pub mod plan;
 pub mod row_pattern;
 pub mod time;

@@ -50,6 +50,24 @@ pub struct TableDef {
     pub definition: crate::parser::CreateTable,
 }
 
+impl TableDef {
+    /// Checks the table's `WITH` options against the declarations of its connector and
+    /// format (`sluice_common::options`), as Flink does when a query reads or writes it.
+    ///
+    /// # Errors
+    /// An unknown connector, format or key (listing the supported ones), or a value of the
+    /// wrong kind.
+    pub fn check_options(&self) -> sluice_common::Result<()> {
+        let columns: Vec<&str> = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        sluice_common::options::check_table_options(&self.name, &self.options, &columns)
+    }
+}
+
 /// Display facts of one column, for DESCRIBE.
 #[derive(Debug, Clone)]
 pub struct ColumnInfo {

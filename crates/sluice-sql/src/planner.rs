@@ -477,6 +477,7 @@ impl Planner {
             }
             return Err(SluiceError::Plan(self.catalog.unknown_relation(table)));
         };
+        def.check_options()?;
         let node = self.plan_query(query)?;
         let connector = def
             .options
@@ -816,6 +817,7 @@ impl Planner {
     /// A table (as a source) or a view (its plan), with columns qualified by its name.
     fn lower_relation(&self, name: &str) -> Result<Planned> {
         if let Some(def) = self.catalog.tables.get(name) {
+            def.check_options()?;
             let schema = Arc::new(DFSchema::try_from_qualified_schema(name, &def.schema)?);
             let physical_schema = Arc::new(DFSchema::try_from_qualified_schema(
                 name,

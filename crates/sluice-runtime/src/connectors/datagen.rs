@@ -80,56 +80,22 @@ fn parse_int(options: &ConnectorOptions, key: &str) -> Result<Option<i64>> {
     }
 }
 
-/// A duration option: milliseconds as a plain number, or `<n> ms|s|min|h|d` (with or
-/// without the space), or ISO-8601 `PT<n>H<n>M<n>S`, as Flink's duration options.
+/// A duration option ([`sluice_common::options::parse_duration_ms`]'s forms), `None` when
+/// not set.
+///
+/// # Errors
+/// A value that is not a duration, naming the key.
 pub fn parse_duration_ms(options: &ConnectorOptions, key: &str) -> Result<Option<i64>> {
     let Some(v) = options.get(key) else {
         return Ok(None);
     };
-    let bad = || {
-        SluiceError::Config(format!(
-            "'{key}' must be a duration such as '10 s', '500ms', '5 min' or 'PT10S', found '{v}'"
-        ))
-    };
-    let t = v.trim().to_ascii_lowercase();
-    if let Some(iso) = t.strip_prefix("pt") {
-        let mut total = 0f64;
-        let mut num = String::new();
-        for ch in iso.chars() {
-            match ch {
-                '0'..='9' | '.' => num.push(ch),
-                'h' | 'm' | 's' => {
-                    let n: f64 = num.parse().map_err(|_| bad())?;
-                    num.clear();
-                    total += n * match ch {
-                        'h' => 3_600_000.0,
-                        'm' => 60_000.0,
-                        _ => 1000.0,
-                    };
-                }
-                _ => return Err(bad()),
-            }
-        }
-        return if num.is_empty() {
-            Ok(Some(total as i64))
-        } else {
-            Err(bad())
-        };
-    }
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().map_err(|_| bad())?;
-    let factor = match unit.trim() {
-        "" | "ms" | "milli" | "millis" | "millisecond" | "milliseconds" => 1.0,
-        "s" | "sec" | "secs" | "second" | "seconds" => 1000.0,
-        "min" | "mins" | "minute" | "minutes" => 60_000.0,
-        "h" | "hour" | "hours" => 3_600_000.0,
-        "d" | "day" | "days" => 86_400_000.0,
-        _ => return Err(bad()),
-    };
-    Ok(Some((n * factor) as i64))
+    sluice_common::options::parse_duration_ms(v)
+        .map(Some)
+        .map_err(|_| {
+            SluiceError::Config(format!(
+                "'{key}' must be a duration such as '10 s', '500ms', '5 min' or 'PT10S', found '{v}'"
+            ))
+        })
 }
 
 fn int_range(dt: &DataType) -> (i64, i64) {

@@ -1,0 +1,639 @@
+//! Every option Sluice reads, declared once (the way DataFusion's `config_namespace!`
+//! declares its settings): the session settings (`SET 'key' = 'value'`) and the `WITH
+//! (...)` options of each connector and format, each with its kind of value, default and
+//! description. `SET` checks the values of known keys ([`check_setting`]), a table's
+//! options are checked when a query reads or writes it ([`check_table_options`]: an
+//! unknown key is Flink's "Unsupported options found" error listing the supported ones),
+//! and the shell's completion and README's option tables ([`markdown_table`]) are made
+//! from these lists.
+
+use std::collections::BTreeMap;
+
+/// The kind of value an option takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Any text.
+    Text,
+    /// `true` or `false` (any case).
+    Bool,
+    /// A whole number from `min` to `max`.
+    Int {
+        /// Smallest value.
+        min: i64,
+        /// Largest value.
+        max: i64,
+    },
+    /// A duration: milliseconds, `<n> ms|s|min|h|d` or ISO-8601 `PT..` ([`parse_duration_ms`]).
+    Duration,
+    /// One of these words (any case).
+    Choice(&'static [&'static str]),
+    /// One character (or `\t`).
+    Char,
+}
+
+/// One option.
+#[derive(Debug, Clone, Copy)]
+pub struct OptionDecl {
+    /// The key; `#` stands for a column name (`fields.#.kind`).
+    pub key: &'static str,
+    /// Its kind of value.
+    pub kind: Kind,
+    /// The default, as text (`""`: none; the option is then off or required).
+    pub default: &'static str,
+    /// What it does.
+    pub description: &'static str,
+}
+
+const fn opt(
+    key: &'static str,
+    kind: Kind,
+    default: &'static str,
+    description: &'static str,
+) -> OptionDecl {
+    OptionDecl {
+        key,
+        kind,
+        default,
+        description,
+    }
+}
+
+const BOOL: Kind = Kind::Bool;
+const TEXT: Kind = Kind::Text;
+const DURATION: Kind = Kind::Duration;
+const fn int(min: i64, max: i64) -> Kind {
+    Kind::Int { min, max }
+}
+
+impl OptionDecl {
+    /// Whether `key` is this option (`#` matching one of `columns`).
+    pub fn matches(&self, key: &str, columns: &[&str]) -> bool {
+        match self.key.split_once('#') {
+            None => self.key == key,
+            Some((before, after)) => key
+                .strip_prefix(before)
+                .and_then(|rest| rest.strip_suffix(after))
+                .is_some_and(|column| columns.contains(&column)),
+        }
+    }
+
+    /// Checks `value` against the option's kind.
+    ///
+    /// # Errors
+    /// A message naming the key, what it takes and the value found.
+    pub fn check(&self, key: &str, value: &str) -> Result<(), String> {
+        let v = value.trim();
+        let ok = match self.kind {
+            Kind::Text => true,
+            Kind::Bool => v.eq_ignore_ascii_case("true") || v.eq_ignore_ascii_case("false"),
+            Kind::Int { min, max } => v.parse::<i64>().is_ok_and(|n| n >= min && n <= max),
+            Kind::Duration => parse_duration_ms(v).is_ok(),
+            // Any case, `-` and `_` alike (`EXACTLY_ONCE`, `exactly-once`).
+            Kind::Choice(words) => {
+                let norm = |w: &str| w.to_ascii_lowercase().replace('_', "-");
+                words.iter().any(|w| norm(w) == norm(v))
+            }
+            Kind::Char => value == "\\t" || value.chars().count() == 1,
+        };
+        if ok {
+            return Ok(());
+        }
+        Err(format!(
+            "'{key}' must be {}, found '{value}'",
+            self.kind.describe()
+        ))
+    }
+}
+
+impl Kind {
+    /// What the kind takes, in words (`'true' or 'false'`).
+    pub fn describe(&self) -> String {
+        match self {
+            Kind::Text => "text".into(),
+            Kind::Bool => "'true' or 'false'".into(),
+            Kind::Int { min, max } => format!("a whole number from {min} to {max}"),
+            Kind::Duration => "a duration such as '10 s', '500ms', '5 min' or 'PT10S'".into(),
+            Kind::Choice(words) => {
+                let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+                format!("one of {}", quoted.join(", "))
+            }
+            Kind::Char => "a single character".into(),
+        }
+    }
+}
+
+/// A duration in milliseconds: a plain number (ms), `<n> ms|s|min|h|d` (with or without
+/// the space, long unit names too), or ISO-8601 `PT<n>H<n>M<n>S`, as Flink's durations.
+///
+/// # Errors
+/// Anything else.
+pub fn parse_duration_ms(value: &str) -> Result<i64, String> {
+    let bad = || {
+        format!(
+            "a duration such as '10 s', '500ms', '5 min' or 'PT10S' was expected, found '{value}'"
+        )
+    };
+    let t = value.trim().to_ascii_lowercase();
+    if let Some(iso) = t.strip_prefix("pt") {
+        let mut total = 0f64;
+        let mut num = String::new();
+        for ch in iso.chars() {
+            match ch {
+                '0'..='9' | '.' => num.push(ch),
+                'h' | 'm' | 's' => {
+                    let n: f64 = num.parse().map_err(|_| bad())?;
+                    num.clear();
+                    total += n * match ch {
+                        'h' => 3_600_000.0,
+                        'm' => 60_000.0,
+                        _ => 1000.0,
+                    };
+                }
+                _ => return Err(bad()),
+            }
+        }
+        return if num.is_empty() {
+            Ok(total as i64)
+        } else {
+            Err(bad())
+        };
+    }
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().map_err(|_| bad())?;
+    let factor = match unit.trim() {
+        "" | "ms" | "milli" | "millis" | "millisecond" | "milliseconds" => 1.0,
+        "s" | "sec" | "secs" | "second" | "seconds" => 1000.0,
+        "min" | "mins" | "minute" | "minutes" => 60_000.0,
+        "h" | "hour" | "hours" => 3_600_000.0,
+        "d" | "day" | "days" => 86_400_000.0,
+        _ => return Err(bad()),
+    };
+    Ok((n * factor) as i64)
+}
+
+/// The session settings (`SET 'key' = 'value'`; Flink's names where Flink has them).
+pub const SESSION: &[OptionDecl] = &[
+    opt("parallelism.default", int(1, 32_768), "1", "subtasks of each keyed operator and of sources that split"),
+    opt("pipeline.max-parallelism", int(1, 32_768), "128", "key groups: the most subtasks a keyed operator can be rescaled to"),
+    opt("pipeline.name", TEXT, "", "the job's name and its directory under the checkpoint dir (default `job-<plan fingerprint>`)"),
+    opt("execution.checkpointing.interval", DURATION, "", "checkpoint every this long (off when not set)"),
+    opt("execution.checkpointing.mode", Kind::Choice(&["EXACTLY_ONCE", "AT_LEAST_ONCE", "AT_MOST_ONCE"]), "EXACTLY_ONCE", "the result guarantee (README \"Checkpoints\"); `AT_MOST_ONCE` is ours"),
+    opt("execution.checkpointing.dir", TEXT, "checkpoints", "where checkpoints go: a path, `file://`, `s3://bucket/prefix`, `memory://name`"),
+    opt("state.checkpoints.dir", TEXT, "", "the same as `execution.checkpointing.dir` (Flink's older name)"),
+    opt("execution.checkpointing.num-retained", int(1, 1_000_000), "3", "completed checkpoints kept; older and failed ones are deleted"),
+    opt("execution.state-recovery.path", TEXT, "", "`latest` or a `chk-<id>` path to restore from (what `--from-checkpoint` sets)"),
+    opt("execution.savepoint.path", TEXT, "", "the same as `execution.state-recovery.path` (Flink's older name)"),
+    opt("restart-strategy.type", Kind::Choice(&["fixed-delay", "fixeddelay", "none", "disable", "off"]), "fixed-delay", "restart a failed job from its last checkpoint (`fixed-delay` when checkpointing)"),
+    opt("restart-strategy", Kind::Choice(&["fixed-delay", "fixeddelay", "none", "disable", "off"]), "", "the same as `restart-strategy.type` (Flink's older name)"),
+    opt("restart-strategy.fixed-delay.attempts", int(0, 1_000_000), "3", "restarts before the job fails with the cause"),
+    opt("restart-strategy.fixed-delay.delay", DURATION, "1 s", "wait before each restart"),
+    opt("table.exec.state.ttl", DURATION, "", "keys of updating aggregates and rows of regular joins idle this long (processing time) are forgotten"),
+    opt("table.exec.source.idle-timeout", DURATION, "", "a source subtask without rows this long stops holding back the watermark"),
+    opt("table.exec.source.cdc-events-duplicate", BOOL, "false", "change-data-capture events may repeat: deduplicate by the primary key"),
+    opt("table.local-time-zone", TEXT, "the system's", "the session time zone (IANA name or offset) for TIMESTAMP_LTZ"),
+    opt("sql-client.execution.result-mode", Kind::Choice(&["tableau", "changelog", "table"]), "tableau", "how the shell shows a query's result"),
+];
+
+/// A connector's options (every connector takes `connector`).
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectorDecl {
+    /// `'connector' = '<name>'`.
+    pub name: &'static str,
+    /// It takes `'format'` (and then that format's options).
+    pub has_format: bool,
+    /// Its options besides `connector` and `format`.
+    pub options: &'static [OptionDecl],
+}
+
+/// A format's options (keys start with `<name>.`).
+#[derive(Debug, Clone, Copy)]
+pub struct FormatDecl {
+    /// `'format' = '<name>'`.
+    pub name: &'static str,
+    /// Its options.
+    pub options: &'static [OptionDecl],
+}
+
+const LOOKUP: &[OptionDecl] = &[
+    opt(
+        "lookup.cache",
+        Kind::Choice(&["NONE", "PARTIAL", "FULL"]),
+        "NONE",
+        "a lookup join's cache of this table",
+    ),
+    opt(
+        "lookup.partial-cache.max-rows",
+        int(1, i64::MAX),
+        "",
+        "rows the partial cache holds",
+    ),
+    opt(
+        "lookup.partial-cache.expire-after-write",
+        DURATION,
+        "",
+        "a cached row expires this long after it was loaded",
+    ),
+    opt(
+        "lookup.partial-cache.expire-after-access",
+        DURATION,
+        "",
+        "a cached row expires this long after it was last read",
+    ),
+    opt(
+        "lookup.partial-cache.cache-missing-key",
+        BOOL,
+        "true",
+        "cache that a key has no row",
+    ),
+    opt(
+        "lookup.full-cache.reload-strategy",
+        Kind::Choice(&["PERIODIC", "TIMED"]),
+        "PERIODIC",
+        "when the full cache reloads",
+    ),
+    opt(
+        "lookup.full-cache.periodic-reload.interval",
+        DURATION,
+        "",
+        "reload the full cache this often",
+    ),
+];
+
+/// The connectors.
+pub const CONNECTORS: &[ConnectorDecl] = &[
+    ConnectorDecl {
+        name: "filesystem",
+        has_format: true,
+        options: &[
+            opt(
+                "path",
+                TEXT,
+                "",
+                "a file or directory (required); relative to the working directory",
+            ),
+            opt(
+                "scan.parallelism",
+                int(1, 1024),
+                "parallelism.default",
+                "source subtasks splitting the files",
+            ),
+            opt(
+                "sink.delivery-guarantee",
+                Kind::Choice(&["exactly-once", "at-least-once", "none"]),
+                "exactly-once",
+                "`at-least-once`: write part files directly (no two-phase commit)",
+            ),
+            LOOKUP[0],
+            LOOKUP[1],
+            LOOKUP[2],
+            LOOKUP[3],
+            LOOKUP[4],
+            LOOKUP[5],
+            LOOKUP[6],
+        ],
+    },
+    ConnectorDecl {
+        name: "datagen",
+        has_format: false,
+        options: &[
+            opt(
+                "number-of-rows",
+                int(0, i64::MAX),
+                "",
+                "rows to generate (unbounded when not set)",
+            ),
+            opt(
+                "rows-per-second",
+                int(1, i64::MAX),
+                "",
+                "pace (unpaced when not set)",
+            ),
+            opt(
+                "seed",
+                int(i64::MIN, i64::MAX),
+                "",
+                "seed of the random values (reproducible runs)",
+            ),
+            opt(
+                "fields.#.kind",
+                Kind::Choice(&["random", "sequence"]),
+                "random",
+                "how column # is generated",
+            ),
+            opt(
+                "fields.#.min",
+                TEXT,
+                "",
+                "smallest random value of column #",
+            ),
+            opt("fields.#.max", TEXT, "", "largest random value of column #"),
+            opt(
+                "fields.#.start",
+                TEXT,
+                "",
+                "first value of a sequence column #",
+            ),
+            opt(
+                "fields.#.end",
+                TEXT,
+                "",
+                "last value of a sequence column #",
+            ),
+            opt(
+                "fields.#.length",
+                int(0, i64::MAX),
+                "",
+                "length of random strings of column #",
+            ),
+            opt(
+                "fields.#.max-past",
+                DURATION,
+                "",
+                "random timestamps of column # reach this far into the past",
+            ),
+        ],
+    },
+    ConnectorDecl {
+        name: "channel",
+        has_format: false,
+        options: &[],
+    },
+    ConnectorDecl {
+        name: "print",
+        has_format: false,
+        options: &[opt(
+            "print-identifier",
+            TEXT,
+            "",
+            "prefix of each printed row",
+        )],
+    },
+    ConnectorDecl {
+        name: "blackhole",
+        has_format: false,
+        options: &[],
+    },
+];
+
+/// The formats of the `filesystem` connector.
+pub const FORMATS: &[FormatDecl] = &[
+    FormatDecl {
+        name: "csv",
+        options: &[
+            opt(
+                "csv.field-delimiter",
+                Kind::Char,
+                ",",
+                "field separator (`\\t` for a tab)",
+            ),
+            opt("csv.quote-character", Kind::Char, "\"", "quote character"),
+            opt(
+                "csv.null-literal",
+                TEXT,
+                "",
+                "text read as NULL (besides the empty field)",
+            ),
+            opt(
+                "csv.ignore-parse-errors",
+                BOOL,
+                "false",
+                "skip (and count) lines that do not parse instead of failing",
+            ),
+            opt(
+                "csv.header",
+                BOOL,
+                "",
+                "the first line is a header (default: taken as one when it names the columns)",
+            ),
+        ],
+    },
+    FormatDecl {
+        name: "json",
+        options: &[opt(
+            "json.ignore-parse-errors",
+            BOOL,
+            "false",
+            "skip (and count) lines that do not parse instead of failing",
+        )],
+    },
+    FormatDecl {
+        name: "debezium-json",
+        options: &[
+            opt(
+                "debezium-json.ignore-parse-errors",
+                BOOL,
+                "false",
+                "skip (and count) events that do not parse instead of failing",
+            ),
+            opt(
+                "debezium-json.schema-include",
+                BOOL,
+                "false",
+                "each event is Kafka Connect's `{\"schema\": ..., \"payload\": <event>}`",
+            ),
+        ],
+    },
+    FormatDecl {
+        name: "canal-json",
+        options: &[
+            opt(
+                "canal-json.ignore-parse-errors",
+                BOOL,
+                "false",
+                "skip (and count) events that do not parse instead of failing",
+            ),
+            opt(
+                "canal-json.database.include",
+                TEXT,
+                "",
+                "read only events of databases matching this regular expression",
+            ),
+            opt(
+                "canal-json.table.include",
+                TEXT,
+                "",
+                "read only events of tables matching this regular expression",
+            ),
+        ],
+    },
+];
+
+/// Checks a session setting: a known key's value must be of its kind.
+///
+/// # Errors
+/// The key's message ([`OptionDecl::check`]).
+pub fn check_setting(key: &str, value: &str) -> Result<(), String> {
+    match SESSION.iter().find(|d| d.key == key) {
+        Some(d) => d.check(key, value),
+        None => Ok(()),
+    }
+}
+
+/// Whether Sluice reads the session setting `key` (test settings `sluice.test.*` too).
+pub fn is_known_setting(key: &str) -> bool {
+    key.starts_with("sluice.test.") || SESSION.iter().any(|d| d.key == key)
+}
+
+/// Checks a table's `WITH` options (Flink validates them when a query uses the table):
+/// `connector` is known, `format` is one of the connector's, every key is one the
+/// connector or format declares (`#` a column of the table), and each value is of its kind.
+///
+/// # Errors
+/// For unknown keys Flink's message: `Unsupported options found for 'filesystem'.`, then the
+/// unsupported and the supported options, one per line.
+pub fn check_table_options(
+    table: &str,
+    options: &BTreeMap<String, String>,
+    columns: &[&str],
+) -> crate::Result<()> {
+    use crate::SluiceError;
+    let Some(name) = options.get("connector") else {
+        return Err(SluiceError::Config(format!(
+            "table '{table}' needs the option 'connector'"
+        )));
+    };
+    let Some(connector) = CONNECTORS.iter().find(|c| c.name == name) else {
+        let known: Vec<&str> = CONNECTORS.iter().map(|c| c.name).collect();
+        return Err(SluiceError::NotSupported(format!(
+            "'connector' = '{name}' of table '{table}' (supported: {})",
+            known.join(", ")
+        )));
+    };
+    let mut decls: Vec<&OptionDecl> = connector.options.iter().collect();
+    if connector.has_format {
+        if let Some(format) = options.get("format") {
+            match FORMATS.iter().find(|f| f.name == format) {
+                Some(f) => decls.extend(f.options.iter()),
+                None => {
+                    let known: Vec<String> =
+                        FORMATS.iter().map(|f| format!("'{}'", f.name)).collect();
+                    return Err(SluiceError::NotSupported(format!(
+                        "'format' = '{format}' of table '{table}' (supported: {})",
+                        known.join(", ")
+                    )));
+                }
+            }
+        }
+    }
+    let mut unsupported = Vec::new();
+    for (key, value) in options {
+        if key == "connector" || (key == "format" && connector.has_format) {
+            continue;
+        }
+        match decls.iter().find(|d| d.matches(key, columns)) {
+            Some(d) => d
+                .check(key, value)
+                .map_err(|m| SluiceError::Config(format!("{m} (table '{table}')")))?,
+            None => unsupported.push(key.as_str()),
+        }
+    }
+    if unsupported.is_empty() {
+        return Ok(());
+    }
+    let mut supported: Vec<String> = vec!["connector".into()];
+    if connector.has_format {
+        supported.push("format".into());
+    }
+    supported.extend(decls.iter().map(|d| d.key.replace('#', "<column>")));
+    supported.sort();
+    Err(SluiceError::Config(format!(
+        "Unsupported options found for '{name}' (table '{table}').\n\nUnsupported options:\n\n{}\n\nSupported options:\n\n{}",
+        unsupported.join("\n"),
+        supported.join("\n")
+    )))
+}
+
+/// Every table option key (for completion): each connector's and format's, without the
+/// per-column patterns.
+pub fn table_keys() -> Vec<&'static str> {
+    let mut keys: Vec<&'static str> = vec!["connector", "format"];
+    for c in CONNECTORS {
+        keys.extend(c.options.iter().map(|d| d.key));
+    }
+    for f in FORMATS {
+        keys.extend(f.options.iter().map(|d| d.key));
+    }
+    keys.retain(|k| !k.contains('#'));
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}
+
+/// A markdown table of `options`: key, default, what it takes, description.
+pub fn markdown_table(options: &[OptionDecl]) -> String {
+    let mut out = String::from("| option | default | value | description |\n|---|---|---|---|\n");
+    for d in options {
+        let default = if d.default.is_empty() {
+            String::new()
+        } else {
+            format!("`{}`", d.default)
+        };
+        out.push_str(&format!(
+            "| `{}` | {default} | {} | {} |\n",
+            d.key.replace('#', "<column>"),
+            d.kind.describe().replace('|', "\\|"),
+            d.description
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_misspelt_option_lists_the_supported_ones() {
+        let err = check_table_options(
+            "t",
+            &options(&[
+                ("connector", "filesystem"),
+                ("path", "x"),
+                ("format", "csv"),
+                ("csv.heade", "true"),
+            ]),
+            &["a"],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("Unsupported options found for 'filesystem' (table 't')."),
+            "{err}"
+        );
+        assert!(err.contains("Unsupported options:\n\ncsv.heade\n"), "{err}");
+        assert!(err.contains("\ncsv.header\n"), "{err}");
+    }
+
+    #[test]
+    fn column_patterns_and_values_are_checked() {
+        let ok = options(&[("connector", "datagen"), ("fields.a.kind", "sequence")]);
+        assert!(check_table_options("t", &ok, &["a"]).is_ok());
+        assert!(check_table_options("t", &ok, &["b"]).is_err());
+        let bad = options(&[("connector", "datagen"), ("fields.a.kind", "sorted")]);
+        let err = check_table_options("t", &bad, &["a"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("'fields.a.kind' must be one of 'random', 'sequence'"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration_ms("10 s"), Ok(10_000));
+        assert_eq!(parse_duration_ms("PT1M30S"), Ok(90_000));
+        assert_eq!(parse_duration_ms("250"), Ok(250));
+        assert!(parse_duration_ms("soon").is_err());
+    }
+}
