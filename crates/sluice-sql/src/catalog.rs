@@ -24,6 +24,13 @@ pub const WINDOW_START: &str = "window_start";
 pub const WINDOW_END: &str = "window_end";
 /// See [`WINDOW_START`].
 pub const WINDOW_TIME: &str = "window_time";
+/// The window columns of a legacy group window (internal: the query names them through
+/// `TUMBLE_START(...)` and the like, and the input may have columns called `window_start`).
+pub const LEGACY_WINDOW_COLUMNS: [&str; 3] = [
+    "__sluice_window_start",
+    "__sluice_window_end",
+    "__sluice_window_time",
+];
 
 /// A table declared with `CREATE TABLE`.
 #[derive(Debug, Clone)]
@@ -156,7 +163,8 @@ impl Catalog {
         let ltz = time_field
             .as_ref()
             .is_some_and(|f| matches!(f.data_type(), DataType::Timestamp(_, Some(_))));
-        for name in [WINDOW_START, WINDOW_END, WINDOW_TIME] {
+        let [_, _, time_name] = call.window_columns();
+        for name in call.window_columns() {
             if input.field_with_name(name).is_ok() {
                 return Err(format!(
                     "{} input '{}' already has a column named {name}",
@@ -164,11 +172,11 @@ impl Catalog {
                     call.input
                 ));
             }
-            let tz = (ltz && name == WINDOW_TIME).then(|| "UTC".into());
+            let tz = (ltz && name == time_name).then(|| "UTC".into());
             let field = Field::new(name, DataType::Timestamp(TimeUnit::Millisecond, tz), false);
             // Over a processing-time attribute, window_time is one too (Flink).
             let field = match &time_field {
-                Some(t) if name == WINDOW_TIME && sluice_common::types::is_proctime(t) => {
+                Some(t) if name == time_name && sluice_common::types::is_proctime(t) => {
                     field.with_metadata(t.metadata().clone())
                 }
                 _ => field,

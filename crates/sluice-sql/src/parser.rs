@@ -338,9 +338,23 @@ pub struct WindowTvfCall {
     pub intervals: Vec<(&'static str, i64)>,
     /// Where the call is.
     pub location: Location,
+    /// A legacy group window's (`GROUP BY TUMBLE(ts, ...)`): its window columns have
+    /// internal names, which the query cannot name and the input's columns cannot clash
+    /// with ([`WindowTvfCall::window_columns`]).
+    pub legacy: bool,
 }
 
 impl WindowTvfCall {
+    /// The names of the `window_start`, `window_end`, `window_time` columns it appends.
+    pub fn window_columns(&self) -> [&'static str; 3] {
+        use crate::catalog::{WINDOW_END, WINDOW_START, WINDOW_TIME};
+        if self.legacy {
+            crate::catalog::LEGACY_WINDOW_COLUMNS
+        } else {
+            [WINDOW_START, WINDOW_END, WINDOW_TIME]
+        }
+    }
+
     /// The interval argument named `name`, in milliseconds.
     pub fn interval(&self, name: &str) -> Option<i64> {
         self.intervals
@@ -1745,6 +1759,7 @@ fn parse_tvf_call(
         }
     }
     Ok(WindowTvfCall {
+        legacy: false,
         placeholder: next_placeholder("tvf"),
         kind,
         input,

@@ -931,13 +931,24 @@ impl Planner {
 
     fn lower_window_tvf(&self, call: &WindowTvfCall, schema: DFSchemaRef) -> Result<Planned> {
         let input = self.lower_relation(&call.input)?;
+        // How messages name the call and its input: a legacy group window has a generated
+        // input (its FROM and WHERE) and no DESCRIPTOR.
+        let input_name = if call.input.starts_with("__sluice_") {
+            "the query's FROM".to_string()
+        } else {
+            format!("'{}'", call.input)
+        };
+        let descriptor = if call.legacy {
+            format!("{}({}, ...)", call.kind.name(), call.time_column)
+        } else {
+            format!("DESCRIPTOR({})", call.time_column)
+        };
         if input.node.is_updating() {
             return not_supported!(
-                "{}{} over '{}', an updating (changelog) input: window table functions need \
-                 an append-only input",
+                "{}{} over {input_name}, an updating (changelog) input: windows need an \
+                 append-only input",
                 call.kind.name(),
                 call.location,
-                call.input
             );
         }
         let in_schema = Arc::clone(&input.node.schema);
@@ -953,18 +964,16 @@ impl Planner {
             .map(|c| format!(" Did you mean '{c}'?"))
             .unwrap_or_default();
             return plan_err!(
-                "DESCRIPTOR({}){}: '{}' has no such column.{hint}",
-                call.time_column,
+                "{descriptor}{}: {input_name} has no column '{}'.{hint}",
                 call.location,
-                call.input
+                call.time_column
             );
         };
         let processing_time = sluice_common::types::is_proctime(in_schema.field(time_column));
         if processing_time && call.kind == TvfKind::Session {
             return not_supported!(
-                "DESCRIPTOR({}){}: SESSION windows on a processing-time attribute; TUMBLE, \
+                "{descriptor}{}: SESSION windows on a processing-time attribute; TUMBLE, \
                  HOP and CUMULATE run on one",
-                call.time_column,
                 call.location
             );
         }
@@ -977,9 +986,8 @@ impl Planner {
                 ""
             };
             return plan_err!(
-                "DESCRIPTOR({}){}: the time column of {} must be an event-time attribute \
+                "{descriptor}{}: the time column of {} must be an event-time attribute \
                  (a column with a WATERMARK FOR declaration in its table){joined}",
-                call.time_column,
                 call.location,
                 call.kind.name()
             );
@@ -1312,22 +1320,19 @@ fn rewrite_needed_simplifications(plan: LogicalPlan) -> datafusion_common::Resul
     use datafusion_expr::simplify::{ExprSimplifyResult, SimplifyContext};
     const NEEDS_SIMPLIFY: &[&str] = &["coalesce"];
     let context = SimplifyContext::default();
-    plan.transform_up_with_subqueries(|p| {
-        p.map_expressions(|e| {
-            e.transform_up(|e| match e {
-                Expr::ScalarFunction(f) if NEEDS_SIMPLIFY.contains(&f.func.name()) => {
-                    match f.func.simplify(f.args.clone(), &context)? {
-                        ExprSimplifyResult::Simplified(new) => Ok(Transformed::yes(new)),
-                        ExprSimplifyResult::Original(_) => {
-                            Ok(Transformed::no(Expr::ScalarFunction(f)))
-                        }
-                    }
+    // Through `rewrite_plan`, so a rewritten aggregate argument keeps its output name (the
+    // nodes above read it by name).
+    crate::functions::rewrite::rewrite_plan(plan, &|e, _| {
+        e.transform_up(|e| match e {
+            Expr::ScalarFunction(f) if NEEDS_SIMPLIFY.contains(&f.func.name()) => {
+                match f.func.simplify(f.args.clone(), &context)? {
+                    ExprSimplifyResult::Simplified(new) => Ok(Transformed::yes(new)),
+                    ExprSimplifyResult::Original(_) => Ok(Transformed::no(Expr::ScalarFunction(f))),
                 }
-                other => Ok(Transformed::no(other)),
-            })
+            }
+            other => Ok(Transformed::no(other)),
         })
     })
-    .map(|t| t.data)
 }
 
 /// Whether a regular join feeds `node`.
@@ -1384,6 +1389,28 @@ pub(crate) fn df_error(e: DataFusionError, catalog: &Catalog) -> SluiceError {
         }
         DataFusionError::Plan(m) if m.starts_with("Invalid function '") => {
             let name = m.split('\'').nth(1).unwrap_or("");
+            // A rewritten function (functions/syntax.rs) written in a form the rewrite
+            // does not take.
+            let form = match name.to_ascii_lowercase().as_str() {
+                "json_objectagg" => {
+                    Some("JSON_OBJECTAGG([KEY] key VALUE value [NULL|ABSENT ON NULL])")
+                }
+                "json_arrayagg" => Some("JSON_ARRAYAGG(value [NULL|ABSENT ON NULL])"),
+                "json_object" => {
+                    Some("JSON_OBJECT([KEY] key VALUE value, ... [NULL|ABSENT ON NULL])")
+                }
+                "json_array" => Some("JSON_ARRAY(value, ... [NULL|ABSENT ON NULL])"),
+                _ => None,
+            };
+            if let Some(form) = form {
+                let at = location
+                    .map(|l| format!(" at Line: {}, Column: {}", l.line, l.column))
+                    .unwrap_or_default();
+                return SluiceError::Plan(format!(
+                    "{} is written {form} (no DISTINCT, ORDER BY or OVER){at}",
+                    name.to_uppercase()
+                ));
+            }
             if let Some(why) = crate::functions::not_supported_reason(name) {
                 return SluiceError::NotSupported(format!("{} ({why})", name.to_uppercase()));
             }
@@ -1418,6 +1445,21 @@ pub(crate) fn df_error(e: DataFusionError, catalog: &Catalog) -> SluiceError {
     };
     // Placeholders of lifted window calls are ours, not the user's.
     msg = msg.replace("While expanding wildcard, column", "Column");
+    // A legacy group window's internal columns and input.
+    for (internal, shown) in crate::catalog::LEGACY_WINDOW_COLUMNS.iter().zip([
+        "the group window's start",
+        "the group window's end",
+        "the group window's time",
+    ]) {
+        msg = msg.replace(internal, shown);
+    }
+    while let Some(p) = msg.find("__sluice_group_window_input_") {
+        let end = msg[p..]
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .map(|d| p + d)
+            .unwrap_or(msg.len());
+        msg.replace_range(p..end, "the group window's FROM");
+    }
     while let Some(p) = msg.find("__sluice_tvf_") {
         let end = msg[p..].find('.').map(|d| p + d + 1).unwrap_or(msg.len());
         msg.replace_range(p..end, "");

@@ -310,7 +310,10 @@ impl AggregateUDFImpl for BitmapAggregate {
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
         let upper = self.name.to_uppercase();
         match (self.op, arg_types) {
-            (SetOp::Build, [DataType::Int32 | DataType::Null]) => Ok(vec![DataType::Int32]),
+            // Any integer: literals are BIGINT until planning ends (literals.rs); a value
+            // out of INT's range is an error when it arrives.
+            (SetOp::Build, [DataType::Null]) => Ok(vec![DataType::Int32]),
+            (SetOp::Build, [t]) if t.is_integer() => Ok(vec![t.clone()]),
             (SetOp::Build, [t]) => plan_err!(
                 "{upper} takes an INT, found {}",
                 sluice_common::types::flink_type_name(t)
@@ -376,8 +379,13 @@ struct BitmapAccumulator {
 impl BitmapAccumulator {
     fn add(&mut self, values: &ArrayRef, sign: i64) -> Result<()> {
         if self.op == SetOp::Build {
-            let ints = values.as_primitive::<datafusion_common::arrow::datatypes::Int32Type>();
-            for v in ints.iter().flatten() {
+            let ints = cast(values, &DataType::Int64)?;
+            for v in ints.as_primitive::<Int64Type>().iter().flatten() {
+                let Ok(v) = i32::try_from(v) else {
+                    return exec_err!(
+                        "BITMAP_BUILD_AGG: {v} is not an INT (a BITMAP holds INT values)"
+                    );
+                };
                 self.inputs += sign;
                 self.count(v as u32, sign);
             }

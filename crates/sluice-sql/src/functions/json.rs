@@ -135,9 +135,62 @@ pub(crate) fn json_of(a: &ArrayRef, i: usize, raw: bool) -> Result<Option<String
         S::Boolean(Some(b)) => b.to_string(),
         S::Float32(Some(x)) => java_json_double(x as f64),
         S::Float64(Some(x)) => java_json_double(x),
-        S::Int8(_) | S::Int16(_) | S::Int32(_) | S::Int64(_) | S::Decimal128(..) => v.to_string(),
+        S::Int8(_)
+        | S::Int16(_)
+        | S::Int32(_)
+        | S::Int64(_)
+        | S::UInt8(_)
+        | S::UInt16(_)
+        | S::UInt32(_)
+        | S::UInt64(_)
+        | S::Decimal128(..) => v.to_string(),
+        S::TimestampSecond(..)
+        | S::TimestampMillisecond(..)
+        | S::TimestampMicrosecond(..)
+        | S::TimestampNanosecond(..) => quoted(&iso_timestamp(&v)?),
+        S::Date32(_)
+        | S::Date64(_)
+        | S::Time32Second(_)
+        | S::Time32Millisecond(_)
+        | S::Time64Microsecond(_)
+        | S::Time64Nanosecond(_) => {
+            return datafusion_common::exec_err!(
+                "a {} value has no JSON form (Flink refuses DATE and TIME values in JSON \
+                 functions; cast it to STRING)",
+                sluice_common::types::flink_type_name(&v.data_type())
+            )
+        }
         other => quoted(&other.to_string()),
     }))
+}
+
+/// A timestamp as Flink's JSON functions write it (ISO-8601): a `TIMESTAMP` as
+/// `2024-01-01T10:00:21.005`, a `TIMESTAMP_LTZ` as the instant `2024-01-01T10:00:00.1Z`
+/// (UTC); the fraction without trailing zeros, none when zero.
+fn iso_timestamp(v: &datafusion_common::ScalarValue) -> Result<String> {
+    use datafusion_common::ScalarValue as S;
+    let (nanos, ltz) = match v {
+        S::TimestampSecond(Some(x), tz) => (i128::from(*x) * 1_000_000_000, tz.is_some()),
+        S::TimestampMillisecond(Some(x), tz) => (i128::from(*x) * 1_000_000, tz.is_some()),
+        S::TimestampMicrosecond(Some(x), tz) => (i128::from(*x) * 1_000, tz.is_some()),
+        S::TimestampNanosecond(Some(x), tz) => (i128::from(*x), tz.is_some()),
+        other => return datafusion_common::exec_err!("not a timestamp: {other}"),
+    };
+    let secs = nanos.div_euclid(1_000_000_000) as i64;
+    let frac = nanos.rem_euclid(1_000_000_000) as u32;
+    let Some(t) = chrono::DateTime::from_timestamp(secs, frac) else {
+        return datafusion_common::exec_err!("timestamp out of range: {v}");
+    };
+    let mut text = t.naive_utc().format("%Y-%m-%dT%H:%M:%S").to_string();
+    if frac > 0 {
+        let digits = format!("{frac:09}");
+        text.push('.');
+        text.push_str(digits.trim_end_matches('0'));
+    }
+    if ltz {
+        text.push('Z');
+    }
+    Ok(text)
 }
 
 /// `x IS [NOT] JSON [VALUE|SCALAR|ARRAY|OBJECT]` (the parser's `$is_json(x, 'KIND')`,
@@ -383,23 +436,8 @@ fn json_unquote(c: &Call) -> Result<ArrayRef> {
 /// `JSON_STRING(x)`: `x` as JSON text (a string quoted, a number or boolean as is).
 fn json_string(c: &Call) -> Result<ArrayRef> {
     let a = &c.args[0];
-    let mut out = Vec::with_capacity(c.rows);
-    for i in 0..c.rows {
-        if a.data_type().is_nested() {
-            out.push(json_of(a, i, false)?);
-            continue;
-        }
-        let v = datafusion_common::ScalarValue::try_from_array(a, i)?;
-        out.push(if v.is_null() {
-            None
-        } else {
-            Some(match v {
-                datafusion_common::ScalarValue::Utf8(Some(s))
-                | datafusion_common::ScalarValue::LargeUtf8(Some(s))
-                | datafusion_common::ScalarValue::Utf8View(Some(s)) => Value::String(s).to_string(),
-                other => other.to_string(),
-            })
-        });
-    }
+    let out = (0..c.rows)
+        .map(|i| json_of(a, i, false))
+        .collect::<Result<Vec<_>>>()?;
     Ok(string_rows(c.rows, |i| out[i].clone()))
 }

@@ -22,7 +22,7 @@ pub(crate) mod literals;
 mod misc;
 mod planner;
 mod regex;
-mod rewrite;
+pub(crate) mod rewrite;
 mod rows;
 mod string;
 pub(crate) mod syntax;

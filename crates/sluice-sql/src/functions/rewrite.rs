@@ -1,7 +1,7 @@
 //! Rewriting every expression of a planned query while the plan stays valid: output columns
-//! keep their names (a changed unnamed expression is aliased to its old name, since nodes
-//! above refer to it by name), `GROUP BY` expressions are left as they are for the same
-//! reason, and each node's schema is recomputed. Used by the rewrites that give Flink's
+//! keep their names (a changed unnamed expression, a `GROUP BY` key too, is aliased to its
+//! old name, since nodes above refer to it by name; a grouping set is left as it is), and
+//! each node's schema is recomputed. Used by the rewrites that give Flink's
 //! types and values (`literals`, `cast`, `decimal`).
 
 use datafusion_common::tree_node::Transformed;
@@ -31,7 +31,8 @@ pub(crate) fn rewrite_plan(
         let changed = node.map_expressions(|e| {
             let i = position;
             position += 1;
-            if i < group_len {
+            // A grouping set's members cannot be renamed one by one: left as they are.
+            if i < group_len && matches!(e, Expr::GroupingSet(_)) {
                 return Ok(Transformed::no(e));
             }
             let old_name = e.schema_name().to_string();

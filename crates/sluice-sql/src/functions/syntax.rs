@@ -53,11 +53,17 @@ fn json_constructor(f: &ast::Function) -> Option<ast::Expr> {
     let object = name.starts_with("json_object");
     let internal = format!("${name}");
     let FunctionArguments::List(list) = &f.args else {
+        if name.ends_with("agg") {
+            return None;
+        }
         return Some(internal_call(
             &internal,
             vec![string(if object { "NULL:" } else { "ABSENT:" })],
         ));
     };
+    if list.duplicate_treatment.is_some() {
+        return None;
+    }
     let mut mode = if object { "NULL" } else { "ABSENT" };
     for clause in &list.clauses {
         match clause {

@@ -32,7 +32,7 @@ use datafusion_sql::sqlparser::tokenizer::Location;
 use sluice_common::{not_supported, plan_err, Result, SluiceError};
 
 use super::Planner;
-use crate::catalog::{ViewDef, WINDOW_END, WINDOW_START, WINDOW_TIME};
+use crate::catalog::{ViewDef, LEGACY_WINDOW_COLUMNS};
 use crate::parser::{interval_ms, next_placeholder, QueryStatement, TvfKind, WindowTvfCall};
 
 /// Rewrites every legacy group window in `query` (subqueries first).
@@ -190,9 +190,9 @@ fn auxiliary(name: &str) -> Option<(TvfKind, &'static str)> {
     let (kind, property) = name.split_once('_')?;
     let kind = legacy_kind(kind)?;
     let column = match property {
-        "START" => WINDOW_START,
-        "END" => WINDOW_END,
-        "ROWTIME" | "PROCTIME" => WINDOW_TIME,
+        "START" => LEGACY_WINDOW_COLUMNS[0],
+        "END" => LEGACY_WINDOW_COLUMNS[1],
+        "ROWTIME" | "PROCTIME" => LEGACY_WINDOW_COLUMNS[2],
         _ => return None,
     };
     Some((kind, column))
@@ -258,6 +258,7 @@ fn rewrite_select(
         _ => vec!["GAP"],
     };
     let call = WindowTvfCall {
+        legacy: true,
         placeholder: next_placeholder("tvf"),
         kind,
         input,
@@ -287,9 +288,10 @@ fn rewrite_select(
             return Err(e);
         }
     }
-    let mut group = vec![column(WINDOW_START), column(WINDOW_END)];
+    let [start, end, time] = LEGACY_WINDOW_COLUMNS;
+    let mut group = vec![column(start), column(end)];
     if aux.reads_window_time {
-        group.push(column(WINDOW_TIME));
+        group.push(column(time));
     }
     group.extend(other_keys);
     if let GroupByExpr::Expressions(keys, _) = &mut select.group_by {
@@ -431,7 +433,7 @@ impl VisitorMut for Auxiliaries<'_> {
         };
         match self.check(&name, kind, f) {
             Ok(()) => {
-                if column_name == WINDOW_TIME {
+                if column_name == LEGACY_WINDOW_COLUMNS[2] {
                     self.reads_window_time = true;
                 }
                 *expr = column(column_name);
