@@ -17,6 +17,8 @@ pub fn flink_type_name(dt: &DataType) -> String {
         DataType::Float64 => "DOUBLE".into(),
         DataType::Decimal128(p, s) => format!("DECIMAL({p}, {s})"),
         DataType::Date32 => "DATE".into(),
+        // Flink's TIME is TIME(0): values are whole seconds (CAST truncates).
+        DataType::Time32(_) | DataType::Time64(_) => "TIME(0)".into(),
         DataType::Timestamp(unit, tz) => {
             let p = match unit {
                 TimeUnit::Second => 0,

@@ -231,7 +231,8 @@ fn scalar_type(
         "TIME" => {
             let ps = params(p)?;
             let _ = ps;
-            (DataType::Time32(TimeUnit::Millisecond), "TIME(0)".into())
+            // As a TIME literal and CAST(... AS TIME) are planned (comparable with them).
+            (DataType::Time64(TimeUnit::Nanosecond), "TIME(0)".into())
         }
         "TIMESTAMP" => {
             let precision = params(p)?.first().copied().unwrap_or(6);

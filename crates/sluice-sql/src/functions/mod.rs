@@ -11,6 +11,7 @@
 mod aggregates;
 mod arithmetic;
 pub mod bitmap;
+mod bytes;
 pub(crate) mod cast;
 mod collection;
 pub(crate) mod decimal;
@@ -90,8 +91,6 @@ const DEVIATIONS: &[(&str, &str)] = &[
 
 const COLLECTIONS: &str = "needs the ARRAY, MAP and ROW types (issue 18)";
 const OVER: &str = "Sluice has ROW_NUMBER, RANK and DENSE_RANK for Top-N and deduplication, and aggregates and LAG over OVER windows";
-const BYTES: &str = "the BYTES type is not supported yet (issue 18)";
-const TIME: &str = "the TIME type is not supported yet (issue 18)";
 const JSON: &str = "JSON functions are not built yet (issue 17)";
 const LATER: &str = "not built yet (issue 17)";
 
@@ -134,11 +133,6 @@ pub const NOT_SUPPORTED: &[(&str, &str)] = &[
         "current_row_timestamp",
         "processing time in queries is not built yet (issue 15)",
     ),
-    ("current_time", TIME),
-    ("localtime", TIME),
-    ("encode", BYTES),
-    ("decode", BYTES),
-    ("unhex", BYTES),
     ("json", JSON),
     (
         "between symmetric",
@@ -187,6 +181,7 @@ impl FunctionRegistry {
             .chain(misc::FUNCTIONS)
             .chain(collection::FUNCTIONS)
             .chain(bitmap::FUNCTIONS)
+            .chain(bytes::FUNCTIONS)
         {
             scalars.insert(def.name.to_string(), def.udf(zone));
         }

@@ -271,6 +271,20 @@ pub(crate) const FUNCTIONS: &[Def] = &[
     )
     .volatile(),
     Def::new(
+        "current_time",
+        &[&[]],
+        returns!(DataType::Time64(TimeUnit::Nanosecond)),
+        local_time,
+    )
+    .volatile(),
+    Def::new(
+        "localtime",
+        &[&[]],
+        returns!(DataType::Time64(TimeUnit::Nanosecond)),
+        local_time,
+    )
+    .volatile(),
+    Def::new(
         "current_date",
         &[&[]],
         returns!(DataType::Date32),
@@ -861,6 +875,17 @@ fn now(c: &Call) -> Result<ArrayRef> {
 fn localtimestamp(c: &Call) -> Result<ArrayRef> {
     let ms = sluice_common::time::utc_to_local_ms(&c.zone, now_micros().div_euclid(1000));
     Ok(Arc::new(TimestampMillisecondArray::from(vec![ms; c.rows])))
+}
+
+/// `CURRENT_TIME`, `LOCALTIME`: the wall-clock time of day in the session time zone, in
+/// whole seconds (Flink's `TIME(0)`; Arrow `Time64(ns)`, as a `TIME` literal and `CAST(...
+/// AS TIME)` are).
+fn local_time(c: &Call) -> Result<ArrayRef> {
+    let ms = sluice_common::time::utc_to_local_ms(&c.zone, now_micros().div_euclid(1000));
+    let of_day_ns = ms.rem_euclid(86_400_000) / 1000 * 1_000_000_000;
+    Ok(Arc::new(
+        datafusion_common::arrow::array::Time64NanosecondArray::from(vec![of_day_ns; c.rows]),
+    ))
 }
 
 /// `CURRENT_DATE`: today in the session time zone.
