@@ -789,8 +789,18 @@ impl Engine {
                     .iter()
                     .map(|(k, v)| format!("  '{k}' = '{}'", v.replace('\'', "''")))
                     .collect();
+                let partitioned = match t.definition.partition_keys.as_slice() {
+                    [] => String::new(),
+                    keys => format!(
+                        "\nPARTITIONED BY ({})",
+                        keys.iter()
+                            .map(|k| format!("`{k}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                };
                 let ddl = format!(
-                    "CREATE TABLE `{}` (\n{}\n) WITH (\n{}\n)",
+                    "CREATE TABLE `{}` (\n{}\n){partitioned} WITH (\n{}\n)",
                     t.name,
                     lines.join(",\n"),
                     options.join(",\n")

@@ -39,7 +39,13 @@ pub(crate) fn build_chain(
         match &node.spec {
             OperatorSpec::Sink(spec) => {
                 let updating = node.inputs.first().is_some_and(|i| i.is_updating());
-                sink = Some(create_sink(&spec.table, &spec.options, ctx, updating)?);
+                sink = Some(create_sink(
+                    &spec.table,
+                    &spec.options,
+                    &spec.partition_keys,
+                    ctx,
+                    updating,
+                )?);
             }
             _ => operators.push((id, build_operator(node, env)?)),
         }

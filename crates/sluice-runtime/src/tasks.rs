@@ -1085,8 +1085,15 @@ impl OperatorTask {
                 Err(downstream_stopped())
             };
         }
-        let Message::Data(mut b) = m else {
-            return Ok(()); // watermarks, barriers and the end stop here
+        let mut b = match m {
+            Message::Data(b) => b,
+            Message::Watermark(w) => {
+                if let Some(s) = self.sink.as_mut() {
+                    s.on_watermark(w);
+                }
+                return Ok(());
+            }
+            _ => return Ok(()), // barriers and the end stop here
         };
         JobMetrics::add(&self.ctx.metrics.rows_out, b.num_rows() as u64);
         b.data = localize(&b.data, &self.time_zone)?;

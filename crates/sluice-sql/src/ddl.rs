@@ -21,7 +21,7 @@ pub enum LikeFeature {
     Metadata,
     /// `OPTIONS`: the `WITH` options.
     Options,
-    /// `PARTITIONS`: `PARTITIONED BY` (accepted, no effect).
+    /// `PARTITIONS`: `PARTITIONED BY`.
     Partitions,
     /// `WATERMARKS`: the watermark declaration.
     Watermarks,
@@ -173,6 +173,17 @@ pub fn merge_like(
             merged
         }
     };
+    let partition_keys = match like.strategy(LikeFeature::Partitions) {
+        LikeStrategy::Excluding => new.partition_keys.clone(),
+        _ if !source.partition_keys.is_empty() && !new.partition_keys.is_empty() => {
+            return plan_err!(
+                "The base table already has partitions defined. You might want to specify \
+                 EXCLUDING PARTITIONS."
+            )
+        }
+        _ if new.partition_keys.is_empty() => source.partition_keys.clone(),
+        _ => new.partition_keys.clone(),
+    };
     Ok(CreateTable {
         name: new.name.clone(),
         if_not_exists: new.if_not_exists,
@@ -181,5 +192,6 @@ pub fn merge_like(
         primary_key,
         options,
         like: None,
+        partition_keys,
     })
 }

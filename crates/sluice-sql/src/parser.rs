@@ -234,6 +234,9 @@ pub struct CreateTable {
     pub options: Vec<(String, String)>,
     /// `LIKE source (...)`: merged with the source's definition when created.
     pub like: Option<crate::ddl::LikeClause>,
+    /// `PARTITIONED BY (column, ...)`: a filesystem sink writes each row under
+    /// `<path>/<column>=<value>/...`.
+    pub partition_keys: Vec<String>,
 }
 
 /// What `ALTER TABLE` changes.
@@ -776,6 +779,7 @@ impl StatementParser {
         }
         let mut options = Vec::new();
         let mut like = None;
+        let mut partition_keys = Vec::new();
         loop {
             if parse_word(&mut p, "LIKE") {
                 like = Some(parse_like(&mut p)?);
@@ -798,6 +802,7 @@ impl StatementParser {
                         primary_key,
                         options,
                         like: None,
+                        partition_keys,
                     },
                     query,
                 });
@@ -806,8 +811,12 @@ impl StatementParser {
             } else if parse_word(&mut p, "PARTITIONED") {
                 p.expect_keyword_is(Keyword::BY).map_err(sql_err)?;
                 p.expect_token(&Token::LParen).map_err(sql_err)?;
-                p.parse_comma_separated(|p| p.parse_identifier())
-                    .map_err(sql_err)?;
+                partition_keys = p
+                    .parse_comma_separated(|p| p.parse_identifier())
+                    .map_err(sql_err)?
+                    .into_iter()
+                    .map(|i| i.value)
+                    .collect();
                 p.expect_token(&Token::RParen).map_err(sql_err)?;
             } else if p.parse_keyword(Keyword::WITH) {
                 options = parse_options(&mut p)?;
@@ -827,6 +836,7 @@ impl StatementParser {
             primary_key,
             options,
             like,
+            partition_keys,
         }))
     }
 

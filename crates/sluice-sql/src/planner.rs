@@ -343,6 +343,14 @@ impl Planner {
                 return plan_err!("PRIMARY KEY column '{k}' is not a column of '{}'", ct.name);
             }
         }
+        for k in &ct.partition_keys {
+            if physical_schema.field_with_name(k).is_err() {
+                return plan_err!(
+                    "PARTITIONED BY column '{k}' is not a physical column of '{}'",
+                    ct.name
+                );
+            }
+        }
         self.catalog.tables.insert(
             ct.name.clone(),
             TableDef {
@@ -547,10 +555,17 @@ impl Planner {
             rowtime: None,
             inputs: vec![node],
         };
+        let partition_keys = def
+            .definition
+            .partition_keys
+            .iter()
+            .map(|k| Ok((target.index_of(k)?, k.clone())))
+            .collect::<Result<Vec<_>>>()?;
         Ok(PlanNode {
             spec: OperatorSpec::Sink(SinkSpec {
                 table: table.to_string(),
                 options: def.options.clone(),
+                partition_keys,
             }),
             schema,
             rowtime: None,
@@ -818,6 +833,13 @@ impl Planner {
     fn lower_relation(&self, name: &str) -> Result<Planned> {
         if let Some(def) = self.catalog.tables.get(name) {
             def.check_options()?;
+            if !def.definition.partition_keys.is_empty() {
+                return not_supported!(
+                    "reading the PARTITIONED BY table '{name}' (its rows are written under \
+                     <column>=<value> directories, which the filesystem source does not read \
+                     yet); it can be written to"
+                );
+            }
             let schema = Arc::new(DFSchema::try_from_qualified_schema(name, &def.schema)?);
             let physical_schema = Arc::new(DFSchema::try_from_qualified_schema(
                 name,

@@ -518,6 +518,8 @@ pub struct SinkSpec {
     pub table: String,
     /// The `WITH` options.
     pub options: ConnectorOptions,
+    /// `PARTITIONED BY` columns: (index in the written rows, name), in declared order.
+    pub partition_keys: Vec<(usize, String)>,
 }
 
 /// A window of a window table function, in milliseconds.

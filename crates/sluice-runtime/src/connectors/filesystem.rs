@@ -239,6 +239,11 @@ pub fn discard_uncommitted(dir: &Path, job: &str) -> Result<usize> {
     let prefix = format!(".part-{job}-");
     let mut removed = 0;
     for entry in entries.flatten() {
+        // A partitioned sink writes into `<column>=<value>` directories.
+        if entry.path().is_dir() {
+            removed += discard_uncommitted(&entry.path(), job)?;
+            continue;
+        }
         let name = entry.file_name().to_string_lossy().to_string();
         let hidden_part = name.starts_with(&prefix)
             && (name.ends_with(".inprogress") || name.ends_with(".pending"));
@@ -266,6 +271,13 @@ pub fn discard_committed_after(dir: &Path, job: &str, checkpoint_id: u64) -> Res
     let prefix = format!("part-{job}-");
     let mut removed = Vec::new();
     for entry in entries.flatten() {
+        if entry.path().is_dir() {
+            let sub = entry.file_name().to_string_lossy().to_string();
+            for name in discard_committed_after(&entry.path(), job, checkpoint_id)? {
+                removed.push(format!("{sub}/{name}"));
+            }
+            continue;
+        }
         let name = entry.file_name().to_string_lossy().to_string();
         let Some(rest) = name.strip_prefix(&prefix) else {
             continue;
@@ -368,6 +380,17 @@ impl BatchSink for DirectorySink {
     }
 
     fn pre_commit(&mut self, checkpoint_id: u64) -> Result<Committable> {
+        self.pre_commit_named(&format!("c{checkpoint_id}"))
+    }
+
+    fn finish(&mut self) -> Result<Committable> {
+        self.close("end")
+    }
+}
+
+impl DirectorySink {
+    /// [`BatchSink::pre_commit`] for the transaction named `transaction` (`c<id>`).
+    pub(crate) fn pre_commit_named(&mut self, transaction: &str) -> Result<Committable> {
         if !self.two_phase {
             // Direct files stay open across checkpoints; make what is written durable.
             if let Some((w, _, _)) = self.open.as_mut() {
@@ -377,10 +400,6 @@ impl BatchSink for DirectorySink {
             }
             return Ok(Committable::Nothing);
         }
-        self.close(&format!("c{checkpoint_id}"))
-    }
-
-    fn finish(&mut self) -> Result<Committable> {
-        self.close("end")
+        self.close(transaction)
     }
 }

@@ -15,6 +15,7 @@ pub mod datagen;
 pub mod filesystem;
 mod json_format;
 pub mod lookup;
+pub mod partitioned;
 mod text_columns;
 
 use std::io::Write;
@@ -67,6 +68,10 @@ pub trait BatchSink: Send {
     }
     /// The input has ended: flush, close, and return what commits the last rows.
     fn finish(&mut self) -> Result<Committable>;
+    /// The watermark (ms) reached the sink (a partitioned sink commits partitions by it).
+    fn on_watermark(&mut self, watermark_ms: i64) {
+        let _ = watermark_ms;
+    }
 }
 
 /// What a sink pre-committed and the job commits when the checkpoint completes.
@@ -303,6 +308,7 @@ pub fn resolve_sink_directory(
 pub fn create_sink(
     table: &str,
     options: &ConnectorOptions,
+    partition_keys: &[(usize, String)],
     ctx: &ConnectorContext,
     updating: bool,
 ) -> Result<Box<dyn BatchSink>> {
@@ -318,6 +324,17 @@ pub fn create_sink(
                 )));
             }
             let path = resolve(ctx, option(options, "path", table)?);
+            if !partition_keys.is_empty() {
+                return Ok(Box::new(partitioned::PartitionedSink::new(
+                    &path,
+                    format!("part-{}-{}", ctx.job_id, ctx.subtask),
+                    format == FileFormat::Json,
+                    ctx.two_phase_sinks && sink_exactly_once(options, table)?,
+                    ctx.attempt,
+                    partition_keys.to_vec(),
+                    options,
+                )?));
+            }
             Ok(Box::new(filesystem::DirectorySink::new(
                 &path,
                 format!("part-{}-{}", ctx.job_id, ctx.subtask),
