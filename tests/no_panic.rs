@@ -126,8 +126,13 @@ fn records(path: &Path) -> Vec<(bool, String)> {
             sql.push(lines.next().unwrap_or_default());
         }
         let sql = sql.join("\n");
-        let setup =
-            head == "statement ok" && sql.trim_start().to_ascii_uppercase().starts_with("CREATE");
+        // Declarations only: a CREATE TABLE ... AS SELECT would start a job writing files.
+        let setup = head == "statement ok"
+            && sql.trim_start().to_ascii_uppercase().starts_with("CREATE")
+            && parse_script(&sql).is_ok_and(|s| {
+                !s.iter()
+                    .any(|p| matches!(p.statement, Statement::CreateTableAs { .. }))
+            });
         if !sql.trim().is_empty() {
             out.push((setup, sql));
         }
