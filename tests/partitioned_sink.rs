@@ -132,6 +132,34 @@ fn nexmark_q10_writes_flinks_partitions() {
     let out = temp_dir("q10");
     run(&q10(&out, ""));
     check_q10(&out);
+    // Read back: the partition columns come from the directories (by hand: every bid).
+    let mut engine = Engine::new(EngineConfig::default());
+    engine
+        .execute_script(&format!(
+            "CREATE TABLE fs_in (auction BIGINT, bidder BIGINT, price BIGINT, `dateTime` TIMESTAMP(3),
+               extra STRING, dt STRING, hm STRING) PARTITIONED BY (dt, hm)
+             WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv')",
+            out.display()
+        ))
+        .unwrap();
+    let batches = engine
+        .collect("SELECT auction, price, dt, hm FROM fs_in WHERE dt = '2015-07-16'")
+        .unwrap();
+    let mut rows: Vec<String> = Vec::new();
+    for b in &batches {
+        for r in 0..b.num_rows() {
+            rows.push(sluice::format::row_values(b, r).unwrap().join(","));
+        }
+    }
+    rows.sort();
+    assert_eq!(
+        rows,
+        [
+            "1004,1101322,2015-07-16,23:59",
+            "1004,55000000,2015-07-16,00:10",
+            "369,10000,2015-07-16,12:00"
+        ]
+    );
     let _ = std::fs::remove_dir_all(&out);
 }
 
@@ -177,5 +205,25 @@ fn null_values_go_to_the_default_partition() {
         ["extra=__DEFAULT_PARTITION__", "extra=abc"]
     );
     assert!(!tree(&out).iter().any(|(_, f)| f == "_SUCCESS"));
+    // Read back: the default partition is NULL.
+    let mut engine = Engine::new(EngineConfig::default());
+    engine
+        .execute_script(&format!(
+            "CREATE TABLE back (auction BIGINT, extra STRING) PARTITIONED BY (extra)
+             WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv')",
+            out.display()
+        ))
+        .unwrap();
+    let batches = engine
+        .collect("SELECT auction, extra IS NULL AS no_extra FROM back")
+        .unwrap();
+    let mut rows: Vec<String> = batches
+        .iter()
+        .flat_map(|b| {
+            (0..b.num_rows()).map(move |r| sluice::format::row_values(b, r).unwrap().join(","))
+        })
+        .collect();
+    rows.sort();
+    assert_eq!(rows, ["1001,false", "2460,true", "369,true"]);
     let _ = std::fs::remove_dir_all(&out);
 }

@@ -281,6 +281,7 @@ impl SourceDriver {
         let mut source = create_source(
             &spec.table,
             &spec.options,
+            &spec.partition_keys,
             Arc::new(spec.physical_schema.as_arrow().clone()),
             connectors,
             Arc::clone(&ctx.metrics),

@@ -833,13 +833,6 @@ impl Planner {
     fn lower_relation(&self, name: &str) -> Result<Planned> {
         if let Some(def) = self.catalog.tables.get(name) {
             def.check_options()?;
-            if !def.definition.partition_keys.is_empty() {
-                return not_supported!(
-                    "reading the PARTITIONED BY table '{name}' (its rows are written under \
-                     <column>=<value> directories, which the filesystem source does not read \
-                     yet); it can be written to"
-                );
-            }
             let schema = Arc::new(DFSchema::try_from_qualified_schema(name, &def.schema)?);
             let physical_schema = Arc::new(DFSchema::try_from_qualified_schema(
                 name,
@@ -857,6 +850,7 @@ impl Planner {
                 physical_schema,
                 columns: def.column_exprs.clone(),
                 watermark,
+                partition_keys: def.definition.partition_keys.clone(),
             };
             let rowtime = def.watermark.as_ref().map(|(i, _, _)| *i);
             let mut node = PlanNode {

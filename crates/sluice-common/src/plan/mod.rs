@@ -481,6 +481,9 @@ pub struct SourceSpec {
     pub columns: Vec<Expr>,
     /// Watermark strategy, if the table declares one.
     pub watermark: Option<WatermarkSpec>,
+    /// `PARTITIONED BY` columns (physical columns whose values are the `<column>=<value>`
+    /// directories a filesystem table's files are under).
+    pub partition_keys: Vec<String>,
 }
 
 impl SourceSpec {

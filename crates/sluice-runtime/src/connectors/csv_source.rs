@@ -408,6 +408,12 @@ pub struct CsvSource {
 }
 
 impl CsvSource {
+    /// Reads `files` (in this order) instead of the path's listing.
+    pub(crate) fn with_files(mut self, files: Vec<PathBuf>) -> Self {
+        self.files = files;
+        self
+    }
+
     /// Keeps files `subtask`, `subtask + parallelism`, ... of the sorted list: this
     /// source subtask's share.
     pub fn split(mut self, subtask: usize, parallelism: usize) -> Self {

@@ -90,6 +90,7 @@ impl LookupFiles {
         let mut source = create_source(
             &self.table,
             &self.options,
+            &[],
             Arc::clone(&self.physical_schema),
             &self.ctx,
             Arc::new(JobMetrics::default()),

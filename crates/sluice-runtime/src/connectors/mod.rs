@@ -154,7 +154,7 @@ fn resolve(ctx: &ConnectorContext, path: &str) -> PathBuf {
 
 /// The file format of a filesystem table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum FileFormat {
+pub(crate) enum FileFormat {
     Csv,
     Json,
     /// A change-data-capture format: a changelog (`changelog_json`).
@@ -201,6 +201,7 @@ fn csv_cannot_hold_nested(
 pub fn create_source(
     table: &str,
     options: &ConnectorOptions,
+    partition_keys: &[String],
     physical_schema: datafusion_common::arrow::datatypes::SchemaRef,
     ctx: &ConnectorContext,
     metrics: Arc<JobMetrics>,
@@ -213,6 +214,20 @@ pub fn create_source(
             .store(false, std::sync::atomic::Ordering::Relaxed);
     }
     match connector.as_str() {
+        "filesystem" if !partition_keys.is_empty() => {
+            let path = resolve(ctx, option(options, "path", table)?);
+            partitioned::PartitionedSource::open(
+                table,
+                &path,
+                file_format(options, table)?,
+                options,
+                partition_keys,
+                physical_schema,
+                ctx,
+                metrics,
+            )
+            .map(|s| Box::new(s) as Box<dyn Source>)
+        }
         "filesystem" => {
             let format = file_format(options, table)?;
             let path = resolve(ctx, option(options, "path", table)?);

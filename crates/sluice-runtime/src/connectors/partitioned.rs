@@ -1,4 +1,7 @@
-//! A `filesystem` sink of a table `PARTITIONED BY (a, b)` (Flink SQL "FileSystem >
+//! A `filesystem` table `PARTITIONED BY (a, b)`: [`PartitionedSource`] reads the files
+//! under its `<column>=<value>` directories, [`PartitionedSink`] writes them.
+//!
+//! The sink (Flink SQL "FileSystem >
 //! Partition Files", "Partition Commit"): each row goes under `<path>/a=<value>/b=<value>/`
 //! into that partition's part files, without the partition columns (the path holds them);
 //! a NULL or empty value is `'partition.default-name'`. Values are escaped as Flink's
@@ -356,6 +359,197 @@ impl BatchSink for PartitionedSink {
 
     fn finish(&mut self) -> Result<Committable> {
         self.close_all("end", true)
+    }
+}
+
+/// Reads a partitioned table: the visible files under `<path>/<column>=<value>/...`
+/// (Flink's partition discovery), each row's partition columns filled from its file's
+/// directories (unescaped; `'partition.default-name'` is NULL), the other columns from the
+/// file. Offsets are the file reader's (a checkpoint names the file).
+pub struct PartitionedSource {
+    inner: crate::connectors::csv_source::CsvSource,
+    root: PathBuf,
+    /// (index in the physical columns, name, type).
+    keys: Vec<(usize, String, DataType)>,
+    schema: datafusion_common::arrow::datatypes::SchemaRef,
+    default_name: String,
+}
+
+/// The visible files under `dir`, into `<column>=<value>` directories, in path order.
+fn partition_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| SluiceError::io(format!("listing '{}'", dir.display()), e))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        if name.starts_with('.') || name.starts_with('_') {
+            continue;
+        }
+        let path = entry.path();
+        if path.is_dir() {
+            if name.contains('=') {
+                partition_files(&path, out)?;
+            }
+        } else {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+impl PartitionedSource {
+    /// Opens the table at `path` (CSV or JSON) with physical columns `physical`, of
+    /// which `partition_keys` come from the directories.
+    ///
+    /// # Errors
+    /// A missing path, bad format options, a change-data-capture format.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn open(
+        table: &str,
+        path: &Path,
+        format: super::FileFormat,
+        options: &ConnectorOptions,
+        partition_keys: &[String],
+        physical: datafusion_common::arrow::datatypes::SchemaRef,
+        ctx: &super::ConnectorContext,
+        metrics: std::sync::Arc<crate::metrics::JobMetrics>,
+    ) -> Result<Self> {
+        use datafusion_common::arrow::datatypes::Schema;
+        use std::sync::Arc;
+        let keys = partition_keys
+            .iter()
+            .map(|k| {
+                let i = physical.index_of(k)?;
+                Ok((i, k.clone(), physical.field(i).data_type().clone()))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let data = Arc::new(Schema::new(
+            physical
+                .fields()
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !keys.iter().any(|(k, ..)| k == i))
+                .map(|(_, f)| f.as_ref().clone())
+                .collect::<Vec<_>>(),
+        ));
+        let tz =
+            sluice_common::time::parse_time_zone(&ctx.time_zone).map_err(SluiceError::Config)?;
+        let source = match format {
+            super::FileFormat::Csv => {
+                super::csv_cannot_hold_nested(&data, table)?;
+                let csv = super::filesystem::CsvOptions::from_options(options)?;
+                super::csv_source::CsvSource::new(path, data, csv, tz, ctx.batch_size, metrics)?
+            }
+            super::FileFormat::Json => {
+                let ignore =
+                    super::filesystem::bool_option(options, "json.ignore-parse-errors", false)?;
+                let format = Arc::new(super::json_format::JsonFormat::new(data, tz, ignore));
+                super::csv_source::CsvSource::with_format(
+                    path,
+                    format,
+                    None,
+                    super::csv_source::HeaderRow::Data,
+                    ctx.batch_size,
+                    metrics,
+                )?
+            }
+            super::FileFormat::Changelog(envelope) => {
+                return Err(SluiceError::NotSupported(format!(
+                    "a PARTITIONED BY table in '{}' ('{table}')",
+                    envelope.name()
+                )))
+            }
+        };
+        let mut files = Vec::new();
+        if path.is_dir() {
+            partition_files(path, &mut files)?;
+        }
+        files.sort();
+        let mut inner = source
+            .with_files(files)
+            .split(ctx.source_subtask, ctx.source_parallelism);
+        if let Some(seed) = ctx.batch_size_seed {
+            inner.randomize_batch_sizes(seed);
+        }
+        if ctx.attempt == 0 {
+            inner.count_total_bytes();
+        }
+        Ok(PartitionedSource {
+            inner,
+            root: path.to_path_buf(),
+            keys,
+            schema: physical,
+            default_name: options
+                .get("partition.default-name")
+                .cloned()
+                .unwrap_or_else(|| "__DEFAULT_PARTITION__".into()),
+        })
+    }
+}
+
+impl super::Source for PartitionedSource {
+    fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+        use datafusion_common::arrow::array::{ArrayRef, StringArray};
+        let Some(batch) = self.inner.next_batch()? else {
+            return Ok(None);
+        };
+        let file = self
+            .inner
+            .position()
+            .get("path")
+            .and_then(|p| p.as_str())
+            .map(PathBuf::from)
+            .unwrap_or_default();
+        let relative = file.strip_prefix(&self.root).unwrap_or(&file).to_path_buf();
+        let values: BTreeMap<String, String> = relative
+            .components()
+            .filter_map(|c| c.as_os_str().to_str())
+            .filter_map(|c| c.split_once('='))
+            .map(|(k, v)| (unescape(k), unescape(v)))
+            .collect();
+        let rows = batch.num_rows();
+        let mut data = batch.columns().iter();
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.schema.fields().len());
+        for i in 0..self.schema.fields().len() {
+            match self.keys.iter().find(|(k, ..)| *k == i) {
+                Some((_, name, t)) => {
+                    let value = values
+                        .get(name)
+                        .filter(|v| **v != self.default_name)
+                        .cloned();
+                    let text: ArrayRef =
+                        std::sync::Arc::new(StringArray::from(vec![value.clone(); rows]));
+                    let typed = cast(&text, t)?;
+                    if value.is_some() && typed.null_count() > 0 {
+                        return Err(SluiceError::Execution(format!(
+                            "{}: the partition value '{}' of '{name}' is not a {}",
+                            file.display(),
+                            value.unwrap_or_default(),
+                            sluice_common::types::flink_type_name(t)
+                        )));
+                    }
+                    columns.push(typed);
+                }
+                None => columns.push(std::sync::Arc::clone(
+                    data.next().expect("a data column per non-partition column"),
+                )),
+            }
+        }
+        Ok(Some(RecordBatch::try_new(
+            std::sync::Arc::clone(&self.schema),
+            columns,
+        )?))
+    }
+
+    fn describe(&self) -> String {
+        format!("{}, partitioned", self.inner.describe())
+    }
+
+    fn position(&self) -> serde_json::Value {
+        self.inner.position()
+    }
+
+    fn seek(&mut self, position: &serde_json::Value) -> Result<()> {
+        self.inner.seek(position)
     }
 }
 

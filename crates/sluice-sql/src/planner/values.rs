@@ -47,6 +47,7 @@ impl Planner {
                     physical_schema: Arc::clone(&schema),
                     columns: vec![Expr::Column(Column::new_unqualified(ROW))],
                     watermark: None,
+                    partition_keys: Vec::new(),
                 }),
                 inputs: vec![],
                 schema,
