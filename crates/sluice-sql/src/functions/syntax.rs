@@ -329,6 +329,27 @@ impl VisitorMut for FlinkSyntax {
                     format: None,
                 };
             }
+            // Flink's binary types (`BYTES`, `VARBINARY(n)`, `BINARY(n)`) in a CAST are
+            // DataFusion's `BYTEA`; `CAST(NULL AS BITMAP)` is a NULL BITMAP.
+            ast::Expr::Cast { data_type, .. } if is_binary_type(data_type) => {
+                *data_type = ast::DataType::Bytea;
+            }
+            ast::Expr::Cast {
+                expr: inner,
+                data_type,
+                ..
+            } if custom_type_is(data_type, "BITMAP")
+                && matches!(inner.as_ref(), ast::Expr::Value(v) if matches!(v.value, Value::Null)) =>
+            {
+                let null_bytes = ast::Expr::Cast {
+                    kind: ast::CastKind::Cast,
+                    expr: inner.clone(),
+                    data_type: ast::DataType::Bytea,
+                    array: false,
+                    format: None,
+                };
+                *expr = call("bitmap_from_bytes", vec![null_bytes], None);
+            }
             // `ARRAY[a, ...]` as the `$array` call it is planned as anyway: DataFusion plans
             // an array literal's elements without the outer query, so `UNNEST(ARRAY[c])`
             // could not read the row's column `c`. (An empty one is refused by
@@ -451,6 +472,19 @@ impl VisitorMut for FlinkSyntax {
         }
         ControlFlow::Continue(())
     }
+}
+
+/// Flink's binary types: `BYTES`, `VARBINARY(n)`, `BINARY(n)`.
+fn is_binary_type(t: &ast::DataType) -> bool {
+    matches!(
+        t,
+        ast::DataType::Bytes(_) | ast::DataType::Varbinary(_) | ast::DataType::Binary(_)
+    ) || custom_type_is(t, "BYTES")
+}
+
+/// Whether `t` is the type `name` that sqlparser does not know (`BITMAP`).
+fn custom_type_is(t: &ast::DataType, name: &str) -> bool {
+    matches!(t, ast::DataType::Custom(n, _) if n.to_string().eq_ignore_ascii_case(name))
 }
 
 /// Rewrites Flink's function syntax in a query.
