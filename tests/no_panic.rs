@@ -11,6 +11,8 @@
 #[path = "common/mod.rs"]
 mod common;
 
+use common::Rng;
+
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
@@ -138,20 +140,6 @@ fn records(path: &Path) -> Vec<(bool, String)> {
         }
     }
     out
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
 }
 
 /// One random mutation of `sql`, at word granularity.

@@ -14,24 +14,12 @@
 #[path = "common/mod.rs"]
 mod common;
 
+use common::Rng;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use sluice::{Engine, EngineConfig, StatementResult};
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
 
 /// Bytes a mutation inserts: what a CSV or JSON reader must not trip on.
 const NOISE: &[&[u8]] = &[

@@ -334,3 +334,20 @@ pub fn files_under(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
         }
     }
 }
+
+/// xorshift64: the no-panic tests' reproducible random numbers (seed it odd).
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// Uniform in `0..n` (0 for `n` = 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
