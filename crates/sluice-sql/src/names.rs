@@ -1,9 +1,11 @@
 //! Flink's (Calcite's) names for the columns of a query: a select item without `AS` that is
 //! not a column reference is named `EXPR$<n>`, `n` being its position in the select list
 //! with every `*` expanded (Calcite's `SqlValidatorUtil.deriveAlias`); a column reference
-//! keeps the column's name. DataFusion names such items after their text (`count(*)`,
-//! `t.a + Int64(1)`), and refuses two items with one text (`SELECT t.*, CAST(price AS
-//! DECIMAL(10, 2)) FROM t`: the CAST is named `price` too).
+//! keeps the column's name, and a field access `r.f` (`person.id` on a `ROW` column) is
+//! named after its last field (`id`), as Calcite names any identifier. DataFusion names
+//! such items after their text (`count(*)`, `t.a + Int64(1)`), and refuses two items with
+//! one text (`SELECT t.*, CAST(price AS DECIMAL(10, 2)) FROM t`: the CAST is named `price`
+//! too).
 //!
 //! [`name_select_items`] runs on the parsed query, before DataFusion's planner: an item
 //! before any `*` gets its final name; one after a `*` (whose width is not known yet) a
@@ -32,11 +34,59 @@ fn is_column(e: &ast::Expr) -> bool {
     }
 }
 
+/// The names by which the `FROM` clause's relations are referenced (their aliases, or
+/// their tables' last name parts), lower-cased.
+fn relation_names(from: &[ast::TableWithJoins]) -> Vec<String> {
+    fn name_of(factor: &ast::TableFactor) -> Option<String> {
+        match factor {
+            ast::TableFactor::Table { alias: Some(a), .. }
+            | ast::TableFactor::Derived { alias: Some(a), .. }
+            | ast::TableFactor::TableFunction { alias: Some(a), .. }
+            | ast::TableFactor::UNNEST { alias: Some(a), .. }
+            | ast::TableFactor::Function { alias: Some(a), .. } => Some(a.name.value.clone()),
+            ast::TableFactor::Table { name, .. } => name
+                .0
+                .last()
+                .and_then(|p| p.as_ident())
+                .map(|i| i.value.clone()),
+            _ => None,
+        }
+    }
+    let mut names = Vec::new();
+    for t in from {
+        names.extend(name_of(&t.relation));
+        for j in &t.joins {
+            names.extend(name_of(&j.relation));
+        }
+    }
+    names.iter().map(|n| n.to_lowercase()).collect()
+}
+
+/// The field a select item `a.b[.c]` reads when it is a field access into a `ROW` column
+/// rather than a column of a relation named `a`: its last part.
+fn field_access_name(e: &ast::Expr, relations: &[String]) -> Option<String> {
+    let ast::Expr::CompoundIdentifier(parts) = e else {
+        return None;
+    };
+    let first_is_relation = relations.contains(&parts.first()?.value.to_lowercase());
+    (parts.len() >= 3 || !first_is_relation).then(|| parts.last().map(|p| p.value.clone()))?
+}
+
 fn name_items(body: &mut SetExpr) {
     match body {
         SetExpr::Select(select) => {
+            let relations = relation_names(&select.from);
             let mut after_wildcard = false;
             for (k, item) in select.projection.iter_mut().enumerate() {
+                if let SelectItem::UnnamedExpr(e) = item {
+                    if let Some(field) = field_access_name(e, &relations) {
+                        *item = SelectItem::ExprWithAlias {
+                            expr: e.clone(),
+                            alias: Ident::with_quote('"', field),
+                        };
+                        continue;
+                    }
+                }
                 match item {
                     SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => {
                         after_wildcard = true

@@ -251,8 +251,9 @@ pub(crate) const FUNCTIONS: &[Def] = &[
     )
     .volatile(),
     // `PROCTIME()` declares a processing-time attribute (`pt AS PROCTIME()` in CREATE
-    // TABLE); the source fills it from the job's processing clock (`sluice_common::
-    // types::PROCTIME_KEY`). Evaluated anywhere else it is the current instant.
+    // TABLE, or in a view's or subquery's select list); the source fills it from the
+    // job's processing clock (`sluice_common::types::PROCTIME_KEY`). Evaluated anywhere
+    // else it is the current instant.
     Def::new(
         "proctime",
         &[&[]],
@@ -262,7 +263,8 @@ pub(crate) const FUNCTIONS: &[Def] = &[
         )),
         now,
     )
-    .volatile(),
+    .volatile()
+    .processing_time_attribute(),
     Def::new(
         "localtimestamp",
         &[&[]],

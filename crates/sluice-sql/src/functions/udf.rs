@@ -120,6 +120,7 @@ pub(crate) struct FlinkScalar {
     variadic: bool,
     /// The arity's kinds repeat as a whole (`MAP[k, v, k, v, ...]`).
     cycle: bool,
+    processing_time: bool,
     ret: ReturnFn,
     eval: EvalFn,
     signature: Signature,
@@ -152,6 +153,10 @@ pub(crate) struct Def {
     pub(crate) variadic: bool,
     pub(crate) cycle: bool,
     pub(crate) volatile: bool,
+    /// The result is a processing-time attribute (`PROCTIME()`): NOT NULL, marked with
+    /// `sluice_common::types::PROCTIME_KEY`, so that a view's or subquery's
+    /// `PROCTIME() AS pt` can drive processing-time windows and lookup joins.
+    pub(crate) processing_time: bool,
     pub(crate) ret: ReturnFn,
     pub(crate) eval: EvalFn,
 }
@@ -170,9 +175,16 @@ impl Def {
             variadic: false,
             cycle: false,
             volatile: false,
+            processing_time: false,
             ret,
             eval,
         }
+    }
+
+    /// The result is a processing-time attribute (see [`Def::processing_time`]).
+    pub(crate) const fn processing_time_attribute(mut self) -> Def {
+        self.processing_time = true;
+        self
     }
 
     /// The kinds of the (one) arity repeat as a whole: `MAP[k1, v1, k2, v2, ...]`.
@@ -210,6 +222,7 @@ impl Def {
             arities: self.arities,
             variadic: self.variadic,
             cycle: self.cycle,
+            processing_time: self.processing_time,
             ret: self.ret,
             eval: self.eval,
             signature,
@@ -339,9 +352,16 @@ impl ScalarUDFImpl for FlinkScalar {
             .map(|f| f.data_type().clone())
             .collect();
         let t = (self.ret)(&types, args.scalar_arguments)?;
-        Ok(Arc::new(datafusion_common::arrow::datatypes::Field::new(
-            self.name, t, true,
-        )))
+        let field = datafusion_common::arrow::datatypes::Field::new(self.name, t, true);
+        if self.processing_time {
+            let key = sluice_common::types::PROCTIME_KEY.to_string();
+            return Ok(Arc::new(
+                field
+                    .with_nullable(false)
+                    .with_metadata([(key, "true".to_string())].into()),
+            ));
+        }
+        Ok(Arc::new(field))
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {

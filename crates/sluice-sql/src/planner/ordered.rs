@@ -118,6 +118,14 @@ impl Planner {
                 }
             });
         }
+        if input.node.is_updating() {
+            // Flink refuses it too (FLINK-19059: its OverAggregate consumes no retractions).
+            return not_supported!(
+                "an OVER window over an updating input (a Top-N, an aggregate or a join whose \
+                 rows are later retracted or updated): streaming OVER windows take append-only \
+                 input, each row once, in time order (Flink: FLINK-19059)"
+            );
+        }
         let (time_column, processing_time) = over_order(params, &input.node)?;
         let frame = over_frame(params)?;
         Ok(Planned {
