@@ -6,6 +6,8 @@ use sluice_common::plan::{GroupOutput, OperatorSpec, OverCall, OverFrame, PlanNo
 use sluice_common::Result;
 use sluice_runtime::graph::{Exchange, JobGraph, StageKind, Upstream};
 
+mod text;
+
 /// How a plan would run, for EXPLAIN: the session's parallelism and key groups.
 #[derive(Debug, Clone)]
 pub struct ExplainContext {
@@ -272,14 +274,23 @@ pub fn explain_dot(plans: &[PlanNode], ctx: &ExplainContext) -> Result<String> {
     let roots: Vec<&PlanNode> = plans.iter().collect();
     let graph = JobGraph::build(&roots, ctx.parallelism)?;
     let (nodes, _) = explained(&graph, ctx);
-    let escape = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
+    // A line break (from `wrap`) becomes DOT's `\n`.
+    let escape = |s: &str| {
+        s.replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n")
+    };
     let mut out = String::from(
         "digraph plan {\n  rankdir=BT;\n  node [shape=box, fontname=\"monospace\"];\n",
     );
     for (i, n) in nodes.iter().enumerate() {
-        let mut label = format!("{}\\nparallelism={}", escape(&n.label), n.parallelism);
+        let mut label = format!(
+            "{}\\nparallelism={}",
+            escape(&wrap(&n.label)),
+            n.parallelism
+        );
         if let Some(s) = &n.state {
-            label.push_str(&format!("\\nstate: {}", escape(s)));
+            label.push_str(&format!("\\nstate: {}", escape(&wrap(s))));
         }
         out.push_str(&format!("  n{i} [label=\"{label}\"];\n"));
     }
@@ -293,6 +304,28 @@ pub fn explain_dot(plans: &[PlanNode], ctx: &ExplainContext) -> Result<String> {
     }
     out.push_str("}\n");
     Ok(out)
+}
+
+/// `text` broken into lines of about 72 characters after a ", ", so that a picture of the
+/// graph stays narrow.
+fn wrap(text: &str) -> String {
+    const WIDTH: usize = 72;
+    let mut out = String::new();
+    let mut line = 0;
+    for (k, part) in text.split(", ").enumerate() {
+        if k > 0 {
+            if line + part.len() + 2 > WIDTH {
+                out.push_str(",\n");
+                line = 0;
+            } else {
+                out.push_str(", ");
+                line += 2;
+            }
+        }
+        out.push_str(part);
+        line += part.len();
+    }
+    out
 }
 
 /// The operator's name and arguments.
@@ -316,11 +349,7 @@ fn label(node: &PlanNode) -> String {
         OperatorSpec::Filter { predicate } => format!("Filter: {predicate}"),
         OperatorSpec::Project { exprs } => format!(
             "Project: {}",
-            exprs
-                .iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
+            exprs.iter().map(text::expr).collect::<Vec<_>>().join(", ")
         ),
         OperatorSpec::Expand { projections } => {
             format!("Expand: {} grouping sets", projections.len())
@@ -587,7 +616,6 @@ fn label(node: &PlanNode) -> String {
     clean(&line)
 }
 
-/// Drops the placeholder qualifiers of lifted window calls (internal names).
 /// Expressions, comma-separated.
 fn exprs<E: ToString>(list: &[E]) -> String {
     list.iter()
@@ -596,11 +624,13 @@ fn exprs<E: ToString>(list: &[E]) -> String {
         .join(", ")
 }
 
+/// Drops the placeholder qualifiers of lifted window calls (internal names) and makes
+/// expressions read as SQL ([`text::tidy`]).
 fn clean(text: &str) -> String {
     let mut line = text.to_string();
     while let Some(p) = line.find("__sluice_tvf_") {
         let end = line[p..].find('.').map(|d| p + d + 1).unwrap_or(line.len());
         line.replace_range(p..end, "");
     }
-    line
+    text::tidy(&line)
 }

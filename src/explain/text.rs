@@ -1,0 +1,178 @@
+//! EXPLAIN's expression text: DataFusion's display of an expression made to read as the
+//! SQL it came from. Typed literals lose their type (`Utf8("x")` → `'x'`, `Int64(2)` → `2`,
+//! `Boolean(true)` → `TRUE`), a ROW field access reads `bid.price` (not
+//! `get_field(bid, 'price')`), `count(Int64(1))` reads `COUNT(*)`, and a chain of aliases
+//! keeps its last name.
+
+use datafusion_expr::Expr;
+
+/// An expression as EXPLAIN shows it: `inner AS name` for an alias (the last of a chain;
+/// none when the name is the text itself), otherwise [`tidy`] of its display.
+pub(super) fn expr(e: &Expr) -> String {
+    match e {
+        Expr::Alias(a) => {
+            let mut inner = &*a.expr;
+            while let Expr::Alias(b) = inner {
+                inner = &b.expr;
+            }
+            let text = tidy(&inner.to_string());
+            if text == a.name {
+                text
+            } else {
+                format!("{text} AS {}", a.name)
+            }
+        }
+        other => tidy(&other.to_string()),
+    }
+}
+
+/// DataFusion's expression text made SQL-like (module docs). Text it does not recognise
+/// is kept.
+pub(super) fn tidy(text: &str) -> String {
+    let mut s = strings(text);
+    for ty in [
+        "Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64", "Float32",
+        "Float64",
+    ] {
+        s = numbers(&s, ty);
+    }
+    s = replace_word(&s, "Boolean(true)", "TRUE");
+    s = replace_word(&s, "Boolean(false)", "FALSE");
+    s = replace_word(&s, "count(1)", "COUNT(*)");
+    field_access(&s)
+}
+
+/// Whether `text[..at]` ends inside an identifier (so `at` does not start a word).
+fn in_word(text: &str, at: usize) -> bool {
+    text[..at]
+        .chars()
+        .next_back()
+        .is_some_and(|c| c.is_alphanumeric() || c == '_')
+}
+
+fn replace_word(text: &str, from: &str, to: &str) -> String {
+    let mut out = String::new();
+    let mut rest = 0;
+    let mut from_at = 0;
+    while let Some(p) = text[from_at..].find(from).map(|p| p + from_at) {
+        if in_word(text, p) {
+            from_at = p + from.len();
+            continue;
+        }
+        out.push_str(&text[rest..p]);
+        out.push_str(to);
+        rest = p + from.len();
+        from_at = rest;
+    }
+    out.push_str(&text[rest..]);
+    out
+}
+
+/// `Utf8("x")`, `Utf8View("x")`, `LargeUtf8("x")` → `'x'` (a quote inside doubled).
+fn strings(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    loop {
+        let found = ["Utf8(\"", "Utf8View(\"", "LargeUtf8(\""]
+            .iter()
+            .filter_map(|p| rest.find(p).map(|at| (at, p.len())))
+            .filter(|(at, _)| !in_word(rest, *at))
+            .min();
+        let Some((at, open)) = found else { break };
+        let Some(close) = rest[at + open..].find("\")") else {
+            break;
+        };
+        out.push_str(&rest[..at]);
+        out.push('\'');
+        out.push_str(&rest[at + open..at + open + close].replace('\'', "''"));
+        out.push('\'');
+        rest = &rest[at + open + close + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `Int64(2)` → `2` (and the other number types), `Int64(NULL)` → `NULL`.
+fn numbers(text: &str, ty: &str) -> String {
+    let open = format!("{ty}(");
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(&open) {
+        let start = at + open.len();
+        let end = rest[start..].find(')').map(|e| start + e);
+        let literal = end
+            .map(|e| &rest[start..e])
+            .filter(|v| *v == "NULL" || v.parse::<f64>().is_ok());
+        match (literal, end) {
+            (Some(v), Some(e)) if !in_word(rest, at) => {
+                out.push_str(&rest[..at]);
+                out.push_str(v);
+                rest = &rest[e + 1..];
+            }
+            _ => {
+                out.push_str(&rest[..start]);
+                rest = &rest[start..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `get_field(x, 'f')` → `x.f`, innermost first.
+fn field_access(text: &str) -> String {
+    let mut s = text.to_string();
+    while let Some(at) = s.rfind("get_field(") {
+        let args = at + "get_field(".len();
+        let mut depth = 0;
+        let mut comma = None;
+        let mut close = None;
+        for (i, c) in s[args..].char_indices() {
+            match c {
+                '(' => depth += 1,
+                ')' if depth == 0 => {
+                    close = Some(args + i);
+                    break;
+                }
+                ')' => depth -= 1,
+                ',' if depth == 0 && comma.is_none() => comma = Some(args + i),
+                _ => {}
+            }
+        }
+        let (Some(comma), Some(close)) = (comma, close) else {
+            break;
+        };
+        let field = s[comma + 1..close].trim();
+        let Some(name) = field.strip_prefix('\'').and_then(|f| f.strip_suffix('\'')) else {
+            break;
+        };
+        let replaced = format!("{}.{name}", &s[args..comma]);
+        s.replace_range(at..=close, &replaced);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tidy;
+
+    #[test]
+    fn typed_literals_and_field_access_read_as_sql() {
+        assert_eq!(
+            tidy(r#"get_field(nexmark.bid, Utf8("auction")) AS auction"#),
+            "nexmark.bid.auction AS auction"
+        );
+        assert_eq!(
+            tidy(r#"nexmark.event_type = Int32(2) AND x > Float64(1.5)"#),
+            "nexmark.event_type = 2 AND x > 1.5"
+        );
+        assert_eq!(tidy("count(Int64(1))"), "COUNT(*)");
+        assert_eq!(tidy("mycount(Int64(1))"), "mycount(1)");
+        assert_eq!(tidy(r#"a = Utf8("it's")"#), "a = 'it''s'");
+        assert_eq!(tidy("Boolean(true) OR MyInt64(3)"), "TRUE OR MyInt64(3)");
+        assert_eq!(
+            tidy(r#"get_field(get_field(t.r, Utf8("a")), Utf8("b"))"#),
+            "t.r.a.b"
+        );
+    }
+}
