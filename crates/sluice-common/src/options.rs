@@ -29,6 +29,8 @@ pub enum Kind {
     Choice(&'static [&'static str]),
     /// One character (or `\t`).
     Char,
+    /// A size in bytes: `<n>` or `<n> b|kb|mb|gb` ([`parse_memory_size`]).
+    MemorySize,
 }
 
 /// One option.
@@ -94,6 +96,7 @@ impl OptionDecl {
                 words.iter().any(|w| norm(w) == norm(v))
             }
             Kind::Char => value == "\\t" || value.chars().count() == 1,
+            Kind::MemorySize => parse_memory_size(v).is_ok(),
         };
         if ok {
             return Ok(());
@@ -118,6 +121,7 @@ impl Kind {
                 format!("one of {}", quoted.join(", "))
             }
             Kind::Char => "a single character".into(),
+            Kind::MemorySize => "a size such as '200b', '1 kb' or '64mb'".into(),
         }
     }
 }
@@ -172,6 +176,28 @@ pub fn parse_duration_ms(value: &str) -> Result<i64, String> {
         _ => return Err(bad()),
     };
     Ok((n * factor) as i64)
+}
+
+/// A size in bytes, as Flink's `MemorySize` reads it: a number of bytes, or a number and
+/// a unit `b`/`bytes`, `k`/`kb`/`kibibytes`, `m`/`mb`/`mebibytes`, `g`/`gb`/`gibibytes`
+/// (powers of 1024; with or without a space; any case).
+///
+/// # Errors
+/// Anything else, or a size above `u64::MAX`.
+pub fn parse_memory_size(value: &str) -> Result<u64, String> {
+    let bad = || format!("a size such as '200b', '1 kb' or '64mb' was expected, found '{value}'");
+    let t = value.trim().to_ascii_lowercase();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    let shift = match unit.trim() {
+        "" | "b" | "bytes" => 0,
+        "k" | "kb" | "kibibytes" => 10,
+        "m" | "mb" | "mebibytes" => 20,
+        "g" | "gb" | "gibibytes" => 30,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(1u64 << shift).ok_or_else(bad)
 }
 
 /// The session settings (`SET 'key' = 'value'`; Flink's names where Flink has them).
@@ -366,6 +392,33 @@ pub const CONNECTORS: &[ConnectorDecl] = &[
                 "",
                 "random timestamps of column # reach this far into the past",
             ),
+        ],
+    },
+    ConnectorDecl {
+        name: "nexmark",
+        has_format: false,
+        options: &[
+            opt("events.num", int(0, i64::MAX), "0", "events to generate, persons, auctions and bids together (0: unbounded)"),
+            opt("first-event.rate", int(1, i64::MAX), "10000", "events per second of event time at the start (spaces the events' `dateTime`)"),
+            opt("next-event.rate", int(1, i64::MAX), "10000", "events per second after the first `rate.period` (the rate alternates or follows a sine between the two)"),
+            opt("rate.shape", Kind::Choice(&["square", "sine"]), "square", "how the rate moves between the two rates"),
+            opt("rate.period", DURATION, "600 s", "period of the rate's shape"),
+            opt("rate.limited", BOOL, "false", "pace the events in wall-clock time as their `dateTime`s are spaced (otherwise as fast as they are generated)"),
+            opt("person.proportion", int(1, 1000), "1", "persons among every `person + auction + bid` proportion events"),
+            opt("auction.proportion", int(1, 1000), "3", "auctions among them"),
+            opt("bid.proportion", int(1, 1000), "46", "bids among them"),
+            opt("person.avg-size", Kind::MemorySize, "200b", "average size of a person (its `extra` pads it)"),
+            opt("auction.avg-size", Kind::MemorySize, "500b", "average size of an auction"),
+            opt("bid.avg-size", Kind::MemorySize, "100b", "average size of a bid"),
+            opt("bid.hot-ratio.auctions", int(1, i64::MAX), "2", "bids on hot auctions per bid on another"),
+            opt("bid.hot-ratio.bidders", int(1, i64::MAX), "4", "bids by hot bidders per bid by another"),
+            opt("auction.hot-ratio.sellers", int(1, i64::MAX), "4", "auctions of hot sellers per auction of another"),
+            opt("base-time", TEXT, "2015-07-15 00:00:00", "ours: the first event's `dateTime` (UTC), fixed so that every run and every replay generates the same events"),
+            opt("out-of-order.group-size", int(1, i64::MAX), "1", "ours: events are shuffled in groups of this many (1: in order)"),
+            opt("keep-alive", BOOL, "false", "accepted for Flink's DDL: the source ends after `events.num` events"),
+            opt("stop-at", int(-1, i64::MAX), "-1", "accepted for Flink's DDL (no effect)"),
+            opt("max-emit-speed", BOOL, "true", "accepted for Flink's DDL (no effect)"),
+            opt("scan.parallelism", int(1, 1024), "1", "source subtasks, each generating every n-th event"),
         ],
     },
     ConnectorDecl {

@@ -267,7 +267,7 @@ pub struct JobGraph<'p> {
 }
 
 /// The table's `'scan.parallelism'` (default 1): source subtasks, each reading every
-/// `n`-th file of a `filesystem` path.
+/// `n`-th file of a `filesystem` path, or generating every `n`-th `nexmark` event.
 ///
 /// # Errors
 /// Not a positive number, or more than one subtask for a connector that cannot split.
@@ -287,10 +287,10 @@ pub fn source_parallelism(spec: &SourceSpec) -> Result<usize> {
             ))
         })?;
     let connector = spec.options.get("connector").map(|s| s.as_str());
-    if n > 1 && connector != Some("filesystem") {
+    if n > 1 && !matches!(connector, Some("filesystem" | "nexmark")) {
         return Err(SluiceError::NotSupported(format!(
             "'scan.parallelism' > 1 for the '{}' connector of table '{}' (only filesystem \
-             sources split, by file)",
+             sources, by file, and nexmark sources, by event, split)",
             connector.unwrap_or("?"),
             spec.table
         )));

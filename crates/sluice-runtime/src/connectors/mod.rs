@@ -4,6 +4,7 @@
 //! |---|---|---|
 //! | `filesystem` (`'format' = 'csv'` or `'json'`) | bounded: a file or a directory of files, `.gz` decompressed | a directory of CSV or JSON-lines part files |
 //! | `datagen` | generated rows (random or sequences; see [`datagen`]) | |
+//! | `nexmark` | the Nexmark benchmark's events (see [`nexmark`]) | |
 //! | `channel` | batches an embedding application pushes ([`channel`]) | |
 //! | `print` | | each row to stdout as `+I[v1, v2]` (the row's kind: `+I`, `-U`, `+U`, `-D`) |
 //! | `blackhole` | | discards rows |
@@ -15,6 +16,7 @@ pub mod datagen;
 pub mod filesystem;
 mod json_format;
 pub mod lookup;
+pub mod nexmark;
 pub mod partitioned;
 mod text_columns;
 
@@ -279,11 +281,20 @@ pub fn create_source(
             ctx.batch_size,
             metrics,
         )?)),
+        "nexmark" => Ok(Box::new(nexmark::NexmarkSource::new(
+            table,
+            physical_schema,
+            options,
+            ctx.source_subtask,
+            ctx.source_parallelism,
+            ctx.batch_size,
+            metrics,
+        )?)),
         "print" | "blackhole" => Err(SluiceError::Plan(format!(
             "table '{table}' uses the '{connector}' connector, which can only be written to"
         ))),
         other => Err(SluiceError::NotSupported(format!(
-            "'connector' = '{other}' of table '{table}' (supported: filesystem, datagen, channel, print, blackhole)"
+            "'connector' = '{other}' of table '{table}' (supported: filesystem, datagen, nexmark, channel, print, blackhole)"
         ))),
     }
 }
