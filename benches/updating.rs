@@ -34,21 +34,6 @@ fn ddl(name: &str, path: &Path) -> String {
     )
 }
 
-/// The process's peak resident set (VmHWM) in MB since the last [`reset_peak_rss`].
-fn peak_rss_mb() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb / 1024)
-}
-
-/// Resets the peak resident set to the current one (Linux `clear_refs` 5).
-fn reset_peak_rss() {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-}
-
 fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         return;

@@ -84,6 +84,21 @@ pub fn report(name: &str, rows_in: u64, (secs, out, late): (f64, u64, u64), flin
     );
 }
 
+/// The process's peak resident set (VmHWM) in MB since the last [`reset_peak_rss`].
+pub fn peak_rss_mb() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb / 1024)
+}
+
+/// Resets the peak resident set to the current one (Linux `clear_refs` 5).
+pub fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
 /// Writes `path` once with `rows` lines from `line(i, rng)`.
 pub fn generate_lines(
     path: &Path,

@@ -5,7 +5,8 @@
 //! named after its last field (`id`), as Calcite names any identifier. DataFusion names
 //! such items after their text (`count(*)`, `t.a + Int64(1)`), and refuses two items with
 //! one text (`SELECT t.*, CAST(price AS DECIMAL(10, 2)) FROM t`: the CAST is named `price`
-//! too).
+//! too). A name an earlier output column already has gets Calcite's first free suffix
+//! (`dateTime`, `dateTime0`: [`final_names`]).
 //!
 //! [`name_select_items`] runs on the parsed query, before DataFusion's planner: an item
 //! before any `*` gets its final name; one after a `*` (whose width is not known yet) a
@@ -128,30 +129,41 @@ pub(crate) fn name_select_items(query: &mut ast::Query) {
     let _ = query.visit(&mut Namer);
 }
 
-/// A query's output schema with each placeholder name made `EXPR$<position>`.
+/// A query's output schema with each placeholder name made `EXPR$<position>`, and each
+/// name an earlier column already has made unique by the first free suffix `0`, `1`, ...
+/// (`SELECT B.dateTime, A.dateTime` gives `dateTime`, `dateTime0`: Calcite's
+/// `SqlValidatorUtil.uniquify`, case-sensitive as Flink's names are).
 ///
 /// # Errors
 /// None in practice (the schema is rebuilt with the same qualifiers).
 pub(crate) fn final_names(schema: &DFSchemaRef) -> Result<DFSchemaRef> {
-    if !schema
-        .fields()
-        .iter()
-        .any(|f| f.name().starts_with(PLACEHOLDER))
-    {
+    let mut used = std::collections::HashSet::new();
+    let mut changed = false;
+    let mut fields = Vec::with_capacity(schema.fields().len());
+    for (i, (qualifier, f)) in schema.iter().enumerate() {
+        let mut name = if f.name().starts_with(PLACEHOLDER) {
+            format!("EXPR${i}")
+        } else {
+            f.name().clone()
+        };
+        if used.contains(&name) {
+            name = (0..)
+                .map(|j| format!("{name}{j}"))
+                .find(|candidate| !used.contains(candidate))
+                .expect("a free suffix");
+        }
+        used.insert(name.clone());
+        let field = if &name == f.name() {
+            Arc::clone(f)
+        } else {
+            changed = true;
+            Arc::new(Field::clone(f).with_name(name))
+        };
+        fields.push((qualifier.cloned(), field));
+    }
+    if !changed {
         return Ok(Arc::clone(schema));
     }
-    let fields: Vec<_> = schema
-        .iter()
-        .enumerate()
-        .map(|(i, (qualifier, f))| {
-            let field = if f.name().starts_with(PLACEHOLDER) {
-                Arc::new(Field::clone(f).with_name(format!("EXPR${i}")))
-            } else {
-                Arc::clone(f)
-            };
-            (qualifier.cloned(), field)
-        })
-        .collect();
     let metadata = schema.as_arrow().metadata().clone();
     Ok(Arc::new(DFSchema::new_with_metadata(fields, metadata)?))
 }
@@ -175,4 +187,44 @@ pub(crate) fn with_final_names(plan: LogicalPlan) -> Result<LogicalPlan> {
         })
         .collect();
     LogicalPlanBuilder::from(plan).project(exprs)?.build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion_common::arrow::datatypes::DataType;
+    use datafusion_common::TableReference;
+
+    /// Flink 2.3 names `SELECT o.id, p.id, o.buyer.city, p.buyer.city, p.id AS id1 FROM
+    /// orders AS o JOIN orders AS p ...` id, id0, city, city0, id1.
+    #[test]
+    fn repeated_names_get_calcites_suffixes() {
+        let field = |q: &str, n: &str| {
+            (
+                Some(TableReference::bare(q)),
+                Arc::new(Field::new(n, DataType::Int32, true)),
+            )
+        };
+        let schema = Arc::new(
+            DFSchema::new_with_metadata(
+                vec![
+                    field("o", "id"),
+                    field("p", "id"),
+                    field("o", "city"),
+                    field("p", "city"),
+                    field("p", "id1"),
+                    field("q", "id"),
+                ],
+                Default::default(),
+            )
+            .unwrap(),
+        );
+        let names: Vec<String> = final_names(&schema)
+            .unwrap()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        assert_eq!(names, ["id", "id0", "city", "city0", "id1", "id2"]);
+    }
 }

@@ -1,0 +1,160 @@
+//! Nexmark benchmark (issue 20): every query of `sql-examples/nexmark/` over the same 10 M
+//! events, in events per second (events in / seconds of the whole job, planning included)
+//! and the process's peak resident memory during the job:
+//! - `file p1` / `file p2`: the events read from one JSON-lines file (written once by the
+//!   `nexmark` connector into `target/bench-data/nexmark_<events>/`), the query's table
+//!   made a `filesystem` table with the same columns, computed `dateTime` and watermark; at
+//!   parallelism 1 and 2 (`'parallelism.default'`: keyed operators run in 2 subtasks; one
+//!   file is read by one source subtask);
+//! - `gen p1`: the query file as shipped, the events made by the built-in generator.
+//!
+//! Sinks as the files declare them (blackhole, but q10 writes its partitioned files).
+//! Flink 2.3 reads the same file: the bench writes each query's Flink form to
+//! `target/bench-data/flink-nexmark/qN.sql` (`tests/nexmark/derive_flink.py --bench-sql`:
+//! the INSERT's SELECT into Flink's blackhole, q13's lookup a regular join with the side
+//! input, q14's UDF as CHAR_LENGTH arithmetic), and `scripts/flink-nexmark-bench` runs them
+//! at parallelism 1 with Flink-Nexmark's mini-batch settings; its figures are [`FLINK`].
+//!
+//! Run: `cargo bench --bench nexmark` (release build); `SLUICE_BENCH_EVENTS` changes the
+//! event count, `SLUICE_BENCH_ONLY=q5,q7` runs only those queries.
+
+#[path = "common/mod.rs"]
+mod common;
+use common::*;
+
+/// The queries, in order (q6 is refused by both engines: FLINK-19059).
+const QUERIES: &[&str] = &[
+    "q0",
+    "q1",
+    "q2",
+    "q3",
+    "q4",
+    "q5",
+    "q7",
+    "q8",
+    "q9",
+    "q10",
+    "q11",
+    "q11_legacy",
+    "q12",
+    "q13",
+    "q14",
+    "q15",
+    "q16",
+    "q17",
+    "q18",
+    "q19",
+    "q20",
+    "q21",
+    "q22",
+    "q23",
+];
+
+/// Apache Flink 2.3 on this machine, 10 M events from the same file, parallelism 1
+/// (`scripts/flink-nexmark-bench`, Flink-Nexmark's mini-batch settings): (query,
+/// M events/s, peak RSS of the JVM in MB).
+const FLINK: &[(&str, f64, u64)] = &[];
+
+/// The query text with `events` events.
+fn with_events(sql: &str, events: u64) -> String {
+    sql.replace(
+        "'events.num' = '1000000'",
+        &format!("'events.num' = '{events}'"),
+    )
+}
+
+/// The query text with the `nexmark` table read from the JSON-lines events at `path`.
+fn from_file(sql: &str, path: &std::path::Path) -> String {
+    let start = sql
+        .find("'connector' = 'nexmark'")
+        .expect("the nexmark table");
+    let end = start + sql[start..].find(");").expect("its WITH clause closes");
+    format!(
+        "{}'connector' = 'filesystem', 'path' = '{}', 'format' = 'json'\n{}",
+        &sql[..start],
+        path.display(),
+        &sql[end..]
+    )
+}
+
+/// Writes the events once: the generator's events (`ddl.sql`'s options) as JSON lines.
+fn write_events(dir: &std::path::Path, events: u64) {
+    if dir.exists() {
+        return;
+    }
+    let ddl = std::fs::read_to_string(root().join("sql-examples/nexmark/ddl.sql")).unwrap();
+    let tmp = dir.with_extension("tmp");
+    let _ = std::fs::remove_dir_all(&tmp);
+    let script = format!(
+        "{}\nCREATE TABLE events (event_type INT, person {}, auction {}, bid {}) \
+         WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');\n\
+         INSERT INTO events SELECT event_type, person, auction, bid FROM nexmark;",
+        with_events(&ddl, events),
+        "ROW<id BIGINT, name VARCHAR, emailAddress VARCHAR, creditCard VARCHAR, city VARCHAR, \
+         state VARCHAR, `dateTime` TIMESTAMP(3), extra VARCHAR>",
+        "ROW<id BIGINT, itemName VARCHAR, description VARCHAR, initialBid BIGINT, reserve \
+         BIGINT, `dateTime` TIMESTAMP(3), expires TIMESTAMP(3), seller BIGINT, category \
+         BIGINT, extra VARCHAR>",
+        "ROW<auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR, url VARCHAR, \
+         `dateTime` TIMESTAMP(3), extra VARCHAR>",
+        tmp.display()
+    );
+    let (secs, rows, _) = run(&script);
+    println!("wrote {rows} events to {} in {secs:.1} s", dir.display());
+    std::fs::rename(&tmp, dir).expect("events directory");
+}
+
+/// Runs a script; returns its events/s (M) and peak RSS (MB).
+fn measure(script: &str, events: u64) -> (f64, u64) {
+    reset_peak_rss();
+    let (secs, _, _) = run(script);
+    (events as f64 / secs / 1e6, peak_rss_mb())
+}
+
+fn main() {
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    let events: u64 = std::env::var("SLUICE_BENCH_EVENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000_000);
+    let only = std::env::var("SLUICE_BENCH_ONLY").ok();
+    let wanted = |q: &str| {
+        only.as_deref()
+            .is_none_or(|o| o.split(',').any(|x| x.trim() == q))
+    };
+    let data = root().join(format!("target/bench-data/nexmark_{events}"));
+    write_events(&data, events);
+    let flink_dir = root().join("target/bench-data/flink-nexmark");
+    let written = std::process::Command::new("python3")
+        .arg(root().join("tests/nexmark/derive_flink.py"))
+        .arg("--bench-sql")
+        .arg(&flink_dir)
+        .arg(&data)
+        .status();
+    if !written.is_ok_and(|s| s.success()) {
+        println!("(python3 tests/nexmark/derive_flink.py failed: no Flink SQL written)");
+    }
+    println!("{events} events; M events/s (x Flink 2.3 at parallelism 1), peak RSS MB (Flink's)");
+    println!(
+        "{:<11} {:>18} {:>8} {:>8} {:>9} {:>16}",
+        "query", "file p1", "file p2", "gen p1", "RSS p1", "Flink p1"
+    );
+    for q in QUERIES.iter().copied().filter(|q| wanted(q)) {
+        let sql =
+            std::fs::read_to_string(root().join(format!("sql-examples/nexmark/{q}.sql"))).unwrap();
+        let sql = with_events(&sql, events);
+        let file = from_file(&sql, &data);
+        let (p1, rss) = measure(&file, events);
+        let (p2, _) = measure(&format!("SET 'parallelism.default' = '2';\n{file}"), events);
+        let (generated, _) = measure(&sql, events);
+        let flink = FLINK.iter().find(|f| f.0 == q);
+        let ratio = flink.map_or(String::new(), |f| format!(" ({:.1}x)", p1 / f.1));
+        let flink_text = flink.map_or("-".to_string(), |f| format!("{:.3}, {} MB", f.1, f.2));
+        println!(
+            "{q:<11} {:>18} {p2:>8.2} {generated:>8.2} {rss:>9} {flink_text:>16}",
+            format!("{p1:.2}{ratio}")
+        );
+    }
+}

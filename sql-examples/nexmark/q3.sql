@@ -1,0 +1,72 @@
+-- Nexmark's event stream and its three views, as Flink's Nexmark suite declares them
+-- (ddl_gen.sql and ddl_views.sql there): one table of events, each a person, an auction
+-- or a bid in a ROW column, and a view per kind. Every qN.sql here begins with this text.
+-- 'events.num' keeps a run short; raise it (or set 0: unbounded) for a longer one.
+CREATE TABLE nexmark (
+    event_type INT,
+    person ROW<
+        id BIGINT,
+        name VARCHAR,
+        emailAddress VARCHAR,
+        creditCard VARCHAR,
+        city VARCHAR,
+        state VARCHAR,
+        `dateTime` TIMESTAMP(3),
+        extra VARCHAR>,
+    auction ROW<
+        id BIGINT,
+        itemName VARCHAR,
+        description VARCHAR,
+        initialBid BIGINT,
+        reserve BIGINT,
+        `dateTime` TIMESTAMP(3),
+        expires TIMESTAMP(3),
+        seller BIGINT,
+        category BIGINT,
+        extra VARCHAR>,
+    bid ROW<
+        auction BIGINT,
+        bidder BIGINT,
+        price BIGINT,
+        channel VARCHAR,
+        url VARCHAR,
+        `dateTime` TIMESTAMP(3),
+        extra VARCHAR>,
+    `dateTime` AS
+        CASE
+            WHEN event_type = 0 THEN person.`dateTime`
+            WHEN event_type = 1 THEN auction.`dateTime`
+            ELSE bid.`dateTime`
+        END,
+    WATERMARK FOR `dateTime` AS `dateTime` - INTERVAL '4' SECOND
+) WITH (
+    'connector' = 'nexmark',
+    'first-event.rate' = '10000',
+    'next-event.rate' = '10000',
+    'events.num' = '1000000'
+);
+
+CREATE VIEW person AS
+SELECT person.id, person.name, person.emailAddress, person.creditCard, person.city,
+    person.state, `dateTime`, person.extra
+FROM nexmark WHERE event_type = 0;
+
+CREATE VIEW auction AS
+SELECT auction.id, auction.itemName, auction.description, auction.initialBid,
+    auction.reserve, `dateTime`, auction.expires, auction.seller, auction.category,
+    auction.extra
+FROM nexmark WHERE event_type = 1;
+
+CREATE VIEW bid AS
+SELECT bid.auction, bid.bidder, bid.price, bid.channel, bid.url, `dateTime`, bid.extra
+FROM nexmark WHERE event_type = 2;
+
+-- q3: local item suggestion. Who sells in category 10 from Oregon, Idaho or California,
+-- and which auctions (a regular join of auctions and persons).
+CREATE TABLE nexmark_q3 (name VARCHAR, city VARCHAR, state VARCHAR, id BIGINT)
+WITH ('connector' = 'blackhole');
+
+INSERT INTO nexmark_q3
+SELECT P.name, P.city, P.state, A.id
+FROM auction AS A INNER JOIN person AS P ON A.seller = P.id
+WHERE A.category = 10 AND (P.state = 'OR' OR P.state = 'ID' OR P.state = 'CA');
