@@ -106,6 +106,8 @@ fn write_events(dir: &std::path::Path, events: u64) {
 
 /// Runs a script; returns its events/s (M) and peak RSS (MB).
 fn measure(script: &str, events: u64) -> (f64, u64) {
+    // q10's partitioned files of the previous run (GBs at 10 M events).
+    let _ = std::fs::remove_dir_all(root().join("target/nexmark/q10"));
     reset_peak_rss();
     let (secs, _, _) = run(script);
     (events as f64 / secs / 1e6, peak_rss_mb())

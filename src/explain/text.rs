@@ -1,6 +1,7 @@
 //! EXPLAIN's expression text: DataFusion's display of an expression made to read as the
-//! SQL it came from. Typed literals lose their type (`Utf8("x")` → `'x'`, `Int64(2)` → `2`,
-//! `Boolean(true)` → `TRUE`), a ROW field access reads `bid.price` (not
+//! SQL it came from. String, integer, float and boolean literals lose their type
+//! (`Utf8("x")` → `'x'`, `Int64(2)` → `2`, `Boolean(true)` → `TRUE`; others, such as
+//! decimals and timestamps, keep DataFusion's spelling), a ROW field access reads `bid.price` (not
 //! `get_field(bid, 'price')`), `count(Int64(1))` reads `COUNT(*)`, and a chain of aliases
 //! keeps its last name.
 
@@ -29,17 +30,30 @@ pub(super) fn expr(e: &Expr) -> String {
 /// DataFusion's expression text made SQL-like (module docs). Text it does not recognise
 /// is kept.
 pub(super) fn tidy(text: &str) -> String {
-    let mut s = strings(text);
-    for ty in [
-        "Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64", "Float32",
-        "Float64",
-    ] {
-        s = numbers(&s, ty);
+    let s = strings(text);
+    // The rewrites below apply outside quoted string literals only.
+    let mut out = String::with_capacity(s.len());
+    for (k, part) in s.split('\'').enumerate() {
+        if k > 0 {
+            out.push('\'');
+        }
+        if k % 2 == 1 {
+            out.push_str(part);
+            continue;
+        }
+        let mut p = part.to_string();
+        for ty in [
+            "Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64", "Float32",
+            "Float64",
+        ] {
+            p = numbers(&p, ty);
+        }
+        p = replace_word(&p, "Boolean(true)", "TRUE");
+        p = replace_word(&p, "Boolean(false)", "FALSE");
+        p = replace_word(&p, "count(1)", "COUNT(*)");
+        out.push_str(&p);
     }
-    s = replace_word(&s, "Boolean(true)", "TRUE");
-    s = replace_word(&s, "Boolean(false)", "FALSE");
-    s = replace_word(&s, "count(1)", "COUNT(*)");
-    field_access(&s)
+    field_access(&out)
 }
 
 /// Whether `text[..at]` ends inside an identifier (so `at` does not start a word).
@@ -122,7 +136,12 @@ fn numbers(text: &str, ty: &str) -> String {
 /// `get_field(x, 'f')` → `x.f`, innermost first.
 fn field_access(text: &str) -> String {
     let mut s = text.to_string();
-    while let Some(at) = s.rfind("get_field(") {
+    let mut end = s.len();
+    while let Some(at) = s[..end].rfind("get_field(") {
+        end = at;
+        if in_word(&s, at) {
+            continue;
+        }
         let args = at + "get_field(".len();
         let mut depth = 0;
         let mut comma = None;
@@ -140,11 +159,15 @@ fn field_access(text: &str) -> String {
             }
         }
         let (Some(comma), Some(close)) = (comma, close) else {
-            break;
+            continue;
         };
         let field = s[comma + 1..close].trim();
-        let Some(name) = field.strip_prefix('\'').and_then(|f| f.strip_suffix('\'')) else {
-            break;
+        let Some(name) = field
+            .strip_prefix('\'')
+            .and_then(|f| f.strip_suffix('\''))
+            .filter(|f| !f.contains('\''))
+        else {
+            continue;
         };
         let replaced = format!("{}.{name}", &s[args..comma]);
         s.replace_range(at..=close, &replaced);
@@ -173,6 +196,11 @@ mod tests {
         assert_eq!(
             tidy(r#"get_field(get_field(t.r, Utf8("a")), Utf8("b"))"#),
             "t.r.a.b"
+        );
+        // Text inside string literals is kept; a name ending in get_field is no access.
+        assert_eq!(
+            tidy(r#"s = Utf8("Int64(5) count(1)") AND my_get_field(x, Utf8("f"))"#),
+            "s = 'Int64(5) count(1)' AND my_get_field(x, 'f')"
         );
     }
 }

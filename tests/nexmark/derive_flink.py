@@ -164,6 +164,8 @@ def fold_upsert(changelog, key_names):
 
 def main():
     if sys.argv[1:2] == ["--bench-sql"]:
+        if len(sys.argv) != 4:
+            sys.exit("usage: derive_flink.py --bench-sql DIR EVENTS")
         write_bench_sql(sys.argv[2], sys.argv[3])
         return
     wanted = sys.argv[1:] or QUERIES

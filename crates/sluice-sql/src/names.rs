@@ -78,15 +78,35 @@ fn name_items(body: &mut SetExpr) {
         SetExpr::Select(select) => {
             let relations = relation_names(&select.from);
             let mut after_wildcard = false;
+            // The names of the items so far (a field access's alias must not repeat one:
+            // DataFusion refuses two equal aliases; Calcite adds its suffix).
+            let mut used: Vec<String> = Vec::new();
             for (k, item) in select.projection.iter_mut().enumerate() {
                 if let SelectItem::UnnamedExpr(e) = item {
                     if let Some(field) = field_access_name(e, &relations) {
+                        let name = if used.contains(&field) {
+                            (0..)
+                                .map(|j| format!("{field}{j}"))
+                                .find(|c| !used.contains(c))
+                                .expect("a free suffix")
+                        } else {
+                            field
+                        };
+                        used.push(name.clone());
                         *item = SelectItem::ExprWithAlias {
                             expr: e.clone(),
-                            alias: Ident::with_quote('"', field),
+                            alias: Ident::with_quote('"', name),
                         };
                         continue;
                     }
+                }
+                match &*item {
+                    SelectItem::ExprWithAlias { alias, .. } => used.push(alias.value.clone()),
+                    SelectItem::UnnamedExpr(ast::Expr::Identifier(i)) => used.push(i.value.clone()),
+                    SelectItem::UnnamedExpr(ast::Expr::CompoundIdentifier(parts)) => {
+                        used.extend(parts.last().map(|p| p.value.clone()))
+                    }
+                    _ => {}
                 }
                 match item {
                     SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => {
