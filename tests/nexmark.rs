@@ -219,6 +219,26 @@ fn queries_restored_after_failures_give_flinks_answer() {
     }
 }
 
+/// A split source (`'scan.parallelism'` = 2: each subtask generates every other event, its
+/// watermark the smaller of the two) and two subtasks per keyed operator give the same
+/// answers: window aggregates and a window join (q5, q7), a regular join (q20) and a
+/// session window (q11).
+#[test]
+fn a_split_source_gives_flinks_answer() {
+    for name in ["q5", "q7", "q11", "q20"] {
+        let sql = query_sql(name).replacen(
+            "'events.num' = '100000'",
+            "'events.num' = '100000', 'scan.parallelism' = '2'",
+            1,
+        );
+        assert!(sql.contains("'scan.parallelism' = '2'"), "{name}");
+        let batches = engine()
+            .collect(&format!("SET 'parallelism.default' = '2';\n{sql}"))
+            .unwrap_or_else(|e| panic!("{name} failed: {e}"));
+        check_table(name, &rows_as_csv(&batches));
+    }
+}
+
 /// q6 (a bounded OVER over each seller's winning bids, which change as bids arrive) needs
 /// an OVER window that takes retractions: Flink cannot run it (FLINK-19059), nor Sluice; the
 /// error says why.
