@@ -67,16 +67,25 @@ const fn int(min: i64, max: i64) -> Kind {
     Kind::Int { min, max }
 }
 
+/// Whether `key` is an option declared as `pattern`: `#` matches one of `columns`, a last
+/// `*` any non-empty rest (`properties.*`: client properties passed on as they are).
+fn key_matches(pattern: &str, key: &str, columns: &[&str]) -> bool {
+    if let Some(prefix) = pattern.strip_suffix('*') {
+        return key.len() > prefix.len() && key.starts_with(prefix);
+    }
+    match pattern.split_once('#') {
+        None => pattern == key,
+        Some((before, after)) => key
+            .strip_prefix(before)
+            .and_then(|rest| rest.strip_suffix(after))
+            .is_some_and(|column| columns.contains(&column)),
+    }
+}
+
 impl OptionDecl {
     /// Whether `key` is this option (`#` matching one of `columns`).
     pub fn matches(&self, key: &str, columns: &[&str]) -> bool {
-        match self.key.split_once('#') {
-            None => self.key == key,
-            Some((before, after)) => key
-                .strip_prefix(before)
-                .and_then(|rest| rest.strip_suffix(after))
-                .is_some_and(|column| columns.contains(&column)),
-        }
+        key_matches(self.key, key, columns)
     }
 
     /// Checks `value` against the option's kind.
@@ -228,9 +237,11 @@ pub const SESSION: &[OptionDecl] = &[
 pub struct ConnectorDecl {
     /// `'connector' = '<name>'`.
     pub name: &'static str,
-    /// It takes `'format'` (and then that format's options).
-    pub has_format: bool,
-    /// Its options besides `connector` and `format`.
+    /// The keys that name a format, each with the prefix of that format's options:
+    /// `("format", "")` for the filesystem (`'format' = 'csv'`, `'csv.header'`); Kafka's
+    /// `("value.format", "value.")` (`'value.csv.field-delimiter'`). Empty: no format.
+    pub formats: &'static [(&'static str, &'static str)],
+    /// Its options besides `connector` and the format keys.
     pub options: &'static [OptionDecl],
 }
 
@@ -292,7 +303,7 @@ const LOOKUP: &[OptionDecl] = &[
 pub const CONNECTORS: &[ConnectorDecl] = &[
     ConnectorDecl {
         name: "filesystem",
-        has_format: true,
+        formats: &[("format", "")],
         options: &[
             opt(
                 "path",
@@ -335,7 +346,7 @@ pub const CONNECTORS: &[ConnectorDecl] = &[
     },
     ConnectorDecl {
         name: "datagen",
-        has_format: false,
+        formats: &[],
         options: &[
             opt(
                 "number-of-rows",
@@ -396,7 +407,7 @@ pub const CONNECTORS: &[ConnectorDecl] = &[
     },
     ConnectorDecl {
         name: "nexmark",
-        has_format: false,
+        formats: &[],
         options: &[
             opt("events.num", int(0, i64::MAX), "0", "events to generate, persons, auctions and bids together (0: unbounded)"),
             opt("first-event.rate", int(1, i64::MAX), "10000", "events per second of event time (spaces the events' `dateTime`)"),
@@ -422,13 +433,39 @@ pub const CONNECTORS: &[ConnectorDecl] = &[
         ],
     },
     ConnectorDecl {
+        name: "kafka",
+        formats: &[("format", ""), ("value.format", "value."), ("key.format", "key.")],
+        options: &[
+            opt("topic", TEXT, "", "topic(s) to read, separated by `;`; the topic to write"),
+            opt("topic-pattern", TEXT, "", "read every topic whose name matches this regular expression (instead of `topic`)"),
+            opt("properties.bootstrap.servers", TEXT, "", "the brokers, `host:port,...` (required)"),
+            opt("properties.group.id", TEXT, "", "the consumer group: its committed offsets are read by `group-offsets` and written when a checkpoint completes"),
+            opt("properties.*", TEXT, "", "any other client property, passed to librdkafka as it is (`properties.isolation.level`, `properties.auto.offset.reset`, `properties.transaction.timeout.ms`, ...)"),
+            opt("key.fields", TEXT, "", "columns that make the message key, separated by `;` (with `key.format`)"),
+            opt("key.fields-prefix", TEXT, "", "prefix of the key columns' names that the key format does not see"),
+            opt("value.fields-include", Kind::Choice(&["ALL", "EXCEPT_KEY"]), "ALL", "whether the value holds the key columns too"),
+            opt("scan.startup.mode", Kind::Choice(&["earliest-offset", "latest-offset", "group-offsets", "timestamp", "specific-offsets"]), "group-offsets", "where reading starts (a restore starts at the checkpoint's offsets)"),
+            opt("scan.startup.specific-offsets", TEXT, "", "`partition:0,offset:42;partition:1,offset:300` for `specific-offsets` (other partitions: the group's offset, else the earliest)"),
+            opt("scan.startup.timestamp-millis", int(0, i64::MAX), "", "for `timestamp`: the first message at or after this time (ms since the epoch)"),
+            opt("scan.bounded.mode", Kind::Choice(&["unbounded", "latest-offset", "group-offsets", "timestamp", "specific-offsets"]), "unbounded", "where reading ends: never, or the offsets of that kind when the job starts"),
+            opt("scan.bounded.specific-offsets", TEXT, "", "end offsets (exclusive) for `specific-offsets`, as `scan.startup.specific-offsets`"),
+            opt("scan.bounded.timestamp-millis", int(0, i64::MAX), "", "for `timestamp`: end before the first message at or after this time (ms)"),
+            opt("scan.topic-partition-discovery.interval", DURATION, "5 min", "how often new partitions (and topics of `topic-pattern`) are looked for; `0` never"),
+            opt("scan.parallelism", int(1, 1024), "1", "source subtasks; partitions are spread over them as Flink spreads them"),
+            opt("sink.partitioner", TEXT, "default", "`default` (by key hash, murmur2 as Kafka's Java client; no key: sticky), `fixed` (subtask i writes partition i mod n), `round-robin`"),
+            opt("sink.delivery-guarantee", Kind::Choice(&["none", "at-least-once", "exactly-once"]), "at-least-once", "`at-least-once`: every message acknowledged at each checkpoint; `none`: not waited for"),
+            opt("sink.transactional-id-prefix", TEXT, "", "prefix of the transactional ids of an `exactly-once` sink"),
+            opt("sink.parallelism", int(1, 1024), "", "accepted for Flink's DDL (the sink runs in its input's subtasks)"),
+        ],
+    },
+    ConnectorDecl {
         name: "channel",
-        has_format: false,
+        formats: &[],
         options: &[],
     },
     ConnectorDecl {
         name: "print",
-        has_format: false,
+        formats: &[],
         options: &[opt(
             "print-identifier",
             TEXT,
@@ -438,7 +475,7 @@ pub const CONNECTORS: &[ConnectorDecl] = &[
     },
     ConnectorDecl {
         name: "blackhole",
-        has_format: false,
+        formats: &[],
         options: &[],
     },
 ];
@@ -567,29 +604,35 @@ pub fn check_table_options(
             known.join(", ")
         )));
     };
-    let mut decls: Vec<&OptionDecl> = connector.options.iter().collect();
-    if connector.has_format {
-        if let Some(format) = options.get("format") {
-            match FORMATS.iter().find(|f| f.name == format) {
-                Some(f) => decls.extend(f.options.iter()),
-                None => {
-                    let known: Vec<String> =
-                        FORMATS.iter().map(|f| format!("'{}'", f.name)).collect();
-                    return Err(SluiceError::NotSupported(format!(
-                        "'format' = '{format}' of table '{table}' (supported: {})",
-                        known.join(", ")
-                    )));
-                }
+    // Format options carry their slot's prefix (`value.json.ignore-parse-errors`).
+    let mut decls: Vec<(String, &OptionDecl)> = connector
+        .options
+        .iter()
+        .map(|d| (d.key.to_string(), d))
+        .collect();
+    for (format_key, prefix) in connector.formats {
+        let Some(format) = options.get(*format_key) else {
+            continue;
+        };
+        match FORMATS.iter().find(|f| f.name == format) {
+            Some(f) => decls.extend(f.options.iter().map(|d| (format!("{prefix}{}", d.key), d))),
+            None => {
+                let known: Vec<String> = FORMATS.iter().map(|f| format!("'{}'", f.name)).collect();
+                return Err(SluiceError::NotSupported(format!(
+                    "'{format_key}' = '{format}' of table '{table}' (supported: {})",
+                    known.join(", ")
+                )));
             }
         }
     }
     let mut unsupported = Vec::new();
     for (key, value) in options {
-        if key == "connector" || (key == "format" && connector.has_format) {
+        if key == "connector" || connector.formats.iter().any(|(k, _)| k == key) {
             continue;
         }
-        match decls.iter().find(|d| d.matches(key, columns)) {
-            Some(d) => d
+        let found = decls.iter().find(|(k, _)| key_matches(k, key, columns));
+        match found {
+            Some((_, d)) => d
                 .check(key, value)
                 .map_err(|m| SluiceError::Config(format!("{m} (table '{table}')")))?,
             None => unsupported.push(key.as_str()),
@@ -599,10 +642,8 @@ pub fn check_table_options(
         return Ok(());
     }
     let mut supported: Vec<String> = vec!["connector".into()];
-    if connector.has_format {
-        supported.push("format".into());
-    }
-    supported.extend(decls.iter().map(|d| d.key.replace('#', "<column>")));
+    supported.extend(connector.formats.iter().map(|(k, _)| k.to_string()));
+    supported.extend(decls.iter().map(|(k, _)| k.replace('#', "<column>")));
     supported.sort();
     Err(SluiceError::Config(format!(
         "Unsupported options found for '{name}' (table '{table}').\n\nUnsupported options:\n\n{}\n\nSupported options:\n\n{}",
@@ -614,14 +655,15 @@ pub fn check_table_options(
 /// Every table option key (for completion): each connector's and format's, without the
 /// per-column patterns.
 pub fn table_keys() -> Vec<&'static str> {
-    let mut keys: Vec<&'static str> = vec!["connector", "format"];
+    let mut keys: Vec<&'static str> = vec!["connector"];
     for c in CONNECTORS {
+        keys.extend(c.formats.iter().map(|(k, _)| *k));
         keys.extend(c.options.iter().map(|d| d.key));
     }
     for f in FORMATS {
         keys.extend(f.options.iter().map(|d| d.key));
     }
-    keys.retain(|k| !k.contains('#'));
+    keys.retain(|k| !k.contains('#') && !k.ends_with('*'));
     keys.sort_unstable();
     keys.dedup();
     keys

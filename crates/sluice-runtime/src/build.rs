@@ -39,10 +39,12 @@ pub(crate) fn build_chain(
         match &node.spec {
             OperatorSpec::Sink(spec) => {
                 let updating = node.inputs.first().is_some_and(|i| i.is_updating());
+                let schema = node.inputs.first().map_or(&node.schema, |i| &i.schema);
                 sink = Some(create_sink(
                     &spec.table,
                     &spec.options,
                     &spec.partition_keys,
+                    Arc::new(schema.as_arrow().clone()),
                     ctx,
                     updating,
                 )?);

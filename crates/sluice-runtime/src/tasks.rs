@@ -236,6 +236,13 @@ pub(crate) struct SourceDriver {
     proctime: Vec<usize>,
     clock: crate::clock::ProcessingClock,
     ctx: TaskContext,
+    /// Per split (see [`Source::last_split`]): its own watermark and when it last had rows.
+    split_watermarks: std::collections::BTreeMap<String, (i64, Instant)>,
+    /// When the driver started (splits without rows yet count as idle from then on).
+    started_at: Instant,
+    /// Checkpoints this source's barriers went into and its position at each, until the
+    /// source hears that they completed ([`Source::checkpoint_complete`]).
+    awaiting_completion: std::collections::VecDeque<(u64, serde_json::Value)>,
 }
 
 /// How a source subtask runs besides its connector.
@@ -337,6 +344,9 @@ impl SourceDriver {
                 .collect(),
             clock,
             ctx,
+            awaiting_completion: Default::default(),
+            split_watermarks: Default::default(),
+            started_at: Instant::now(),
         })
     }
 
@@ -350,10 +360,13 @@ impl SourceDriver {
         while self.injected < triggered {
             self.injected += 1;
             let id = self.injected;
+            let offset = offset();
+            self.awaiting_completion
+                .push_back((id, offset.position.clone()));
             self.ctx.report(Event::Barrier {
                 id,
                 source: self.subtask,
-                offset: offset(),
+                offset,
             });
             if tx.send((self.input, Message::Barrier(id))).is_err() {
                 return false;
@@ -397,7 +410,7 @@ impl SourceDriver {
 
     /// Per-row watermarks of `data` (the watermark in effect when each row arrives) and
     /// the watermark after its last row.
-    fn row_watermarks(&self, data: &RecordBatch) -> Result<(Option<Int64Array>, i64)> {
+    fn row_watermarks(&mut self, data: &RecordBatch) -> Result<(Option<Int64Array>, i64)> {
         let Some(expr) = &self.watermark else {
             return Ok((None, self.watermark_ms));
         };
@@ -406,6 +419,26 @@ impl SourceDriver {
             None => (event_times_ms(&evaluate(expr, data)?)?, 0),
         };
         let mut wms = Vec::with_capacity(data.num_rows());
+        if let Some(split) = self.source.last_split() {
+            // Per-split watermarks: this split's own, capped by the other splits'.
+            let others = self.other_splits_watermark(&split);
+            let mut own = self
+                .split_watermarks
+                .get(&split)
+                .map_or(WATERMARK_MIN, |(w, _)| *w);
+            let combined = |own: i64| self.watermark_ms.max(own.min(others));
+            for i in 0..candidates.len() {
+                wms.push(combined(own));
+                if candidates.is_valid(i) {
+                    own = own.max(candidates.value(i).saturating_sub(delay_ms));
+                }
+            }
+            let last = combined(own);
+            if data.num_rows() > 0 {
+                self.split_watermarks.insert(split, (own, Instant::now()));
+            }
+            return Ok((Some(Int64Array::from(wms)), last));
+        }
         let mut wm = self.watermark_ms;
         for i in 0..candidates.len() {
             wms.push(wm);
@@ -414,6 +447,68 @@ impl SourceDriver {
             }
         }
         Ok((Some(Int64Array::from(wms)), wm))
+    }
+
+    /// The minimum watermark of the splits other than `split` that are not idle
+    /// (`i64::MAX` when all are): a split that has had no rows yet holds the watermark at
+    /// its minimum until the idle timeout, as in Flink.
+    fn other_splits_watermark(&self, split: &str) -> i64 {
+        let idle = |since: Instant| self.idle_timeout.is_some_and(|t| since.elapsed() >= t);
+        let mut min = i64::MAX;
+        for s in self.source.live_splits() {
+            if s == split {
+                continue;
+            }
+            match self.split_watermarks.get(&s) {
+                Some((w, seen)) if !idle(*seen) => min = min.min(*w),
+                Some(_) => {}
+                // No rows yet: it holds the watermark back until the idle timeout.
+                None if !idle(self.started_at) => min = WATERMARK_MIN,
+                None => {}
+            }
+        }
+        min
+    }
+
+    /// Tells the source of the newest checkpoint that completed since the last call (its
+    /// position at that checkpoint's barrier).
+    fn notify_completed(&mut self) -> Result<()> {
+        let Some(&(oldest, _)) = self.awaiting_completion.front() else {
+            return Ok(());
+        };
+        let newest_completed = {
+            let completed = self
+                .ctx
+                .coordination
+                .completed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            completed.range(oldest..).next_back().map(|(id, _)| *id)
+        };
+        let Some(done) = newest_completed else {
+            // Settled without completing (failed or declined): no longer awaited.
+            let settled = self.ctx.coordination.settled.load(Ordering::SeqCst);
+            while self
+                .awaiting_completion
+                .front()
+                .is_some_and(|(id, _)| *id <= settled)
+            {
+                self.awaiting_completion.pop_front();
+            }
+            return Ok(());
+        };
+        let mut position = None;
+        while self
+            .awaiting_completion
+            .front()
+            .is_some_and(|(id, _)| *id <= done)
+        {
+            position = self.awaiting_completion.pop_front().map(|(_, p)| p);
+        }
+        match position {
+            Some(p) => self.source.checkpoint_complete(&p),
+            None => Ok(()),
+        }
     }
 
     /// Where a batch is cut (ends of segments, relative to its first row): after rows with
@@ -463,6 +558,7 @@ impl SourceDriver {
             if self.ctx.cancelled() {
                 return Ok(());
             }
+            self.notify_completed()?;
             let start_position = self.source.position();
             let Some(mut raw) = self.source.next_batch()? else {
                 break;
@@ -544,7 +640,11 @@ impl SourceDriver {
                     }
                 }
                 let (rows, watermark_ms) = (self.rows, self.watermark_ms);
-                let end_position = (b == n).then(|| self.source.position());
+                let end_position = if b == n {
+                    Some(self.source.position())
+                } else {
+                    self.source.position_after(base as usize + b)
+                };
                 let here = || match &end_position {
                     Some(p) => SourceOffset {
                         position: p.clone(),

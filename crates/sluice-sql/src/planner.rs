@@ -502,12 +502,12 @@ impl Planner {
                 );
             }
         }
-        if node.is_updating() && connector == "filesystem" {
+        if node.is_updating() && matches!(connector, "filesystem" | "kafka") {
             return plan_err!(
                 "INSERT INTO '{table}': the query's result is updating (a changelog of +I, -U, \
                  +U, -D rows, e.g. from a table in a change-data-capture format, GROUP BY without a \
                  window, or an outer or anti join \
-                 whose padded rows are retracted later), and the 'filesystem' sink can only \
+                 whose padded rows are retracted later), and the '{connector}' sink can only \
                  append rows; aggregate over a window table function, join with time bounds \
                  (an interval or window join), or write to a 'print' or 'blackhole' table"
             );

@@ -487,14 +487,21 @@ pub struct SourceSpec {
 }
 
 impl SourceSpec {
-    /// Whether the table is read as a changelog: a filesystem table in a
-    /// change-data-capture format (`'format' = 'debezium-json'` or `'canal-json'`).
+    /// Whether the table is read as a changelog: a filesystem or Kafka table in a
+    /// change-data-capture format (`'format'` or Kafka's `'value.format'` =
+    /// `'debezium-json'` or `'canal-json'`).
     pub fn is_changelog(&self) -> bool {
-        self.options.get("connector").map(String::as_str) == Some("filesystem")
-            && matches!(
-                self.options.get("format").map(String::as_str),
+        let cdc = |key: &str| {
+            matches!(
+                self.options.get(key).map(String::as_str),
                 Some("debezium-json" | "canal-json")
             )
+        };
+        match self.options.get("connector").map(String::as_str) {
+            Some("filesystem") => cdc("format"),
+            Some("kafka") => cdc("format") || cdc("value.format"),
+            _ => false,
+        }
     }
 }
 

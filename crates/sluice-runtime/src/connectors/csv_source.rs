@@ -91,7 +91,7 @@ struct BadValue {
 }
 
 impl ChunkDecoder {
-    fn new(
+    pub(crate) fn new(
         schema: SchemaRef,
         options: CsvOptions,
         time_zone: sluice_common::time::Tz,

@@ -5,6 +5,7 @@
 //! | `filesystem` (`'format' = 'csv'` or `'json'`) | bounded: a file or a directory of files, `.gz` decompressed | a directory of CSV or JSON-lines part files |
 //! | `datagen` | generated rows (random or sequences; see [`datagen`]) | |
 //! | `nexmark` | the Nexmark benchmark's events (see [`nexmark`]) | |
+//! | `kafka` | the messages of topics, bounded or not (see [`kafka`]) | a topic, one message per row |
 //! | `channel` | batches an embedding application pushes ([`channel`]) | |
 //! | `print` | | each row to stdout as `+I[v1, v2]` (the row's kind: `+I`, `-U`, `+U`, `-D`) |
 //! | `blackhole` | | discards rows |
@@ -15,6 +16,7 @@ pub mod csv_source;
 pub mod datagen;
 pub mod filesystem;
 mod json_format;
+pub mod kafka;
 pub mod lookup;
 pub mod nexmark;
 pub mod partitioned;
@@ -48,11 +50,47 @@ pub trait Source: Send {
     /// # Errors
     /// A position this source cannot resume from (the input changed).
     fn seek(&mut self, position: &serde_json::Value) -> Result<()>;
+    /// The source offset after the first `rows` rows of the last batch, when the source
+    /// can say it exactly (a barrier or failure cut inside a batch). `None`: the position
+    /// before the batch plus `rows` rows to skip, which is exact for sources whose rows
+    /// after a position are always the same ones in the same order (files, generators);
+    /// a Kafka source interleaves partitions differently on each read, so it says.
+    fn position_after(&self, rows: usize) -> Option<serde_json::Value> {
+        let _ = rows;
+        None
+    }
+    /// The split (a Kafka partition, `topic/partition`) all rows of the last batch came
+    /// from, for a source that reads several splits whose rows interleave: watermarks are
+    /// then generated per split, and the source subtask's watermark is the minimum over its
+    /// [`Source::live_splits`], leaving out splits idle for
+    /// `'table.exec.source.idle-timeout'` (Flink docs, "Generating Watermarks",
+    /// "Watermark Strategies and the Kafka Connector"). `None`: one watermark for the
+    /// subtask.
+    fn last_split(&self) -> Option<String> {
+        None
+    }
+    /// The splits this source subtask reads now and that have not ended (see
+    /// [`Source::last_split`]; an ended split no longer holds the watermark back).
+    fn live_splits(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// A watermark (ms) the source itself declares for the rows returned so far, taken
     /// once after each [`Source::next_batch`]; the job's watermark is the maximum of it
     /// and the table's `WATERMARK` expression. Only application-fed sources have one.
     fn take_watermark(&mut self) -> Option<i64> {
         None
+    }
+    /// A checkpoint that holds `position` (this source's offset at the checkpoint's
+    /// barrier) has completed: a source that tells its input system what was read (Kafka
+    /// commits the consumer group's offsets) does it now (Flink:
+    /// `SourceReader#notifyCheckpointComplete`). Called on the source's thread between
+    /// batches, for the newest completed checkpoint only.
+    ///
+    /// # Errors
+    /// A failure that should fail the job (a source that only informs logs it instead).
+    fn checkpoint_complete(&mut self, position: &serde_json::Value) -> Result<()> {
+        let _ = position;
+        Ok(())
     }
 }
 
@@ -281,6 +319,16 @@ pub fn create_source(
             ctx.batch_size,
             metrics,
         )?)),
+        "kafka" => Ok(Box::new(kafka::source::KafkaSource::new(
+            table,
+            options,
+            physical_schema,
+            ctx.source_subtask,
+            ctx.source_parallelism,
+            &ctx.time_zone,
+            ctx.batch_size,
+            metrics,
+        )?)),
         "nexmark" => Ok(Box::new(nexmark::NexmarkSource::new(
             table,
             physical_schema,
@@ -294,7 +342,7 @@ pub fn create_source(
             "table '{table}' uses the '{connector}' connector, which can only be written to"
         ))),
         other => Err(SluiceError::NotSupported(format!(
-            "'connector' = '{other}' of table '{table}' (supported: filesystem, datagen, nexmark, channel, print, blackhole)"
+            "'connector' = '{other}' of table '{table}' (supported: filesystem, kafka, datagen, nexmark, channel, print, blackhole)"
         ))),
     }
 }
@@ -335,6 +383,7 @@ pub fn create_sink(
     table: &str,
     options: &ConnectorOptions,
     partition_keys: &[(usize, String)],
+    schema: datafusion_common::arrow::datatypes::SchemaRef,
     ctx: &ConnectorContext,
     updating: bool,
 ) -> Result<Box<dyn BatchSink>> {
@@ -376,13 +425,19 @@ pub fn create_sink(
                 .unwrap_or_default(),
         })),
         "blackhole" => Ok(Box::new(BlackholeSink)),
+        "kafka" => Ok(Box::new(kafka::sink::KafkaSink::new(
+            table,
+            options,
+            schema,
+            ctx.subtask,
+        )?)),
         "channel" => Ok(Box::new(channel::CallbackSink::take(
             &ctx.sink_callbacks,
             table,
             updating,
         )?)),
         other => Err(SluiceError::NotSupported(format!(
-            "'connector' = '{other}' of table '{table}' (supported: filesystem, print, blackhole, channel)"
+            "'connector' = '{other}' of table '{table}' (supported: filesystem, kafka, print, blackhole, channel)"
         ))),
     }
 }

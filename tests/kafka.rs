@@ -1,0 +1,678 @@
+//! The `kafka` connector against a real Kafka-protocol broker: the one
+//! `scripts/kafka-test-server` starts (`.ci/run` starts it and sets
+//! `SLUICE_TEST_KAFKA_BOOTSTRAP`; without that variable the tests start it themselves).
+//!
+//! Each test makes its own topics (unique names), writes messages with librdkafka
+//! directly (not through Sluice), runs SQL, and reads what Sluice wrote with librdkafka.
+//! Expected rows are worked out by hand from the messages written.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
+use sluice::arrow::array::RecordBatch;
+use sluice::{Engine, EngineConfig, StatementResult};
+
+mod common;
+
+/// The broker's address: `SLUICE_TEST_KAFKA_BOOTSTRAP`, else the one
+/// `scripts/kafka-test-server start` starts (and builds, the first time on a machine).
+fn bootstrap() -> String {
+    static ADDRESS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ADDRESS
+        .get_or_init(|| {
+            if let Ok(a) = std::env::var("SLUICE_TEST_KAFKA_BOOTSTRAP") {
+                return a;
+            }
+            let out = std::process::Command::new("scripts/kafka-test-server")
+                .arg("start")
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .output()
+                .expect("running scripts/kafka-test-server");
+            assert!(
+                out.status.success(),
+                "scripts/kafka-test-server start failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        })
+        .clone()
+}
+
+static UNIQUE: AtomicU64 = AtomicU64::new(0);
+
+fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!(
+        "{prefix}-{}-{}-{}",
+        std::process::id(),
+        nanos % 1_000_000_000,
+        UNIQUE.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A new topic with `partitions` partitions.
+fn topic(prefix: &str, partitions: i32) -> String {
+    let name = unique(prefix);
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create()
+        .expect("admin client");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let results = rt
+        .block_on(admin.create_topics(
+            &[NewTopic::new(&name, partitions, TopicReplication::Fixed(1))],
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
+        ))
+        .expect("create topics");
+    for r in results {
+        r.unwrap_or_else(|(t, e)| panic!("creating topic {t}: {e}"));
+    }
+    name
+}
+
+/// Writes `(partition, key, value)` messages and waits for their acknowledgement.
+fn produce(topic: &str, messages: &[(i32, Option<&str>, &str)]) {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create()
+        .expect("producer");
+    for (p, k, v) in messages {
+        let mut r: BaseRecord<'_, str, str> = BaseRecord::to(topic).partition(*p).payload(*v);
+        if let Some(k) = k {
+            r = r.key(*k);
+        }
+        producer.send(r).map_err(|(e, _)| e).expect("send");
+        producer.poll(Duration::ZERO);
+    }
+    producer.flush(Duration::from_secs(30)).expect("flush");
+}
+
+/// Every message of `topic` (all partitions): `(partition, key, value)`, per partition
+/// in offset order.
+fn consume(topic: &str, partitions: i32) -> Vec<(i32, Option<String>, String)> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .set("group.id", unique("reader"))
+        .set("enable.partition.eof", "true")
+        .set("isolation.level", "read_committed")
+        .create()
+        .expect("consumer");
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, Offset::Beginning)
+            .unwrap();
+    }
+    consumer.assign(&tpl).unwrap();
+    let mut at_end = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while at_end.len() < partitions as usize && Instant::now() < deadline {
+        match consumer.poll(Duration::from_millis(200)) {
+            None => {}
+            Some(Err(KafkaError::PartitionEOF(p))) => {
+                at_end.insert(p);
+            }
+            Some(Err(e)) => panic!("reading {topic}: {e}"),
+            Some(Ok(m)) => {
+                at_end.remove(&m.partition());
+                out.push((
+                    m.partition(),
+                    m.key().map(|k| String::from_utf8_lossy(k).into_owned()),
+                    String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned(),
+                ))
+            }
+        }
+    }
+    out
+}
+
+fn engine() -> Engine {
+    Engine::new(EngineConfig::default())
+}
+
+fn sorted_rows(batches: &[RecordBatch]) -> Vec<String> {
+    let csv = common::rows_as_csv(batches);
+    let mut rows: Vec<String> = csv.lines().skip(1).map(str::to_string).collect();
+    rows.sort();
+    rows
+}
+
+fn table(name: &str, columns: &str, topic: &str, extra: &str) -> String {
+    format!(
+        "CREATE TABLE {name} ({columns}) WITH (
+            'connector' = 'kafka',
+            'topic' = '{topic}',
+            'properties.bootstrap.servers' = '{}'{extra}
+        );\n",
+        bootstrap()
+    )
+}
+
+const BOUNDED: &str = ",
+            'scan.startup.mode' = 'earliest-offset',
+            'scan.bounded.mode' = 'latest-offset'";
+
+/// 3 partitions, 10 JSON messages each: id = 10 * partition + i.
+fn three_partitions() -> (String, Vec<String>) {
+    let t = topic("orders", 3);
+    let mut messages = Vec::new();
+    let mut expected = Vec::new();
+    for p in 0..3 {
+        for i in 0..10 {
+            let id = 10 * p + i;
+            messages.push((
+                p,
+                None,
+                format!(
+                    r#"{{"id": {id}, "item": "item-{id}", "price": {}.5}}"#,
+                    id * 2
+                ),
+            ));
+            expected.push(format!("{id},item-{id},{}.5", id * 2));
+        }
+    }
+    let refs: Vec<(i32, Option<&str>, &str)> = messages
+        .iter()
+        .map(|(p, k, v)| (*p, *k, v.as_str()))
+        .collect();
+    produce(&t, &refs);
+    expected.sort();
+    (t, expected)
+}
+
+#[test]
+fn a_bounded_scan_reads_every_partition_at_any_scan_parallelism() {
+    let (t, expected) = three_partitions();
+    for parallelism in [1, 2, 3] {
+        let sql = table(
+            "orders",
+            "id BIGINT, item STRING, price DOUBLE",
+            &t,
+            &format!("{BOUNDED}, 'format' = 'json', 'scan.parallelism' = '{parallelism}'"),
+        ) + "SELECT * FROM orders;";
+        let rows = sorted_rows(&engine().collect(&sql).unwrap());
+        assert_eq!(rows, expected, "scan.parallelism {parallelism}");
+    }
+}
+
+#[test]
+fn startup_modes_start_where_flink_starts() {
+    let (t, _) = three_partitions();
+    let read = |extra: &str| {
+        let sql = table(
+            "orders",
+            "id BIGINT, item STRING, price DOUBLE",
+            &t,
+            &format!(", 'format' = 'json', 'scan.bounded.mode' = 'latest-offset'{extra}"),
+        ) + "SELECT id FROM orders;";
+        let mut ids: Vec<i64> = sorted_rows(&engine().collect(&sql).unwrap())
+            .iter()
+            .map(|r| r.parse().unwrap())
+            .collect();
+        ids.sort();
+        ids
+    };
+    // Partition 0 from offset 8 (ids 8, 9), partition 2 from 5 (ids 25..29); partition 1
+    // is not listed and has no group offset: from its earliest (ids 10..19).
+    let ids = read(
+        ", 'scan.startup.mode' = 'specific-offsets',
+           'scan.startup.specific-offsets' = 'partition:0,offset:8;partition:2,offset:5'",
+    );
+    let mut want: Vec<i64> = vec![8, 9];
+    want.extend(10..20);
+    want.extend(25..30);
+    assert_eq!(ids, want);
+    // latest-offset at the start, bounded by latest-offset at the start: nothing.
+    assert!(read(", 'scan.startup.mode' = 'latest-offset'").is_empty());
+    // group-offsets: a group that committed 3 for partition 1 only, with the reset to
+    // earliest for the others.
+    let group = unique("group");
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .set("group.id", &group)
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(&t, 1, Offset::Offset(3)).unwrap();
+    consumer.commit(&tpl, CommitMode::Sync).unwrap();
+    let ids = read(&format!(
+        ", 'properties.group.id' = '{group}', 'properties.auto.offset.reset' = 'earliest'"
+    ));
+    let mut want: Vec<i64> = (0..10).collect();
+    want.extend(13..20);
+    want.extend(20..30);
+    assert_eq!(ids, want);
+    // Without the reset, Flink's rule: no committed offset is an error.
+    let sql = table(
+        "orders",
+        "id BIGINT",
+        &t,
+        &format!(", 'format' = 'json', 'scan.bounded.mode' = 'latest-offset', 'properties.group.id' = '{group}'"),
+    ) + "SELECT id FROM orders;";
+    let err = engine().collect(&sql).unwrap_err().to_string();
+    assert!(
+        err.contains("has no committed offset") && err.contains("'properties.auto.offset.reset'"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_window_aggregate_reads_one_topic_and_writes_another() {
+    // 90 CSV events, one every 2 s from 10:00:00: 30 per minute, in 2 partitions (even
+    // seconds alternate). Tumbling 1-minute counts per kind ('a' when i % 3 == 0, else
+    // 'b'): per minute 10 'a' and 20 'b'.
+    let input = topic("events", 2);
+    let output = topic("counts", 1);
+    let mut messages = Vec::new();
+    for i in 0..90 {
+        let secs = 2 * i;
+        let kind = if i % 3 == 0 { "a" } else { "b" };
+        messages.push((
+            (i % 2) as i32,
+            format!("{kind},2024-05-01 10:{:02}:{:02}", secs / 60, secs % 60),
+        ));
+    }
+    let refs: Vec<(i32, Option<&str>, &str)> = messages
+        .iter()
+        .map(|(p, v)| (*p, None, v.as_str()))
+        .collect();
+    produce(&input, &refs);
+    let sql = table(
+        "events",
+        "kind STRING, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '5' SECOND",
+        &input,
+        &format!("{BOUNDED}, 'format' = 'csv'"),
+    ) + &table(
+        "counts",
+        "window_start TIMESTAMP(3), kind STRING, n BIGINT",
+        &output,
+        ", 'format' = 'json'",
+    ) + "INSERT INTO counts
+         SELECT window_start, kind, COUNT(*) FROM TABLE(
+           TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+         GROUP BY window_start, window_end, kind;";
+    engine().execute_script(&sql).unwrap();
+    let mut got: Vec<String> = consume(&output, 1).into_iter().map(|(_, _, v)| v).collect();
+    got.sort();
+    let mut want = Vec::new();
+    for minute in 0..3 {
+        for (kind, n) in [("a", 10), ("b", 20)] {
+            want.push(format!(
+                r#"{{"window_start":"2024-05-01 10:{minute:02}:00","kind":"{kind}","n":{n}}}"#
+            ));
+        }
+    }
+    want.sort();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn key_fields_are_written_and_read_back() {
+    let t = topic("users", 2);
+    let columns = "k_id BIGINT, name STRING, city STRING";
+    let options = ", 'key.format' = 'json', 'key.fields' = 'k_id', 'key.fields-prefix' = 'k_',
+        'value.format' = 'json', 'value.fields-include' = 'EXCEPT_KEY'";
+    let sql = table("users", columns, &t, options)
+        + "INSERT INTO users VALUES (1, 'ann', 'Oslo'), (2, 'bob', 'Rome'), (3, 'cy', 'Lima');";
+    engine().execute_script(&sql).unwrap();
+    let mut got: Vec<(Option<String>, String)> =
+        consume(&t, 2).into_iter().map(|(_, k, v)| (k, v)).collect();
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            (
+                Some(r#"{"id":1}"#.into()),
+                r#"{"name":"ann","city":"Oslo"}"#.into()
+            ),
+            (
+                Some(r#"{"id":2}"#.into()),
+                r#"{"name":"bob","city":"Rome"}"#.into()
+            ),
+            (
+                Some(r#"{"id":3}"#.into()),
+                r#"{"name":"cy","city":"Lima"}"#.into()
+            ),
+        ]
+    );
+    // Equal keys go to one partition (murmur2 of the key, as Kafka's Java client).
+    let sql = table("users", columns, &t, &format!("{options}{BOUNDED}")) + "SELECT * FROM users;";
+    assert_eq!(
+        sorted_rows(&engine().collect(&sql).unwrap()),
+        vec!["1,ann,Oslo", "2,bob,Rome", "3,cy,Lima"]
+    );
+}
+
+#[test]
+fn a_restored_job_resumes_at_its_checkpointed_offsets() {
+    // Two partitions read by one source subtask; checkpoints inside batches, failures
+    // after them: the exactly-once result holds each row once.
+    let (t, expected) = three_partitions();
+    let sql = format!(
+        "SET 'execution.checkpointing.dir' = 'memory://{}';
+         SET 'execution.checkpointing.mode' = 'EXACTLY_ONCE';
+         SET 'sluice.test.checkpoint-after-rows' = '7,16,23';
+         SET 'sluice.test.failpoints' = 'source-after-row:12,source-after-row:20';
+         SET 'restart-strategy.fixed-delay.attempts' = '5';
+         SET 'restart-strategy.fixed-delay.delay' = '0 ms';
+         {}
+         SELECT * FROM orders;",
+        unique("kafka-restore"),
+        table(
+            "orders",
+            "id BIGINT, item STRING, price DOUBLE",
+            &t,
+            &format!("{BOUNDED}, 'format' = 'json'"),
+        )
+    );
+    let mut e = Engine::new(EngineConfig {
+        batch_size: 4,
+        ..Default::default()
+    });
+    let rows = sorted_rows(&e.collect(&sql).unwrap());
+    assert_eq!(rows, expected);
+}
+
+#[test]
+fn an_at_least_once_sink_loses_nothing_across_failures() {
+    let (t, expected) = three_partitions();
+    let out = topic("copy", 1);
+    let sql = format!(
+        "SET 'execution.checkpointing.dir' = 'memory://{}';
+         SET 'execution.checkpointing.mode' = 'AT_LEAST_ONCE';
+         SET 'sluice.test.checkpoint-after-rows' = '9,18';
+         SET 'sluice.test.failpoints' = 'source-after-row:14,source-after-row:25';
+         SET 'restart-strategy.fixed-delay.attempts' = '5';
+         SET 'restart-strategy.fixed-delay.delay' = '0 ms';
+         {}{}
+         INSERT INTO copy SELECT * FROM orders;",
+        unique("kafka-alo"),
+        table(
+            "orders",
+            "id BIGINT, item STRING, price DOUBLE",
+            &t,
+            &format!("{BOUNDED}, 'format' = 'json'")
+        ),
+        table(
+            "copy",
+            "id BIGINT, item STRING, price DOUBLE",
+            &out,
+            ", 'format' = 'csv'"
+        ),
+    );
+    let mut e = Engine::new(EngineConfig {
+        batch_size: 4,
+        ..Default::default()
+    });
+    e.execute_script(&sql).unwrap();
+    let written: Vec<String> = consume(&out, 1).into_iter().map(|(_, _, v)| v).collect();
+    let distinct: std::collections::BTreeSet<String> = written.iter().cloned().collect();
+    assert_eq!(distinct.into_iter().collect::<Vec<_>>(), expected);
+    assert!(written.len() >= expected.len());
+}
+
+#[test]
+fn group_offsets_are_committed_when_a_checkpoint_completes() {
+    let (t, _) = three_partitions();
+    let group = unique("committer");
+    let mut e = engine();
+    e.execute_script(&format!(
+        "SET 'execution.checkpointing.dir' = 'memory://{}';
+         SET 'execution.checkpointing.interval' = '100 ms';
+         {}",
+        unique("kafka-commit"),
+        table(
+            "orders",
+            "id BIGINT",
+            &t,
+            &format!(", 'format' = 'json', 'scan.startup.mode' = 'earliest-offset', 'properties.group.id' = '{group}'"),
+        )
+    ))
+    .unwrap();
+    let StatementResult::Query(job) = e.sql("SELECT id FROM orders").unwrap() else {
+        panic!("a query")
+    };
+    let handle = job.handle();
+    // Read the unbounded query's rows as they come (it holds them until checkpoints).
+    let reader = std::thread::spawn(move || sluice::drain(job).map(|b| b.len()));
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .set("group.id", &group)
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..3 {
+        tpl.add_partition(&t, p);
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let committed = loop {
+        let c = consumer
+            .committed_offsets(tpl.clone(), Duration::from_secs(10))
+            .unwrap();
+        let offsets: BTreeMap<i32, Offset> = c
+            .elements()
+            .iter()
+            .map(|e| (e.partition(), e.offset()))
+            .collect();
+        if offsets.values().all(|o| *o == Offset::Offset(10)) || Instant::now() > deadline {
+            break offsets;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    handle.stop();
+    let rows = reader.join().unwrap();
+    assert_eq!(
+        committed,
+        (0..3)
+            .map(|p| (p, Offset::Offset(10)))
+            .collect::<BTreeMap<_, _>>(),
+        "each partition's 10 messages committed ({rows:?})"
+    );
+}
+
+#[test]
+fn bad_input_and_unsupported_uses_are_clear_errors() {
+    let t = topic("bad", 1);
+    produce(
+        &t,
+        &[(0, None, r#"{"id": 1}"#), (0, None, r#"{"id": "x"}"#)],
+    );
+    let sql = table(
+        "t",
+        "id BIGINT",
+        &t,
+        &format!("{BOUNDED}, 'format' = 'json'"),
+    ) + "SELECT * FROM t;";
+    let err = engine().collect(&sql).unwrap_err().to_string();
+    assert!(
+        err.contains(&format!("kafka://{t}/0:1:1")),
+        "the message's place: {err}"
+    );
+    let sql = table(
+        "t",
+        "id BIGINT",
+        &t,
+        &format!("{BOUNDED}, 'format' = 'json', 'json.ignore-parse-errors' = 'true'"),
+    ) + "SELECT * FROM t;";
+    assert_eq!(sorted_rows(&engine().collect(&sql).unwrap()), vec!["1"]);
+    let sql = table(
+        "t",
+        "id BIGINT",
+        "no-such-topic-here",
+        &format!("{BOUNDED}, 'format' = 'json'"),
+    ) + "SELECT * FROM t;";
+    let err = engine().collect(&sql).unwrap_err().to_string();
+    assert!(
+        err.contains("topic 'no-such-topic-here' does not exist"),
+        "{err}"
+    );
+    let sql = table(
+        "t",
+        "id BIGINT",
+        &t,
+        ", 'format' = 'json', 'scan.startup.mod' = 'earliest-offset'",
+    ) + "SELECT * FROM t;";
+    let err = engine().collect(&sql).unwrap_err().to_string();
+    assert!(
+        err.contains("Unsupported options found for 'kafka'") && err.contains("scan.startup.mode"),
+        "{err}"
+    );
+    let sql = table(
+        "t",
+        "id BIGINT",
+        &t,
+        &format!("{BOUNDED}, 'format' = 'json'"),
+    ) + &table("s", "id BIGINT, n BIGINT", &t, ", 'format' = 'json'")
+        + "INSERT INTO s SELECT id, COUNT(*) FROM t GROUP BY id;";
+    let err = engine().execute_script(&sql).unwrap_err().to_string();
+    assert!(
+        err.contains("the 'kafka' sink can only append rows"),
+        "{err}"
+    );
+    let sql = table(
+        "t",
+        "id BIGINT",
+        &t,
+        &format!("{BOUNDED}, 'format' = 'json'"),
+    ) + &table(
+        "s",
+        "id BIGINT",
+        &t,
+        ", 'format' = 'json', 'sink.delivery-guarantee' = 'exactly-once'",
+    ) + "INSERT INTO s SELECT id FROM t;";
+    let err = engine().execute_script(&sql).unwrap_err().to_string();
+    assert!(
+        err.contains("'exactly-once'") && err.contains("not built yet"),
+        "{err}"
+    );
+}
+
+/// `sql-examples/kafka/`: the flights replayed into a topic keyed by origin (3
+/// partitions), then the hourly departures read from it and written to another topic,
+/// read back: the result SQLite derived for `flights_hourly.sql`
+/// (`tests/expected/flights_hourly.csv.gz`, 19,486 rows).
+#[test]
+fn the_kafka_examples_give_the_hourly_result_sqlite_derived() {
+    use std::io::Read;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let flights = topic("flights", 3);
+    let hourly = topic("hourly", 1);
+    let example = |name: &str| {
+        std::fs::read_to_string(root.join("sql-examples/kafka").join(name))
+            .unwrap()
+            .replace("127.0.0.1:9094", &bootstrap())
+            .replace("'topic' = 'flights'", &format!("'topic' = '{flights}'"))
+            .replace(
+                "'topic' = 'hourly_delays'",
+                &format!("'topic' = '{hourly}'"),
+            )
+    };
+    for file in ["flights_to_kafka.sql", "hourly_delays_from_kafka.sql"] {
+        Engine::new(EngineConfig {
+            working_dir: Some(root.to_path_buf()),
+            ..Default::default()
+        })
+        .execute_script(&example(file))
+        .unwrap_or_else(|e| panic!("{file}: {e}"));
+    }
+    let sql = table(
+        "hourly",
+        "window_start TIMESTAMP(3), window_end TIMESTAMP(3), origin STRING, departures BIGINT, \
+         avg_dep_delay DOUBLE, max_dep_delay DOUBLE",
+        &hourly,
+        &format!("{BOUNDED}, 'format' = 'json'"),
+    ) + "SELECT * FROM hourly;";
+    let got = common::rows_as_csv(&engine().collect(&sql).unwrap());
+    let mut expected = String::new();
+    flate2::read::GzDecoder::new(
+        std::fs::File::open(root.join("tests/expected/flights_hourly.csv.gz")).unwrap(),
+    )
+    .read_to_string(&mut expected)
+    .unwrap();
+    if let Err(e) = common::compare_csv_multiset(&expected, &got) {
+        panic!("{}", e.chars().take(3000).collect::<String>());
+    }
+}
+
+#[test]
+fn topic_patterns_and_partitioners() {
+    // Two topics matching one pattern, a third that does not.
+    let base = unique("pat");
+    let made: Vec<String> = ["a", "b", "zz"]
+        .iter()
+        .map(|suffix| {
+            let name = format!("{base}-{suffix}");
+            let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+                .set("bootstrap.servers", bootstrap())
+                .create()
+                .unwrap();
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            for r in rt
+                .block_on(admin.create_topics(
+                    &[NewTopic::new(&name, 2, TopicReplication::Fixed(1))],
+                    &AdminOptions::new(),
+                ))
+                .unwrap()
+            {
+                r.unwrap();
+            }
+            produce(
+                &name,
+                &[
+                    (0, None, &format!(r#"{{"s": "{suffix}0"}}"#)),
+                    (1, None, &format!(r#"{{"s": "{suffix}1"}}"#)),
+                ],
+            );
+            name
+        })
+        .collect();
+    let sql = format!(
+        "CREATE TABLE t (s STRING) WITH (
+            'connector' = 'kafka',
+            'topic-pattern' = '{base}-[ab]',
+            'properties.bootstrap.servers' = '{}'{BOUNDED},
+            'format' = 'json');
+         SELECT * FROM t;",
+        bootstrap()
+    );
+    assert_eq!(
+        sorted_rows(&engine().collect(&sql).unwrap()),
+        vec!["a0", "a1", "b0", "b1"]
+    );
+    assert_eq!(made.len(), 3);
+
+    // round-robin: 6 rows over 3 partitions, two each; fixed: subtask 0 writes partition 0.
+    for (partitioner, want) in [("round-robin", vec![2, 2, 2]), ("fixed", vec![6, 0, 0])] {
+        let out = topic("rr", 3);
+        let sql = table(
+            "o",
+            "n INT",
+            &out,
+            &format!(", 'format' = 'csv', 'sink.partitioner' = '{partitioner}'"),
+        ) + "INSERT INTO o VALUES (1), (2), (3), (4), (5), (6);";
+        engine().execute_script(&sql).unwrap();
+        let mut per_partition = vec![0; 3];
+        for (p, _, _) in consume(&out, 3) {
+            per_partition[p as usize] += 1;
+        }
+        assert_eq!(per_partition, want, "{partitioner}");
+    }
+}
