@@ -676,3 +676,273 @@ fn topic_patterns_and_partitioners() {
         assert_eq!(per_partition, want, "{partitioner}");
     }
 }
+
+/// Keyed messages to partition 0; `None` a tombstone (no value).
+fn produce_keyed(topic: &str, messages: &[(&str, Option<&str>)]) {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create()
+        .expect("producer");
+    for (k, v) in messages {
+        let mut r: BaseRecord<'_, str, str> = BaseRecord::to(topic).partition(0).key(*k);
+        if let Some(v) = v {
+            r = r.payload(*v);
+        }
+        producer.send(r).map_err(|(e, _)| e).expect("send");
+    }
+    producer.flush(Duration::from_secs(30)).expect("flush");
+}
+
+/// The rows of a query, CSV lines in arrival order (an updating query's start with its
+/// row kind).
+fn rows_in_order(batches: &[RecordBatch]) -> Vec<String> {
+    common::rows_as_csv(batches)
+        .lines()
+        .skip(1)
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn upsert_kafka_reads_upserts_and_tombstones_as_a_changelog() {
+    let t = topic("upserts", 1);
+    produce_keyed(
+        &t,
+        &[
+            (r#"{"id":1}"#, Some(r#"{"id":1,"name":"x"}"#)),
+            (r#"{"id":2}"#, Some(r#"{"id":2,"name":"p"}"#)),
+            (r#"{"id":1}"#, Some(r#"{"id":1,"name":"y"}"#)),
+            (r#"{"id":1}"#, Some(r#"{"id":1,"name":"y"}"#)),
+            (r#"{"id":2}"#, None),
+            (r#"{"id":3}"#, None),
+        ],
+    );
+    let ddl = format!(
+        "CREATE TABLE users (id BIGINT, name STRING, PRIMARY KEY (id) NOT ENFORCED) WITH (
+            'connector' = 'upsert-kafka',
+            'topic' = '{t}',
+            'properties.bootstrap.servers' = '{}',
+            'scan.bounded.mode' = 'latest-offset',
+            'key.format' = 'json',
+            'value.format' = 'json');\n",
+        bootstrap()
+    );
+    // Flink's ChangelogNormalize over the upserts: a new key is +I, a changed value -U/+U,
+    // a repeated value nothing, a tombstone -D of the row held, a tombstone of an unknown
+    // key nothing.
+    let rows = rows_in_order(
+        &engine()
+            .collect(&(ddl.clone() + "SELECT * FROM users;"))
+            .unwrap(),
+    );
+    assert_eq!(rows, vec!["+I,1,x", "+I,2,p", "-U,1,x", "+U,1,y", "-D,2,p"]);
+    let rows = rows_in_order(
+        &engine()
+            .collect(&(ddl + "SELECT COUNT(*) AS n FROM users;"))
+            .unwrap(),
+    );
+    // One count (the aggregate may fold a batch's changes; the last value is 1).
+    let last = rows.last().cloned().unwrap_or_default();
+    assert!(last == "+I,1" || last == "+U,1", "{rows:?}");
+}
+
+#[test]
+fn upsert_kafka_writes_changes_as_upserts_and_tombstones() {
+    let t = topic("upsert-out", 2);
+    let ddl = format!(
+        "CREATE TABLE once (k STRING, n BIGINT, PRIMARY KEY (k) NOT ENFORCED) WITH (
+            'connector' = 'upsert-kafka',
+            'topic' = '{t}',
+            'properties.bootstrap.servers' = '{}',
+            'key.format' = 'json',
+            'value.format' = 'json',
+            'value.fields-include' = 'EXCEPT_KEY');\n",
+        bootstrap()
+    );
+    // Keys seen once: 'a' is +I then -D when it is seen again; 'b' stays; 'c' is +I. One
+    // row per batch, so that each change reaches the sink on its own.
+    Engine::new(EngineConfig {
+        batch_size: 1,
+        ..Default::default()
+    })
+    .execute_script(&format!(
+        "{ddl}INSERT INTO once SELECT k, COUNT(*) FROM (VALUES ('a'), ('b'), ('a'), ('c')) AS v(k)
+             GROUP BY k HAVING COUNT(*) < 2;"
+    ))
+    .unwrap();
+    let mut by_key: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (_, k, v) in consume(&t, 2) {
+        by_key.entry(k.unwrap()).or_default().push(v);
+    }
+    let expected: BTreeMap<String, Vec<String>> = [
+        (r#"{"k":"a"}"#, vec![r#"{"n":1}"#, ""]),
+        (r#"{"k":"b"}"#, vec![r#"{"n":1}"#]),
+        (r#"{"k":"c"}"#, vec![r#"{"n":1}"#]),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.into_iter().map(str::to_string).collect()))
+    .collect();
+    assert_eq!(by_key, expected);
+    // An update's old row is not written when its new row follows: a's count goes 1, 2.
+    let counts = topic("upsert-counts", 1);
+    Engine::new(EngineConfig {
+        batch_size: 1,
+        ..Default::default()
+    })
+    .execute_script(&format!(
+        "{}INSERT INTO once SELECT k, COUNT(*) FROM (VALUES ('a'), ('a')) AS v(k) GROUP BY k;",
+        ddl.replace(
+            &format!("'topic' = '{t}'"),
+            &format!("'topic' = '{counts}'")
+        )
+    ))
+    .unwrap();
+    let written: Vec<(Option<String>, String)> = consume(&counts, 1)
+        .into_iter()
+        .map(|(_, k, v)| (k, v))
+        .collect();
+    let a = Some(r#"{"k":"a"}"#.to_string());
+    assert_eq!(
+        written,
+        vec![(a.clone(), r#"{"n":1}"#.into()), (a, r#"{"n":2}"#.into())]
+    );
+    // Read back: the table holds b and c.
+    let sql = ddl.replace(
+        "'value.fields-include' = 'EXCEPT_KEY');",
+        "'value.fields-include' = 'EXCEPT_KEY', 'scan.bounded.mode' = 'latest-offset');",
+    ) + "SELECT k, n FROM once;";
+    let rows = rows_in_order(&engine().collect(&sql).unwrap());
+    let mut folded: BTreeMap<String, String> = BTreeMap::new();
+    for r in rows {
+        let (op, rest) = r.split_once(',').unwrap();
+        let (k, n) = rest.split_once(',').unwrap();
+        match op {
+            "+I" | "+U" => folded.insert(k.to_string(), n.to_string()),
+            _ => folded.remove(k),
+        };
+    }
+    assert_eq!(
+        folded,
+        BTreeMap::from([("b".into(), "1".into()), ("c".into(), "1".into())])
+    );
+    // Without a primary key: Flink's error.
+    let err = engine()
+        .execute_script(
+            &(ddl.replace(", PRIMARY KEY (k) NOT ENFORCED", "")
+                + "INSERT INTO once VALUES ('x', 1);"),
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("'upsert-kafka' tables require to define a PRIMARY KEY"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_upsert_table_restored_after_failures_has_the_last_value_of_each_key() {
+    // 30 changes of 5 keys: change i sets key i % 5 to i, every 7th deletes it.
+    let t = topic("upsert-restore", 2);
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create()
+        .unwrap();
+    let mut last: BTreeMap<i64, Option<i64>> = BTreeMap::new();
+    for i in 0..30i64 {
+        let k = i % 5;
+        let key = format!(r#"{{"k":{k}}}"#);
+        let value = format!(r#"{{"k":{k},"v":{i}}}"#);
+        let mut r: BaseRecord<'_, str, str> =
+            BaseRecord::to(&t).partition((k % 2) as i32).key(&key);
+        if i % 7 == 6 {
+            last.insert(k, None);
+        } else {
+            r = r.payload(&value);
+            last.insert(k, Some(i));
+        }
+        producer.send(r).map_err(|(e, _)| e).unwrap();
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+    let expected: Vec<String> = last
+        .iter()
+        .filter_map(|(k, v)| v.map(|v| format!("{k},{v}")))
+        .collect();
+    let sql = format!(
+        "SET 'execution.checkpointing.dir' = 'memory://{}';
+         SET 'execution.checkpointing.mode' = 'EXACTLY_ONCE';
+         SET 'sluice.test.checkpoint-after-rows' = '5,11,19';
+         SET 'sluice.test.failpoints' = 'source-after-row:8,source-after-row:22';
+         SET 'restart-strategy.fixed-delay.attempts' = '5';
+         SET 'restart-strategy.fixed-delay.delay' = '0 ms';
+         CREATE TABLE u (k BIGINT, v BIGINT, PRIMARY KEY (k) NOT ENFORCED) WITH (
+            'connector' = 'upsert-kafka', 'topic' = '{t}',
+            'properties.bootstrap.servers' = '{}', 'scan.bounded.mode' = 'latest-offset',
+            'key.format' = 'json', 'value.format' = 'json');
+         SELECT k, v FROM u;",
+        unique("upsert-restore"),
+        bootstrap()
+    );
+    let rows = rows_in_order(
+        &Engine::new(EngineConfig {
+            batch_size: 3,
+            ..Default::default()
+        })
+        .collect(&sql)
+        .unwrap(),
+    );
+    let mut folded: BTreeMap<String, String> = BTreeMap::new();
+    for r in &rows {
+        let mut parts = r.splitn(3, ',');
+        let (op, k, v) = (
+            parts.next().unwrap(),
+            parts.next().unwrap(),
+            parts.next().unwrap(),
+        );
+        match op {
+            "+I" | "+U" => folded.insert(k.to_string(), v.to_string()),
+            _ => folded.remove(k),
+        };
+    }
+    let got: Vec<String> = folded.iter().map(|(k, v)| format!("{k},{v}")).collect();
+    assert_eq!(got, expected, "changelog: {rows:?}");
+}
+
+#[test]
+fn a_debezium_topic_is_read_as_a_changelog() {
+    let t = topic("cdc", 1);
+    produce(
+        &t,
+        &[
+            (
+                0,
+                None,
+                r#"{"before":null,"after":{"id":1,"qty":5},"op":"c"}"#,
+            ),
+            (
+                0,
+                None,
+                r#"{"before":{"id":1,"qty":5},"after":{"id":1,"qty":7},"op":"u"}"#,
+            ),
+            (
+                0,
+                None,
+                r#"{"before":null,"after":{"id":2,"qty":1},"op":"c"}"#,
+            ),
+            (
+                0,
+                None,
+                r#"{"before":{"id":2,"qty":1},"after":null,"op":"d"}"#,
+            ),
+        ],
+    );
+    let sql = table(
+        "stock",
+        "id BIGINT, qty INT",
+        &t,
+        &format!("{BOUNDED}, 'value.format' = 'debezium-json'"),
+    ) + "SELECT * FROM stock;";
+    assert_eq!(
+        rows_in_order(&engine().collect(&sql).unwrap()),
+        vec!["+I,1,5", "-U,1,5", "+U,1,7", "+I,2,1", "-D,2,1"]
+    );
+}

@@ -287,7 +287,12 @@ pub fn source_parallelism(spec: &SourceSpec) -> Result<usize> {
             ))
         })?;
     let connector = spec.options.get("connector").map(|s| s.as_str());
-    if n > 1 && !matches!(connector, Some("filesystem" | "nexmark" | "kafka")) {
+    if n > 1
+        && !matches!(
+            connector,
+            Some("filesystem" | "nexmark" | "kafka" | "upsert-kafka")
+        )
+    {
         return Err(SluiceError::NotSupported(format!(
             "'scan.parallelism' > 1 for the '{}' connector of table '{}' (only filesystem \
              sources, by file, nexmark sources, by event, and kafka sources, by partition, split)",

@@ -73,6 +73,28 @@ impl TableDef {
             .collect();
         sluice_common::options::check_table_options(&self.name, &self.options, &columns)
     }
+
+    /// The options the connector reads: the declared ones, and for an `upsert-kafka` table
+    /// `key.fields` from its primary key (Flink's upsert-kafka keys messages by it).
+    ///
+    /// # Errors
+    /// An `upsert-kafka` table without a primary key (Flink's message).
+    pub fn connector_options(&self) -> sluice_common::Result<ConnectorOptions> {
+        let mut options = self.options.clone();
+        if options.get("connector").map(String::as_str) == Some("upsert-kafka") {
+            if self.primary_key.is_empty() {
+                return Err(sluice_common::SluiceError::Plan(format!(
+                    "'upsert-kafka' tables require to define a PRIMARY KEY constraint (table \
+                     '{}'). The PRIMARY KEY specifies which columns should be read from or \
+                     written to the Kafka message key, and on which keys rows are updated or \
+                     deleted",
+                    self.name
+                )));
+            }
+            options.insert("key.fields".into(), self.primary_key.join(";"));
+        }
+        Ok(options)
+    }
 }
 
 /// Display facts of one column, for DESCRIBE.

@@ -564,7 +564,7 @@ impl Planner {
         Ok(PlanNode {
             spec: OperatorSpec::Sink(SinkSpec {
                 table: table.to_string(),
-                options: def.options.clone(),
+                options: def.connector_options()?,
                 partition_keys,
             }),
             schema,
@@ -846,7 +846,7 @@ impl Planner {
             });
             let spec = SourceSpec {
                 table: name.to_string(),
-                options: def.options.clone(),
+                options: def.connector_options()?,
                 physical_schema,
                 columns: def.column_exprs.clone(),
                 watermark,
@@ -859,7 +859,10 @@ impl Planner {
                 inputs: vec![],
                 spec: OperatorSpec::Source(spec),
             };
-            if self.cdc_events_duplicate && node.is_updating() {
+            // An upsert-kafka table's messages are upserts and tombstones: always
+            // normalized by its primary key, as Flink plans it.
+            let upserts = def.options.get("connector").map(String::as_str) == Some("upsert-kafka");
+            if (self.cdc_events_duplicate || upserts) && node.is_updating() {
                 if def.primary_key.is_empty() {
                     return plan_err!(
                         "'table.exec.source.cdc-events-duplicate' is 'true', which needs the \

@@ -489,7 +489,7 @@ pub struct SourceSpec {
 impl SourceSpec {
     /// Whether the table is read as a changelog: a filesystem or Kafka table in a
     /// change-data-capture format (`'format'` or Kafka's `'value.format'` =
-    /// `'debezium-json'` or `'canal-json'`).
+    /// `'debezium-json'` or `'canal-json'`), or an `upsert-kafka` table.
     pub fn is_changelog(&self) -> bool {
         let cdc = |key: &str| {
             matches!(
@@ -500,6 +500,8 @@ impl SourceSpec {
         match self.options.get("connector").map(String::as_str) {
             Some("filesystem") => cdc("format"),
             Some("kafka") => cdc("format") || cdc("value.format"),
+            // Upserts and tombstones by key (Flink docs, "Upsert Kafka SQL Connector").
+            Some("upsert-kafka") => true,
             _ => false,
         }
     }

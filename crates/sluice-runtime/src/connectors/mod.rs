@@ -6,6 +6,7 @@
 //! | `datagen` | generated rows (random or sequences; see [`datagen`]) | |
 //! | `nexmark` | the Nexmark benchmark's events (see [`nexmark`]) | |
 //! | `kafka` | the messages of topics, bounded or not (see [`kafka`]) | a topic, one message per row |
+//! | `upsert-kafka` | a topic's upserts and tombstones by primary key, as a changelog | a changelog as upserts and tombstones |
 //! | `channel` | batches an embedding application pushes ([`channel`]) | |
 //! | `print` | | each row to stdout as `+I[v1, v2]` (the row's kind: `+I`, `-U`, `+U`, `-D`) |
 //! | `blackhole` | | discards rows |
@@ -319,7 +320,7 @@ pub fn create_source(
             ctx.batch_size,
             metrics,
         )?)),
-        "kafka" => Ok(Box::new(kafka::source::KafkaSource::new(
+        "kafka" | "upsert-kafka" => Ok(Box::new(kafka::source::KafkaSource::new(
             table,
             options,
             physical_schema,
@@ -342,7 +343,7 @@ pub fn create_source(
             "table '{table}' uses the '{connector}' connector, which can only be written to"
         ))),
         other => Err(SluiceError::NotSupported(format!(
-            "'connector' = '{other}' of table '{table}' (supported: filesystem, kafka, datagen, nexmark, channel, print, blackhole)"
+            "'connector' = '{other}' of table '{table}' (supported: filesystem, kafka, upsert-kafka, datagen, nexmark, channel, print, blackhole)"
         ))),
     }
 }
@@ -425,7 +426,7 @@ pub fn create_sink(
                 .unwrap_or_default(),
         })),
         "blackhole" => Ok(Box::new(BlackholeSink)),
-        "kafka" => Ok(Box::new(kafka::sink::KafkaSink::new(
+        "kafka" | "upsert-kafka" => Ok(Box::new(kafka::sink::KafkaSink::new(
             table,
             options,
             schema,
@@ -437,7 +438,7 @@ pub fn create_sink(
             updating,
         )?)),
         other => Err(SluiceError::NotSupported(format!(
-            "'connector' = '{other}' of table '{table}' (supported: filesystem, kafka, print, blackhole, channel)"
+            "'connector' = '{other}' of table '{table}' (supported: filesystem, kafka, upsert-kafka, print, blackhole, channel)"
         ))),
     }
 }

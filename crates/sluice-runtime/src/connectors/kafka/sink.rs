@@ -1,4 +1,9 @@
-//! Writing a Kafka table: one message per row of an append-only input.
+//! Writing a Kafka table: one message per row of an append-only input; for an
+//! `upsert-kafka` table, one message per change of a key (Flink docs, "Upsert Kafka SQL
+//! Connector"): `+I`/`+U` the row as the key's value; `-D` a tombstone (the key, no value);
+//! `-U` nothing when the `+U` of its key follows, else a tombstone (Flink's serializer
+//! writes `-U` as a tombstone; its planner sends `-U` to an upsert sink only when a `+U`
+//! may not follow, as after a filter on an aggregate).
 //!
 //! The value is the row's value columns in `value.format` (one JSON object, or one CSV
 //! record without its line end); the key, when `key.fields` and `key.format` are set, the
@@ -29,7 +34,7 @@ use sluice_common::{Result, SluiceError};
 use super::{client_config, kafka_error, Layout};
 use crate::connectors::filesystem::{csv_bytes, json_bytes};
 use crate::connectors::{BatchSink, Committable, FileFormat};
-use crate::message::StreamBatch;
+use crate::message::{RowKind, StreamBatch};
 
 /// How long a flush may wait for acknowledgements (librdkafka's own `message.timeout.ms`
 /// fails a message after 300 s by default, which then fails the flush first).
@@ -73,6 +78,8 @@ pub struct KafkaSink {
     next_partition: i32,
     /// Wait for acknowledgements at checkpoints (`at-least-once`).
     at_least_once: bool,
+    /// An `upsert-kafka` table (see the module docs).
+    upsert: bool,
 }
 
 impl KafkaSink {
@@ -97,6 +104,12 @@ impl KafkaSink {
                 )))
             }
         };
+        let upsert = options.get("connector").map(String::as_str) == Some("upsert-kafka");
+        if upsert && !options.contains_key("key.format") {
+            return Err(SluiceError::Config(format!(
+                "upsert-kafka table '{table}' needs the option 'key.format' (the primary key's format)"
+            )));
+        }
         let layout = Layout::new(options, &schema, table)?;
         for format in std::iter::once(&layout.value.2).chain(layout.key.as_ref().map(|k| &k.2)) {
             if let FileFormat::Changelog(e) = format {
@@ -159,6 +172,7 @@ impl KafkaSink {
             partitions: None,
             next_partition: 0,
             at_least_once,
+            upsert,
         })
     }
 
@@ -271,8 +285,23 @@ impl BatchSink for KafkaSink {
             _ => Some(self.partition_count()?),
         };
         for (i, value) in values.iter().enumerate() {
-            let mut record: BaseRecord<'_, [u8], [u8]> =
-                BaseRecord::to(&self.topic).payload(value.as_slice());
+            let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(&self.topic);
+            match stream_batch.row_kind(i) {
+                // The old row of an update whose new row follows: the new row replaces it.
+                RowKind::UpdateBefore
+                    if self.upsert
+                        && i + 1 < n
+                        && stream_batch.row_kind(i + 1) == RowKind::UpdateAfter
+                        && keys.as_ref().is_some_and(|k| k[i] == k[i + 1]) =>
+                {
+                    continue
+                }
+                // A delete, or an old row whose new one does not come (a filter after an
+                // aggregate dropped it): a tombstone, the key alone (Flink's upsert-kafka
+                // serializer writes both as tombstones).
+                RowKind::Delete | RowKind::UpdateBefore if self.upsert => {}
+                _ => record = record.payload(value.as_slice()),
+            }
             if let Some(keys) = &keys {
                 record = record.key(keys[i].as_slice());
             }

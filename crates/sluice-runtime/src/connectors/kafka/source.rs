@@ -95,6 +95,10 @@ pub struct KafkaSource {
     last_batch: Option<((String, i32), Vec<i64>)>,
     /// The partition of the last batch with rows (`Source::last_split`).
     last_split: Option<(String, i32)>,
+    /// An `upsert-kafka` table: a message is an upsert (`+U`) of its key's row, an empty
+    /// value (a tombstone) its delete (`-D`); the planner normalizes them by the primary
+    /// key (ChangelogNormalize).
+    upsert: bool,
 }
 
 /// One message polled, copied out of the client's buffer.
@@ -182,8 +186,19 @@ impl KafkaSource {
                 )))
             }
         };
+        let upsert = options.get("connector").map(String::as_str) == Some("upsert-kafka");
+        if upsert && !options.contains_key("key.format") {
+            return Err(SluiceError::Config(format!(
+                "upsert-kafka table '{table}' needs the option 'key.format' (the primary key's format)"
+            )));
+        }
         let layout = Layout::new(options, &physical, table)?;
         let (_, value_schema, value_format, value_options) = &layout.value;
+        if upsert && matches!(value_format, FileFormat::Changelog(_)) {
+            return Err(SluiceError::NotSupported(format!(
+                "upsert-kafka table '{table}' with a change-data-capture 'value.format'"
+            )));
+        }
         if matches!(value_format, FileFormat::Changelog(_)) && layout.key.is_some() {
             return Err(SluiceError::NotSupported(format!(
                 "Kafka table '{table}': a change-data-capture value format with 'key.fields'"
@@ -220,8 +235,13 @@ impl KafkaSource {
         let consumer: BaseConsumer = config
             .create()
             .map_err(|e| kafka_error(table, "creating the consumer", e))?;
-        let startup =
-            offsets_option(options, "scan.startup.mode", table)?.unwrap_or(Offsets::Group);
+        // An upsert-kafka table is read from the earliest offset (Flink's has no startup
+        // option: the whole topic is the table).
+        let startup = if upsert {
+            Offsets::Earliest
+        } else {
+            offsets_option(options, "scan.startup.mode", table)?.unwrap_or(Offsets::Group)
+        };
         let bounded = offsets_option(options, "scan.bounded.mode", table)?;
         if (matches!(startup, Offsets::Group) || matches!(bounded, Some(Offsets::Group)))
             && group_id.is_none()
@@ -264,6 +284,7 @@ impl KafkaSource {
             pending: Vec::new(),
             last_batch: None,
             last_split: None,
+            upsert,
         })
     }
 
@@ -610,6 +631,146 @@ impl KafkaSource {
         ))
     }
 
+    /// Decodes upserts and tombstones of one partition: the key columns from each
+    /// message's key, the others from its value (NULL for a tombstone), and a last
+    /// `$op` column of row kinds (`+U`, or `-D` for a tombstone).
+    fn decode_upserts(
+        &self,
+        topic: &str,
+        partition: i32,
+        messages: &[Polled],
+    ) -> Result<(Option<RecordBatch>, bool)> {
+        use datafusion_common::arrow::array::{Int8Array, UInt32Array};
+        use datafusion_common::arrow::datatypes::{DataType, Field, Schema};
+        if messages.is_empty() {
+            return Ok((None, true));
+        }
+        let (Some(key_decoder), Some((key_indices, ..))) = (&self.key, &self.layout.key) else {
+            return Err(SluiceError::Internal(
+                "an upsert-kafka source without a key".into(),
+            ));
+        };
+        let file: Arc<str> = Arc::from(format!("kafka://{topic}/{partition}"));
+        let chunk_of = |parts: Vec<(&[u8], i64)>| {
+            let mut bytes = Vec::new();
+            let mut records = Vec::new();
+            for (part, offset) in parts {
+                let start = bytes.len();
+                bytes.extend_from_slice(part);
+                bytes.push(b'\n');
+                records.push(RecordSpan {
+                    start,
+                    end: bytes.len(),
+                    line: offset.max(0) as u64,
+                });
+            }
+            Chunk {
+                file: Arc::clone(&file),
+                bytes,
+                records,
+                end: FilePosition {
+                    file: 0,
+                    path: String::new(),
+                    byte: 0,
+                    line: 0,
+                    header_pending: false,
+                },
+            }
+        };
+        let keys = chunk_of(
+            messages
+                .iter()
+                .map(|m| (m.key.as_deref().unwrap_or_default(), m.offset))
+                .collect(),
+        );
+        let values = chunk_of(
+            messages
+                .iter()
+                .filter(|m| !m.value.is_empty())
+                .map(|m| (m.value.as_slice(), m.offset))
+                .collect(),
+        );
+        let live = values.records.len();
+        let (key_batch, key_skipped) = key_decoder.decode(&keys)?;
+        let (value_batch, value_skipped) = if live > 0 {
+            self.value.decode(&values)?
+        } else {
+            (None, 0)
+        };
+        let key_rows = key_batch.as_ref().map_or(0, |b| b.num_rows());
+        let value_rows = value_batch.as_ref().map_or(0, |b| b.num_rows());
+        if key_skipped + value_skipped > 0 || key_rows != messages.len() || value_rows != live {
+            return Err(SluiceError::Data(format!(
+                "upsert-kafka table '{}': messages of {file} whose key or value does not parse \
+                 cannot be skipped (each is a change of its key)",
+                self.table
+            )));
+        }
+        let key_batch = key_batch.expect("every message has a key row");
+        // Row i's value row, or NULL for a tombstone.
+        let mut next = 0u32;
+        let take: UInt32Array = messages
+            .iter()
+            .map(|m| {
+                (!m.value.is_empty()).then(|| {
+                    next += 1;
+                    next - 1
+                })
+            })
+            .collect();
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.physical.fields().len() + 1);
+        for (i, field) in self.physical.fields().iter().enumerate() {
+            if let Some(k) = key_indices.iter().position(|&ki| ki == i) {
+                columns.push(Arc::clone(key_batch.column(k)));
+                continue;
+            }
+            let j = self
+                .layout
+                .value
+                .0
+                .iter()
+                .position(|&vi| vi == i)
+                .ok_or_else(|| {
+                    SluiceError::Internal(format!(
+                        "column {} is neither key nor value",
+                        field.name()
+                    ))
+                })?;
+            columns.push(match &value_batch {
+                Some(v) => {
+                    datafusion_common::arrow::compute::take(v.column(j).as_ref(), &take, None)?
+                }
+                None => datafusion_common::arrow::array::new_null_array(
+                    field.data_type(),
+                    messages.len(),
+                ),
+            });
+        }
+        let ops: Int8Array = messages
+            .iter()
+            .map(|m| Some(if m.value.is_empty() { 3i8 } else { 2i8 }))
+            .collect();
+        columns.push(Arc::new(ops));
+        let mut fields: Vec<Field> = self
+            .physical
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect();
+        fields.push(Field::new(
+            crate::connectors::changelog_json::OP_COLUMN,
+            DataType::Int8,
+            false,
+        ));
+        Ok((
+            Some(RecordBatch::try_new(
+                Arc::new(Schema::new(fields)),
+                columns,
+            )?),
+            true,
+        ))
+    }
+
     /// Polls messages into `pending` for at most `wait` (less once some are pending).
     fn poll(&mut self, wait: Duration) -> Result<()> {
         let deadline = Instant::now() + wait;
@@ -707,12 +868,18 @@ impl Source for KafkaSource {
             p.next = last + 1;
         }
         // A tombstone or an empty message has no row (Flink's formats skip null).
+        // Upsert tables: a tombstone deletes its key's row.
+        let upsert = self.upsert;
         let rows: Vec<Polled> = messages
             .into_iter()
-            .filter(|m| !m.value.is_empty())
+            .filter(|m| upsert || !m.value.is_empty())
             .collect();
         let offsets: Vec<i64> = rows.iter().map(|m| m.offset).collect();
-        let (batch, one_to_one) = self.decode(&key.0, key.1, &rows)?;
+        let (batch, one_to_one) = if upsert {
+            self.decode_upserts(&key.0, key.1, &rows)?
+        } else {
+            self.decode(&key.0, key.1, &rows)?
+        };
         let batch = batch.unwrap_or_else(|| RecordBatch::new_empty(Arc::clone(&self.physical)));
         self.last_split = Some(key.clone());
         if one_to_one {
