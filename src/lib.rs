@@ -767,9 +767,10 @@ impl Engine {
                     .fields()
                     .iter()
                     .zip(&t.columns)
-                    .map(|(f, c)| match &c.computed {
-                        Some(expr) => format!("  `{}` AS {expr}", f.name()),
-                        None => format!("  `{}` {}", f.name(), c.type_text),
+                    .map(|(f, c)| match (&c.computed, &c.metadata) {
+                        (Some(expr), _) => format!("  `{}` AS {expr}", f.name()),
+                        (None, Some(m)) => format!("  `{}` {} {m}", f.name(), c.type_text),
+                        (None, None) => format!("  `{}` {}", f.name(), c.type_text),
                     })
                     .collect();
                 if let Some((rowtime, _, text)) = &t.watermark {
@@ -842,6 +843,7 @@ impl Engine {
                         .computed
                         .as_ref()
                         .map(|c| format!("AS {c}"))
+                        .or_else(|| t.columns[i].metadata.clone())
                         .unwrap_or_default(),
                 );
                 watermarks.push(match &t.watermark {

@@ -946,3 +946,207 @@ fn a_debezium_topic_is_read_as_a_changelog() {
         vec!["+I,1,5", "-U,1,5", "+U,1,7", "+I,2,1", "-D,2,1"]
     );
 }
+
+#[test]
+fn metadata_columns_read_and_write_timestamps_headers_partitions_and_offsets() {
+    use rdkafka::message::{Header, Headers, OwnedHeaders};
+    // Six messages, ids 0..5, to partitions id % 2, timestamps 2024-01-01 00:00:0<id> UTC
+    // (1704067200000 + id * 1000 ms), header trace = "t<id>".
+    let t = topic("meta", 2);
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create()
+        .unwrap();
+    for id in 0..6i64 {
+        let value = format!(r#"{{"id":{id}}}"#);
+        let trace = format!("t{id}");
+        let r: BaseRecord<'_, str, str> = BaseRecord::to(&t)
+            .partition((id % 2) as i32)
+            .payload(value.as_str())
+            .timestamp(1_704_067_200_000 + id * 1000)
+            .headers(OwnedHeaders::new().insert(Header {
+                key: "trace",
+                value: Some(trace.as_bytes()),
+            }));
+        producer.send(r).map_err(|(e, _)| e).unwrap();
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+    let table_ddl = |name: &str, topic: &str, extra: &str| {
+        format!(
+            "CREATE TABLE {name} (
+                id BIGINT,
+                ts TIMESTAMP_LTZ(3) METADATA FROM 'timestamp',
+                local_ts TIMESTAMP(3) METADATA FROM 'timestamp' VIRTUAL,
+                p INT METADATA FROM 'partition' VIRTUAL,
+                o BIGINT METADATA FROM 'offset' VIRTUAL,
+                `topic` STRING METADATA VIRTUAL,
+                tt STRING METADATA FROM 'timestamp-type' VIRTUAL,
+                h MAP<STRING, BYTES> METADATA FROM 'headers',
+                WATERMARK FOR ts AS ts - INTERVAL '1' SECOND
+             ) WITH (
+                'connector' = 'kafka', 'topic' = '{topic}',
+                'properties.bootstrap.servers' = '{}'{extra},
+                'format' = 'json');\n",
+            bootstrap()
+        )
+    };
+    let ddl = format!(
+        "SET 'table.local-time-zone' = 'Asia/Tokyo';\n{}",
+        table_ddl("events", &t, BOUNDED)
+    );
+    // Offsets: partition 0 holds ids 0, 2, 4 at offsets 0, 1, 2; partition 1 ids 1, 3, 5.
+    // Tokyo is UTC+9: 00:00:0<id> UTC is 09:00:0<id> there.
+    let rows = sorted_rows(
+        &engine()
+            .collect(&format!(
+                "{ddl}SELECT id, local_ts, p, o, `topic` = '{t}', tt, DECODE(h['trace'], 'UTF-8') FROM events;"
+            ))
+            .unwrap(),
+    );
+    let want: Vec<String> = (0..6)
+        .map(|id| {
+            format!(
+                "{id},2024-01-01 09:00:0{id},{},{},true,CreateTime,t{id}",
+                id % 2,
+                id / 2
+            )
+        })
+        .collect();
+    assert_eq!(rows, want);
+    // The message time is an event-time attribute: 2-second windows hold ids {0,1},
+    // {2,3}, {4,5}.
+    let rows = sorted_rows(
+        &engine()
+            .collect(&format!(
+                "{ddl}SELECT window_start, COUNT(*) FROM TABLE(
+                   TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '2' SECOND))
+                 GROUP BY window_start, window_end;"
+            ))
+            .unwrap(),
+    );
+    assert_eq!(
+        rows,
+        vec![
+            "2024-01-01 09:00:00,2",
+            "2024-01-01 09:00:02,2",
+            "2024-01-01 09:00:04,2"
+        ]
+    );
+    // DESCRIBE shows the metadata.
+    let mut e = engine();
+    e.execute_script(&ddl).unwrap();
+    let sluice::StatementResult::Info(described) = e.sql("DESCRIBE events").unwrap() else {
+        panic!("DESCRIBE gives a table")
+    };
+    let text = common::rows_as_csv(&[described]);
+    assert!(text.contains("METADATA FROM 'offset' VIRTUAL"), "{text}");
+
+    // Written: the timestamp and headers columns become the message's; the VIRTUAL ones
+    // are not written.
+    let out = topic("meta-out", 1);
+    let sink = table_ddl("events_out", &out, "");
+    let mut e = engine();
+    e.execute_script(&(ddl.clone() + &sink)).unwrap();
+    e.execute_script(
+        "INSERT INTO events_out SELECT id + 10, ts + INTERVAL '1' HOUR, h FROM events WHERE id < 2;",
+    )
+    .unwrap();
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .set("group.id", unique("meta-reader"))
+        .set("enable.partition.eof", "true")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(&out, 0, Offset::Beginning)
+        .unwrap();
+    consumer.assign(&tpl).unwrap();
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        match consumer.poll(Duration::from_millis(200)) {
+            Some(Ok(m)) => {
+                let h = m.headers().map(|h| {
+                    h.iter()
+                        .map(|h| {
+                            format!(
+                                "{}={}",
+                                h.key,
+                                String::from_utf8_lossy(h.value.unwrap_or_default())
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join(";")
+                });
+                got.push((
+                    String::from_utf8_lossy(m.payload().unwrap()).into_owned(),
+                    m.timestamp().to_millis(),
+                    h,
+                ));
+            }
+            Some(Err(KafkaError::PartitionEOF(_))) => break,
+            _ => {}
+        }
+    }
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            (
+                r#"{"id":10}"#.to_string(),
+                Some(1_704_070_800_000),
+                Some("trace=t0".to_string())
+            ),
+            (
+                r#"{"id":11}"#.to_string(),
+                Some(1_704_070_801_000),
+                Some("trace=t1".to_string())
+            ),
+        ]
+    );
+}
+
+#[test]
+fn metadata_a_connector_lacks_or_cannot_write_is_a_clear_error() {
+    let t = topic("meta-bad", 1);
+    let ddl = format!(
+        "CREATE TABLE k (id BIGINT, o BIGINT METADATA FROM 'offset') WITH (
+            'connector' = 'kafka', 'topic' = '{t}', 'properties.bootstrap.servers' = '{}',
+            'format' = 'json');\n",
+        bootstrap()
+    );
+    let err = engine()
+        .execute_script(&(ddl + "INSERT INTO k VALUES (1, 2);"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("metadata column 'o' ('offset') is read only; declare it VIRTUAL"),
+        "{err}"
+    );
+    let err = engine()
+        .collect(
+            "CREATE TABLE f (id BIGINT, ts TIMESTAMP_LTZ(3) METADATA FROM 'timestamp') WITH (
+                'connector' = 'filesystem', 'path' = 'nowhere', 'format' = 'json');
+             SELECT * FROM f;",
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("Invalid metadata key 'timestamp' in column 'ts' of table 'f'"),
+        "{err}"
+    );
+    let err = engine()
+        .collect(&format!(
+            "CREATE TABLE k2 (id BIGINT, x INT METADATA FROM 'nope') WITH (
+                'connector' = 'kafka', 'topic' = '{t}', 'properties.bootstrap.servers' = '{}',
+                'format' = 'json');
+             SELECT * FROM k2;",
+            bootstrap()
+        ))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("supports the following metadata keys: 'topic'"),
+        "{err}"
+    );
+}

@@ -2,7 +2,9 @@
 //! `<!-- options: ... -->` block holds the table made from them. `SLUICE_BLESS=1 cargo
 //! test --test readme_options` writes them.
 
-use sluice_common::options::{markdown_table, OptionDecl, CONNECTORS, FORMATS, SESSION};
+use sluice_common::options::{
+    markdown_table, metadata_keys, OptionDecl, CONNECTORS, FORMATS, SESSION,
+};
 
 /// The table a marker names.
 fn table(marker: &str) -> String {
@@ -14,6 +16,21 @@ fn table(marker: &str) -> String {
                 .find(|c| c.name == *name)
                 .unwrap_or_else(|| panic!("no connector {name}"));
             markdown_table(c.options)
+        }
+        ["metadata", name] => {
+            let mut out = String::from(
+                "| key | type | writable | description |\n|---|---|---|---|\n",
+            );
+            for m in metadata_keys(name) {
+                out.push_str(&format!(
+                    "| `{}` | `{}` | {} | {} |\n",
+                    m.key,
+                    m.flink_type,
+                    if m.writable { "yes" } else { "no" },
+                    m.description
+                ));
+            }
+            out
         }
         ["formats"] => {
             let all: Vec<OptionDecl> = FORMATS

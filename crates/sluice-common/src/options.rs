@@ -243,6 +243,89 @@ pub struct ConnectorDecl {
     pub formats: &'static [(&'static str, &'static str)],
     /// Its options besides `connector` and the format keys.
     pub options: &'static [OptionDecl],
+    /// The metadata a `METADATA [FROM 'key']` column can read (and, if writable, write).
+    pub metadata: &'static [MetadataDecl],
+}
+
+/// One metadata key of a connector (Flink docs, the connector's "Available Metadata").
+#[derive(Debug, Clone, Copy)]
+pub struct MetadataDecl {
+    /// The key (`timestamp`, `partition`, ...).
+    pub key: &'static str,
+    /// Its Flink type, as the connector produces it.
+    pub flink_type: &'static str,
+    /// An `INSERT` can write it (a read-only key's column must be `VIRTUAL` in a table
+    /// that is written to).
+    pub writable: bool,
+    /// What it holds.
+    pub description: &'static str,
+}
+
+const fn meta(
+    key: &'static str,
+    flink_type: &'static str,
+    writable: bool,
+    description: &'static str,
+) -> MetadataDecl {
+    MetadataDecl {
+        key,
+        flink_type,
+        writable,
+        description,
+    }
+}
+
+/// Kafka's metadata (Flink docs, "Apache Kafka SQL Connector", "Available Metadata").
+const KAFKA_METADATA: &[MetadataDecl] = &[
+    meta("topic", "STRING NOT NULL", false, "the message's topic"),
+    meta(
+        "partition",
+        "INT NOT NULL",
+        false,
+        "the message's partition",
+    ),
+    meta(
+        "headers",
+        "MAP<STRING, BYTES> NOT NULL",
+        true,
+        "the message's headers",
+    ),
+    meta(
+        "leader-epoch",
+        "INT NULL",
+        false,
+        "the partition leader's epoch, if known (always NULL: librdkafka does not report it)",
+    ),
+    meta(
+        "offset",
+        "BIGINT NOT NULL",
+        false,
+        "the message's offset in its partition",
+    ),
+    meta(
+        "timestamp",
+        "TIMESTAMP_LTZ(3) NOT NULL",
+        true,
+        "the message's timestamp",
+    ),
+    meta(
+        "timestamp-type",
+        "STRING NOT NULL",
+        false,
+        "`NoTimestampType`, `CreateTime` or `LogAppendTime`",
+    ),
+];
+
+/// The option that tells a connector a physical column is a metadata column (set by the
+/// planner, never by users): `sluice.metadata.<column>` = `<key>`.
+pub const METADATA_OPTION_PREFIX: &str = "sluice.metadata.";
+
+/// The connector's metadata keys (none for an unknown connector).
+pub fn metadata_keys(connector: &str) -> &'static [MetadataDecl] {
+    CONNECTORS
+        .iter()
+        .find(|c| c.name == connector)
+        .map_or(&[], |c| c.metadata)
 }
 
 /// A format's options (keys start with `<name>.`).
@@ -304,6 +387,7 @@ pub const CONNECTORS: &[ConnectorDecl] = &[
     ConnectorDecl {
         name: "filesystem",
         formats: &[("format", "")],
+        metadata: &[],
         options: &[
             opt(
                 "path",
@@ -347,6 +431,7 @@ pub const CONNECTORS: &[ConnectorDecl] = &[
     ConnectorDecl {
         name: "datagen",
         formats: &[],
+        metadata: &[],
         options: &[
             opt(
                 "number-of-rows",
@@ -408,6 +493,7 @@ pub const CONNECTORS: &[ConnectorDecl] = &[
     ConnectorDecl {
         name: "nexmark",
         formats: &[],
+        metadata: &[],
         options: &[
             opt("events.num", int(0, i64::MAX), "0", "events to generate, persons, auctions and bids together (0: unbounded)"),
             opt("first-event.rate", int(1, i64::MAX), "10000", "events per second of event time (spaces the events' `dateTime`)"),
@@ -435,6 +521,7 @@ pub const CONNECTORS: &[ConnectorDecl] = &[
     ConnectorDecl {
         name: "kafka",
         formats: &[("format", ""), ("value.format", "value."), ("key.format", "key.")],
+        metadata: KAFKA_METADATA,
         options: &[
             opt("topic", TEXT, "", "topic(s) to read, separated by `;`; the topic to write"),
             opt("topic-pattern", TEXT, "", "read every topic whose name matches this regular expression (instead of `topic`)"),
@@ -461,6 +548,7 @@ pub const CONNECTORS: &[ConnectorDecl] = &[
     ConnectorDecl {
         name: "upsert-kafka",
         formats: &[("value.format", "value."), ("key.format", "key.")],
+        metadata: KAFKA_METADATA,
         options: &[
             opt("topic", TEXT, "", "the topic read and written (one)"),
             opt("properties.bootstrap.servers", TEXT, "", "the brokers, `host:port,...` (required)"),
@@ -482,11 +570,13 @@ pub const CONNECTORS: &[ConnectorDecl] = &[
     ConnectorDecl {
         name: "channel",
         formats: &[],
+        metadata: &[],
         options: &[],
     },
     ConnectorDecl {
         name: "print",
         formats: &[],
+        metadata: &[],
         options: &[opt(
             "print-identifier",
             TEXT,
@@ -497,6 +587,7 @@ pub const CONNECTORS: &[ConnectorDecl] = &[
     ConnectorDecl {
         name: "blackhole",
         formats: &[],
+        metadata: &[],
         options: &[],
     },
 ];

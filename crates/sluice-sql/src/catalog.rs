@@ -50,6 +50,8 @@ pub struct TableDef {
     pub watermark: Option<(usize, Expr, String)>,
     /// Primary key columns.
     pub primary_key: Vec<String>,
+    /// The `METADATA` columns.
+    pub metadata: Vec<MetadataColumn>,
     /// `WITH` options.
     pub options: ConnectorOptions,
     /// The definition as declared (after `LIKE` merging): the source of a later `LIKE`
@@ -71,16 +73,54 @@ impl TableDef {
             .iter()
             .map(|f| f.name().as_str())
             .collect();
-        sluice_common::options::check_table_options(&self.name, &self.options, &columns)
+        sluice_common::options::check_table_options(&self.name, &self.options, &columns)?;
+        let connector = self
+            .options
+            .get("connector")
+            .map(String::as_str)
+            .unwrap_or("");
+        let keys = sluice_common::options::metadata_keys(connector);
+        for m in &self.metadata {
+            if !keys.iter().any(|k| k.key == m.key) {
+                let list: Vec<String> = keys
+                    .iter()
+                    .map(|k| format!("'{}' {}", k.key, k.flink_type))
+                    .collect();
+                return Err(sluice_common::SluiceError::Plan(format!(
+                    "Invalid metadata key '{}' in column '{}' of table '{}'. The '{connector}' \
+                     connector supports the following metadata keys: {}",
+                    m.key,
+                    m.column,
+                    self.name,
+                    if list.is_empty() {
+                        "none".to_string()
+                    } else {
+                        list.join(", ")
+                    }
+                )));
+            }
+        }
+        Ok(())
     }
 
-    /// The options the connector reads: the declared ones, and for an `upsert-kafka` table
-    /// `key.fields` from its primary key (Flink's upsert-kafka keys messages by it).
+    /// The options the connector reads: the declared ones, `sluice.metadata.<column>` =
+    /// `<key>` for each metadata column, and for an `upsert-kafka` table `key.fields` from
+    /// its primary key (Flink's upsert-kafka keys messages by it).
     ///
     /// # Errors
     /// An `upsert-kafka` table without a primary key (Flink's message).
     pub fn connector_options(&self) -> sluice_common::Result<ConnectorOptions> {
         let mut options = self.options.clone();
+        for m in &self.metadata {
+            options.insert(
+                format!(
+                    "{}{}",
+                    sluice_common::options::METADATA_OPTION_PREFIX,
+                    m.column
+                ),
+                m.key.clone(),
+            );
+        }
         if options.get("connector").map(String::as_str) == Some("upsert-kafka") {
             if self.primary_key.is_empty() {
                 return Err(sluice_common::SluiceError::Plan(format!(
@@ -104,6 +144,19 @@ pub struct ColumnInfo {
     pub type_text: String,
     /// `AS expr` of a computed column.
     pub computed: Option<String>,
+    /// `METADATA FROM 'key' [VIRTUAL]` of a metadata column, as shown.
+    pub metadata: Option<String>,
+}
+
+/// A `METADATA` column: filled by the connector from a message's metadata `key`.
+#[derive(Debug, Clone)]
+pub struct MetadataColumn {
+    /// The column (a physical column of the table's source).
+    pub column: String,
+    /// The connector's metadata key.
+    pub key: String,
+    /// `VIRTUAL`: read only, not written by an `INSERT`.
+    pub is_virtual: bool,
 }
 
 /// A view declared with `CREATE VIEW`.

@@ -84,7 +84,7 @@ impl LikeClause {
 }
 
 /// The definition `new` declares `LIKE source` (Flink's merging rules): the source's
-/// physical columns, then (per the like options) its computed columns, then the new
+/// physical columns, then (per the like options) its computed and metadata columns, then the new
 /// table's columns; the watermark, primary key and options merged per feature.
 ///
 /// # Errors
@@ -96,24 +96,33 @@ pub fn merge_like(
     like: &LikeClause,
 ) -> Result<CreateTable> {
     like.check()?;
-    let generated = like.strategy(LikeFeature::Generated);
     let mut columns = Vec::new();
     for c in &source.columns {
-        let computed = c.computed.is_some();
-        if computed && generated == LikeStrategy::Excluding {
+        // Computed columns follow GENERATED, metadata columns METADATA (Flink's rules).
+        let (special, strategy, kind, feature) = if c.computed.is_some() {
+            (true, like.strategy(LikeFeature::Generated), "generated", "GENERATED")
+        } else if c.metadata.is_some() {
+            (true, like.strategy(LikeFeature::Metadata), "metadata", "METADATA")
+        } else {
+            (false, LikeStrategy::Including, "", "")
+        };
+        if special && strategy == LikeStrategy::Excluding {
             continue;
         }
+        let same_kind = |n: &crate::parser::ColumnDef| {
+            n.computed.is_some() == c.computed.is_some() && n.metadata.is_some() == c.metadata.is_some()
+        };
         match new.columns.iter().find(|n| n.name == c.name) {
-            Some(n) if !computed || n.computed.is_none() => {
+            Some(n) if !special || !same_kind(n) => {
                 return plan_err!(
                     "A column named '{}' already exists in the base table.",
                     n.name
                 )
             }
-            Some(_) if generated == LikeStrategy::Including => {
+            Some(_) if strategy == LikeStrategy::Including => {
                 return plan_err!(
-                    "A generated column named '{}' already exists in the base table. You \
-                     might want to specify EXCLUDING GENERATED or OVERWRITING GENERATED.",
+                    "A {kind} column named '{}' already exists in the base table. You \
+                     might want to specify EXCLUDING {feature} or OVERWRITING {feature}.",
                     c.name
                 )
             }

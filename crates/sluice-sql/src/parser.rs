@@ -263,8 +263,22 @@ pub struct ColumnDef {
     pub not_null: bool,
     /// The expression of a computed column `name AS expr`.
     pub computed: Option<ast::Expr>,
+    /// `METADATA [FROM 'key'] [VIRTUAL]`: a column the connector fills from (or writes
+    /// to) a message's metadata.
+    pub metadata: Option<MetadataDef>,
     /// Where the column is declared.
     pub location: Location,
+}
+
+/// A metadata column's `FROM 'key'` (`None`: the column's name is the key) and `VIRTUAL`
+/// (read only: not written by an `INSERT`). Flink docs, "CREATE Statements", "Metadata
+/// Columns".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetadataDef {
+    /// The metadata key, if not the column's name.
+    pub key: Option<String>,
+    /// `VIRTUAL`: excluded from what an `INSERT` writes.
+    pub is_virtual: bool,
 }
 
 /// `WATERMARK FOR column AS expr`.
@@ -1184,6 +1198,7 @@ fn parse_column(p: &mut Parser) -> Result<ColumnDef> {
         type_text: String::new(),
         not_null: false,
         computed: None,
+        metadata: None,
         location: start.span.start,
     };
     if p.parse_keyword(Keyword::AS) {
@@ -1196,11 +1211,14 @@ fn parse_column(p: &mut Parser) -> Result<ColumnDef> {
             if p.parse_keywords(&[Keyword::NOT, Keyword::NULL]) {
                 column.not_null = true;
             } else if p.parse_keyword(Keyword::NULL) {
-            } else if parse_word(p, "METADATA") {
-                return Err(err_at(
-                    start.span.start,
-                    "METADATA columns are not yet supported",
-                ));
+            } else if column.metadata.is_none() && parse_word(p, "METADATA") {
+                let key = if p.parse_keyword(Keyword::FROM) {
+                    Some(p.parse_literal_string().map_err(sql_err)?)
+                } else {
+                    None
+                };
+                let is_virtual = parse_word(p, "VIRTUAL");
+                column.metadata = Some(MetadataDef { key, is_virtual });
             } else {
                 break;
             }

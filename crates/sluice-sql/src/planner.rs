@@ -258,6 +258,11 @@ impl Planner {
                     columns.push(ColumnInfo {
                         type_text: c.type_text.clone(),
                         computed: None,
+                        metadata: c.metadata.as_ref().map(|m| {
+                            let key = m.key.as_deref().unwrap_or(&c.name);
+                            let v = if m.is_virtual { " VIRTUAL" } else { "" };
+                            format!("METADATA FROM '{key}'{v}")
+                        }),
                     });
                 }
                 Some(sql) => {
@@ -291,6 +296,7 @@ impl Planner {
                             flink_type_name(&dt)
                         },
                         computed: Some(sql.to_string()),
+                        metadata: None,
                     });
                 }
             }
@@ -361,6 +367,17 @@ impl Planner {
                 columns,
                 watermark,
                 primary_key: ct.primary_key.clone(),
+                metadata: ct
+                    .columns
+                    .iter()
+                    .filter_map(|c| {
+                        c.metadata.as_ref().map(|m| crate::catalog::MetadataColumn {
+                            column: c.name.clone(),
+                            key: m.key.clone().unwrap_or_else(|| c.name.clone()),
+                            is_virtual: m.is_virtual,
+                        })
+                    })
+                    .collect(),
                 options: ct.options.iter().cloned().collect(),
                 definition: ct.clone(),
             },
@@ -512,7 +529,30 @@ impl Planner {
                  (an interval or window join), or write to a 'print' or 'blackhole' table"
             );
         }
-        let target = &def.physical_schema;
+        // What an INSERT writes: the physical columns without VIRTUAL metadata columns, and
+        // a metadata column only if its key can be written (Flink's rule).
+        let connector_name = def.options.get("connector").cloned().unwrap_or_default();
+        let keys = sluice_common::options::metadata_keys(&connector_name);
+        for m in def.metadata.iter().filter(|m| !m.is_virtual) {
+            if !keys.iter().any(|k| k.key == m.key && k.writable) {
+                return plan_err!(
+                    "INSERT INTO '{table}': metadata column '{}' ('{}') is read only; declare it \
+                     VIRTUAL to write the table",
+                    m.column,
+                    m.key
+                );
+            }
+        }
+        let written: Vec<usize> = (0..def.physical_schema.fields().len())
+            .filter(|&i| {
+                let name = def.physical_schema.field(i).name();
+                !def.metadata
+                    .iter()
+                    .any(|m| m.is_virtual && &m.column == name)
+            })
+            .collect();
+        let target_schema = Arc::new(def.physical_schema.project(&written)?);
+        let target = &target_schema;
         let got = node.schema.fields().len();
         if got != target.fields().len() {
             return plan_err!(

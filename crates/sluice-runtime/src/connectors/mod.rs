@@ -431,6 +431,7 @@ pub fn create_sink(
             options,
             schema,
             ctx.subtask,
+            &ctx.time_zone,
         )?)),
         "channel" => Ok(Box::new(channel::CallbackSink::take(
             &ctx.sink_callbacks,

@@ -45,6 +45,7 @@ impl Planner {
                 type_text: flink_type_name(f.data_type()),
                 not_null: !f.is_nullable(),
                 computed: None,
+                metadata: None,
                 location,
             })
             .collect();

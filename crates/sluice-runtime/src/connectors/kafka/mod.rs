@@ -19,6 +19,7 @@
 //! one record. A record that does not parse is reported as `kafka://<topic>/<partition>`
 //! with its offset in the place of the line number.
 
+mod metadata;
 pub mod sink;
 pub mod source;
 
@@ -64,6 +65,8 @@ pub(crate) struct Layout {
     pub key: Option<(Vec<usize>, SchemaRef, FileFormat, ConnectorOptions)>,
     /// Value columns and their schema.
     pub value: (Vec<usize>, SchemaRef, FileFormat, ConnectorOptions),
+    /// Metadata columns (`METADATA FROM 'key'`): index and key.
+    pub metadata: Vec<(usize, String)>,
 }
 
 /// Which options name the value format: `value.format` (its options `value.<format>.*`)
@@ -170,13 +173,25 @@ impl Layout {
                  'EXCEPT_KEY' (Flink's rule)"
             )));
         }
+        // Metadata columns (the planner names them; a VIRTUAL one is not in a sink's
+        // columns) are neither key nor value.
+        let mut metadata: Vec<(usize, String)> = options
+            .iter()
+            .filter_map(|(k, v)| {
+                let column = k.strip_prefix(sluice_common::options::METADATA_OPTION_PREFIX)?;
+                physical.index_of(column).ok().map(|i| (i, v.clone()))
+            })
+            .collect();
+        metadata.sort();
         let value_indices: Vec<usize> = (0..physical.fields().len())
             .filter(|i| !(except_key && key.as_ref().is_some_and(|(k, ..)| k.contains(i))))
+            .filter(|i| !metadata.iter().any(|(m, _)| m == i))
             .collect();
         let value_schema = Arc::new(physical.project(&value_indices)?);
         Ok(Layout {
             key,
             value: (value_indices, value_schema, value_format, value_options),
+            metadata,
         })
     }
 }

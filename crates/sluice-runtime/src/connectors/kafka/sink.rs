@@ -80,6 +80,8 @@ pub struct KafkaSink {
     at_least_once: bool,
     /// An `upsert-kafka` table (see the module docs).
     upsert: bool,
+    /// The session time zone (a `TIMESTAMP` metadata column is wall-clock time in it).
+    tz: sluice_common::time::Tz,
 }
 
 impl KafkaSink {
@@ -94,6 +96,7 @@ impl KafkaSink {
         options: &ConnectorOptions,
         schema: SchemaRef,
         subtask: usize,
+        time_zone: &str,
     ) -> Result<Self> {
         let topic = match (options.get("topic"), options.get("topic-pattern")) {
             (Some(t), None) if !t.contains(';') && !t.trim().is_empty() => t.trim().to_string(),
@@ -173,6 +176,7 @@ impl KafkaSink {
             next_partition: 0,
             at_least_once,
             upsert,
+            tz: sluice_common::time::parse_time_zone(time_zone).map_err(SluiceError::Config)?,
         })
     }
 
@@ -301,6 +305,24 @@ impl BatchSink for KafkaSink {
                 // serializer writes both as tombstones).
                 RowKind::Delete | RowKind::UpdateBefore if self.upsert => {}
                 _ => record = record.payload(value.as_slice()),
+            }
+            for (c, key) in &self.layout.metadata {
+                match key.as_str() {
+                    "timestamp" => {
+                        if let Some(ms) =
+                            super::metadata::timestamp_of(batch.column(*c), i, &self.tz)?
+                        {
+                            record = record.timestamp(ms);
+                        }
+                    }
+                    "headers" => {
+                        if let Some(h) = super::metadata::headers_of(batch.column(*c).as_ref(), i)?
+                        {
+                            record = record.headers(h);
+                        }
+                    }
+                    _ => {} // read-only keys are VIRTUAL in a written table (planner)
+                }
             }
             if let Some(keys) = &keys {
                 record = record.key(keys[i].as_slice());

@@ -95,6 +95,8 @@ pub struct KafkaSource {
     last_batch: Option<((String, i32), Vec<i64>)>,
     /// The partition of the last batch with rows (`Source::last_split`).
     last_split: Option<(String, i32)>,
+    /// The session time zone (a `TIMESTAMP` metadata column's wall-clock time).
+    tz: sluice_common::time::Tz,
     /// An `upsert-kafka` table: a message is an upsert (`+U`) of its key's row, an empty
     /// value (a tombstone) its delete (`-D`); the planner normalizes them by the primary
     /// key (ChangelogNormalize).
@@ -106,6 +108,8 @@ struct Polled {
     offset: i64,
     key: Option<Vec<u8>>,
     value: Vec<u8>,
+    /// Timestamp and headers, when the table has metadata columns.
+    meta: super::metadata::MessageMetadata,
 }
 
 fn offsets_option(
@@ -194,6 +198,11 @@ impl KafkaSource {
         }
         let layout = Layout::new(options, &physical, table)?;
         let (_, value_schema, value_format, value_options) = &layout.value;
+        if matches!(value_format, FileFormat::Changelog(_)) && !layout.metadata.is_empty() {
+            return Err(SluiceError::NotSupported(format!(
+                "Kafka table '{table}': METADATA columns with a change-data-capture format"
+            )));
+        }
         if upsert && matches!(value_format, FileFormat::Changelog(_)) {
             return Err(SluiceError::NotSupported(format!(
                 "upsert-kafka table '{table}' with a change-data-capture 'value.format'"
@@ -285,6 +294,7 @@ impl KafkaSource {
             last_batch: None,
             last_split: None,
             upsert,
+            tz: sluice_common::time::parse_time_zone(time_zone).map_err(SluiceError::Config)?,
         })
     }
 
@@ -598,11 +608,17 @@ impl KafkaSource {
         let one_to_one = skipped == 0
             && value.as_ref().map_or(0, |b| b.num_rows()) == messages.len()
             && !matches!(self.layout.value.2, FileFormat::Changelog(_));
-        let Some(key_decoder) = &self.key else {
+        if self.key.is_none() && self.layout.metadata.is_empty() {
             return Ok((value, one_to_one));
+        }
+        let Some(value) = value else {
+            return Ok((None, false));
         };
-        let (key, key_skipped) = key_decoder.decode(&chunk(keys, key_spans))?;
-        let (Some(value), Some(key)) = (value, key) else {
+        let (key, key_skipped) = match &self.key {
+            Some(d) => d.decode(&chunk(keys, key_spans))?,
+            None => (Some(value.clone()), skipped),
+        };
+        let Some(key) = key else {
             return Ok((None, false));
         };
         if skipped != key_skipped || key.num_rows() != value.num_rows() {
@@ -621,6 +637,16 @@ impl KafkaSource {
                 columns[i].get_or_insert_with(|| Arc::clone(key.column(j)));
             }
         }
+        if !self.layout.metadata.is_empty() {
+            if !one_to_one {
+                return Err(SluiceError::Data(format!(
+                    "Kafka table '{}': messages of {file} did not parse and were skipped; a \
+                     table with METADATA columns cannot skip messages yet",
+                    self.table
+                )));
+            }
+            self.fill_metadata(&mut columns, topic, partition, messages)?;
+        }
         let columns: Vec<ArrayRef> = columns
             .into_iter()
             .map(|c| c.expect("every column is key or value"))
@@ -629,6 +655,34 @@ impl KafkaSource {
             Some(RecordBatch::try_new(Arc::clone(&self.physical), columns)?),
             one_to_one,
         ))
+    }
+
+    /// The metadata columns of `messages` (one row each) into `columns`.
+    fn fill_metadata(
+        &self,
+        columns: &mut [Option<ArrayRef>],
+        topic: &str,
+        partition: i32,
+        messages: &[Polled],
+    ) -> Result<()> {
+        if self.layout.metadata.is_empty() {
+            return Ok(());
+        }
+        let offsets: Vec<i64> = messages.iter().map(|m| m.offset).collect();
+        let metas: Vec<super::metadata::MessageMetadata> =
+            messages.iter().map(|m| m.meta.clone()).collect();
+        for (i, key) in &self.layout.metadata {
+            columns[*i] = Some(super::metadata::column(
+                key,
+                self.physical.field(*i).data_type(),
+                topic,
+                partition,
+                &offsets,
+                &metas,
+                &self.tz,
+            )?);
+        }
+        Ok(())
     }
 
     /// Decodes upserts and tombstones of one partition: the key columns from each
@@ -719,7 +773,13 @@ impl KafkaSource {
             })
             .collect();
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.physical.fields().len() + 1);
+        let mut meta: Vec<Option<ArrayRef>> = vec![None; self.physical.fields().len()];
+        self.fill_metadata(&mut meta, topic, partition, messages)?;
         for (i, field) in self.physical.fields().iter().enumerate() {
+            if let Some(m) = meta[i].take() {
+                columns.push(m);
+                continue;
+            }
             if let Some(k) = key_indices.iter().position(|&ki| ki == i) {
                 columns.push(Arc::clone(key_batch.column(k)));
                 continue;
@@ -820,10 +880,17 @@ impl KafkaSource {
             if state.stop.is_some_and(|s| offset >= s) {
                 continue;
             }
+            let meta = if self.layout.metadata.is_empty() {
+                Default::default()
+            } else {
+                let headers = self.layout.metadata.iter().any(|(_, k)| k == "headers");
+                super::metadata::MessageMetadata::of(&message, headers)
+            };
             let item = Polled {
                 offset,
                 key: message.key().map(<[u8]>::to_vec),
                 value: message.payload().unwrap_or_default().to_vec(),
+                meta,
             };
             JobMetrics::add(&self.metrics.bytes_in, item.value.len() as u64);
             match self.pending.iter_mut().find(|(k, _)| *k == key) {
