@@ -239,7 +239,7 @@ impl Coordinator {
             .uncommitted
             .range(..=id)
             .flat_map(|(_, c)| match c {
-                Committable::Files(f) => f.clone(),
+                Committable::Pending(p) => p.clone(),
                 _ => Vec::new(),
             })
             .collect();
@@ -321,9 +321,9 @@ impl Coordinator {
     pub(crate) fn commit(&self, c: Committable) -> Result<()> {
         match c {
             Committable::Nothing => {}
-            Committable::Files(files) => {
-                for f in files {
-                    f.commit()?;
+            Committable::Pending(pending) => {
+                for p in pending {
+                    p.commit()?;
                 }
             }
             Committable::Rows(rows) => {

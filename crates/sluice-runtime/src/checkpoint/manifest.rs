@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use datafusion_common::arrow::record_batch::RecordBatch;
 use serde::{Deserialize, Serialize};
 
-use crate::connectors::filesystem::PendingFile;
+use crate::connectors::commit::PendingCommit;
 
 /// Where a source resumes: its connector position, rows to skip after it (a barrier
 /// inside a batch), and the source's own progress.
@@ -80,9 +80,9 @@ pub struct Manifest {
     pub stage_watermarks: BTreeMap<usize, i64>,
     /// The state files.
     pub files: Vec<StateFile>,
-    /// Sink files pre-committed up to this checkpoint, committed when it completes (and
-    /// again, idempotently, when it is restored).
-    pub pending_commits: Vec<PendingFile>,
+    /// Sink output pre-committed up to this checkpoint, committed when it completes (and
+    /// again, idempotently, when it is restored): `connectors::commit`.
+    pub pending_commits: Vec<PendingCommit>,
     /// The runs whose output leads to this checkpoint (their part-file job ids): the run
     /// that took it and the runs it resumed from, oldest first. A restore rewinds only
     /// their sink output; other runs of the same query are left alone. Empty in

@@ -11,6 +11,7 @@ use regex::Regex;
 use sluice_common::plan::ConnectorOptions;
 use sluice_common::{Result, SluiceError};
 
+use crate::connectors::commit::PendingCommit;
 use crate::connectors::{BatchSink, Committable};
 
 /// Options of the `csv` format (Flink's names).
@@ -185,10 +186,12 @@ impl DirectorySink {
         let name = format!("{}-{transaction}.{}", self.prefix, self.extension);
         let pending = self.dir.join(format!(".{name}.pending"));
         std::fs::rename(&path, &pending).map_err(|e| self.io_error(e))?;
-        Ok(Committable::Files(vec![PendingFile {
-            pending,
-            target: self.dir.join(name),
-        }]))
+        Ok(Committable::Pending(vec![PendingCommit::File(
+            PendingFile {
+                pending,
+                target: self.dir.join(name),
+            },
+        )]))
     }
 }
 

@@ -13,6 +13,7 @@
 
 pub mod changelog_json;
 pub mod channel;
+pub mod commit;
 pub mod csv_source;
 pub mod datagen;
 pub mod filesystem;
@@ -120,8 +121,9 @@ pub trait BatchSink: Send {
 pub enum Committable {
     /// Nothing to commit (direct sinks, or nothing written).
     Nothing,
-    /// Files to rename to their final names (the `filesystem` sink).
-    Files(Vec<filesystem::PendingFile>),
+    /// Output to commit when the checkpoint completes (two-phase-commit sinks: see
+    /// [`commit`]).
+    Pending(Vec<commit::PendingCommit>),
     /// Result rows of a query, released to the reader on commit (the job's collect sink).
     Rows(Vec<RecordBatch>),
 }
@@ -133,7 +135,7 @@ impl Committable {
         match (&mut *self, other) {
             (_, Committable::Nothing) => {}
             (Committable::Nothing, o) => *self = o,
-            (Committable::Files(a), Committable::Files(b)) => a.extend(b),
+            (Committable::Pending(a), Committable::Pending(b)) => a.extend(b),
             (Committable::Rows(a), Committable::Rows(b)) => a.extend(b),
             (a, b) => {
                 // One sink kind per job: never mixed.

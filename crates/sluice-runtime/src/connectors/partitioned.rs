@@ -26,6 +26,7 @@ use datafusion_common::arrow::record_batch::RecordBatch;
 use sluice_common::plan::ConnectorOptions;
 use sluice_common::{Result, SluiceError};
 
+use crate::connectors::commit::PendingCommit;
 use crate::connectors::filesystem::{DirectorySink, PendingFile};
 use crate::connectors::{BatchSink, Committable};
 use crate::message::StreamBatch;
@@ -258,7 +259,9 @@ impl PartitionedSink {
         }
         let markers = self.success_files(transaction, end)?;
         if !markers.is_empty() {
-            committable.append(Committable::Files(markers));
+            committable.append(Committable::Pending(
+                markers.into_iter().map(PendingCommit::File).collect(),
+            ));
         }
         Ok(committable)
     }

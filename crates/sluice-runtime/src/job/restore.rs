@@ -41,23 +41,17 @@ impl Job {
             rewound.push(self.file_job.clone());
         }
         if self.config.checkpoint.two_phase() {
-            for dir in self.sink_directories() {
-                use crate::connectors::filesystem::{discard_committed_after, discard_uncommitted};
-                for r in &rewound {
-                    // Their uncommitted files (this run's from a failed attempt).
-                    discard_uncommitted(&dir, r)?;
-                }
-                // Output committed after the restored checkpoint (the newest checkpoint
-                // was damaged, or an older one was chosen; with none, everything this run
-                // committed) is produced again by the replay.
-                let after = restore.map_or(0, |r| r.manifest.checkpoint_id);
-                let mut removed = Vec::new();
-                for r in &rewound {
-                    removed.extend(discard_committed_after(&dir, r, after)?);
-                }
+            let restored = restore.map(|r| r.manifest.checkpoint_id);
+            for spec in self.sink_specs() {
+                let removed = crate::connectors::commit::recover_sink(
+                    &spec.options,
+                    &self.config.connectors,
+                    &rewound,
+                    restored,
+                )?;
                 if !removed.is_empty() {
-                    let from = match restore {
-                        Some(_) => format!("restoring checkpoint {after}"),
+                    let from = match restored {
+                        Some(id) => format!("restoring checkpoint {id}"),
                         None => "restarting from the beginning".to_string(),
                     };
                     warn(&format!(
@@ -108,14 +102,12 @@ impl Job {
         Ok(())
     }
 
-    /// The directories of the job's filesystem sinks.
-    pub(super) fn sink_directories(&self) -> Vec<PathBuf> {
+    /// The job's sinks.
+    pub(super) fn sink_specs(&self) -> Vec<&sluice_common::plan::SinkSpec> {
         self.plans
             .iter()
             .filter_map(|plan| match &plan.spec {
-                OperatorSpec::Sink(spec) => {
-                    resolve_sink_directory(&spec.options, &self.config.connectors)
-                }
+                OperatorSpec::Sink(spec) => Some(spec),
                 _ => None,
             })
             .collect()

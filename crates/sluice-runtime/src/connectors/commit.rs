@@ -1,0 +1,100 @@
+//! Two-phase commit: one interface for every transactional sink (Flink's
+//! `TwoPhaseCommittingSink` and `Committer`; Carbone et al., "Lightweight Asynchronous
+//! Snapshots for Distributed Dataflows").
+//!
+//! 1. **Pre-commit**: at each checkpoint barrier a sink makes what it wrote since the last
+//!    one durable but invisible and returns it as [`PendingCommit`]s
+//!    (`BatchSink::pre_commit` → `Committable::Pending`).
+//! 2. The coordinator keeps them with the checkpoint (in memory, and serialized in its
+//!    manifest's `pending_commits`), and **commits** them once the checkpoint is complete
+//!    ([`PendingCommit::commit`]).
+//! 3. **Recovery**: a restore commits the restored checkpoint's pending commits again
+//!    (commit is idempotent, and works from any process: the one that pre-committed may be
+//!    gone), then [`recover_sink`] discards everything else the job's runs left
+//!    uncommitted or committed after that checkpoint, since the replay writes it again.
+//!
+//! The coordinator and the manifest see only this module's types: a new transactional
+//! sink adds a [`PendingCommit`] variant and a branch of [`recover_sink`], nothing else.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use sluice_common::plan::ConnectorOptions;
+use sluice_common::Result;
+
+use crate::connectors::filesystem::{discard_committed_after, discard_uncommitted, PendingFile};
+use crate::connectors::{resolve_sink_directory, ConnectorContext};
+
+/// One piece of a sink's pre-committed output, serialized in checkpoint manifests
+/// (`{"sink": "file", ...}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "sink", rename_all = "kebab-case")]
+pub enum PendingCommit {
+    /// A filesystem part file (or success file) to rename to its visible name.
+    File(PendingFile),
+}
+
+impl PendingCommit {
+    /// Makes the output visible. Idempotent: committing something already committed does
+    /// nothing.
+    ///
+    /// # Errors
+    /// The pre-committed output is gone (it cannot be committed), or the commit fails.
+    pub fn commit(&self) -> Result<()> {
+        match self {
+            PendingCommit::File(f) => f.commit(),
+        }
+    }
+}
+
+/// Before an attempt that restores checkpoint `restored` (`None`: from the beginning)
+/// starts, after the restored checkpoint's pending commits were committed: discards the
+/// sink's output that the runs of the job's `lineage` left uncommitted, or committed after
+/// that checkpoint (the replay writes it again). Returns what was removed from committed
+/// output, for a warning.
+///
+/// # Errors
+/// The output cannot be listed or removed.
+pub fn recover_sink(
+    options: &ConnectorOptions,
+    ctx: &ConnectorContext,
+    lineage: &[String],
+    restored: Option<u64>,
+) -> Result<Vec<String>> {
+    let Some(dir) = resolve_sink_directory(options, ctx) else {
+        return Ok(Vec::new());
+    };
+    recover_directory(&dir, lineage, restored)
+}
+
+fn recover_directory(dir: &Path, lineage: &[String], restored: Option<u64>) -> Result<Vec<String>> {
+    for run in lineage {
+        // Their uncommitted files (this run's from a failed attempt).
+        discard_uncommitted(dir, run)?;
+    }
+    // Output committed after the restored checkpoint (the newest checkpoint was damaged,
+    // or an older one was chosen; with none, everything these runs committed).
+    let after = restored.unwrap_or(0);
+    let mut removed = Vec::new();
+    for run in lineage {
+        removed.extend(discard_committed_after(dir, run, after)?);
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pending_file_round_trips_through_the_manifest_form() {
+        let p = PendingCommit::File(PendingFile {
+            pending: ".part-a.csv.pending".into(),
+            target: "part-a.csv".into(),
+        });
+        let json = serde_json::to_value(&p).unwrap();
+        assert_eq!(json["sink"], "file");
+        let back: PendingCommit = serde_json::from_value(json).unwrap();
+        assert_eq!(back, p);
+    }
+}
