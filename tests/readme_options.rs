@@ -18,9 +18,8 @@ fn table(marker: &str) -> String {
             markdown_table(c.options)
         }
         ["metadata", name] => {
-            let mut out = String::from(
-                "| key | type | writable | description |\n|---|---|---|---|\n",
-            );
+            let mut out =
+                String::from("| key | type | writable | description |\n|---|---|---|---|\n");
             for m in metadata_keys(name) {
                 out.push_str(&format!(
                     "| `{}` | `{}` | {} | {} |\n",

@@ -100,9 +100,19 @@ pub fn merge_like(
     for c in &source.columns {
         // Computed columns follow GENERATED, metadata columns METADATA (Flink's rules).
         let (special, strategy, kind, feature) = if c.computed.is_some() {
-            (true, like.strategy(LikeFeature::Generated), "generated", "GENERATED")
+            (
+                true,
+                like.strategy(LikeFeature::Generated),
+                "generated",
+                "GENERATED",
+            )
         } else if c.metadata.is_some() {
-            (true, like.strategy(LikeFeature::Metadata), "metadata", "METADATA")
+            (
+                true,
+                like.strategy(LikeFeature::Metadata),
+                "metadata",
+                "METADATA",
+            )
         } else {
             (false, LikeStrategy::Including, "", "")
         };
@@ -110,7 +120,8 @@ pub fn merge_like(
             continue;
         }
         let same_kind = |n: &crate::parser::ColumnDef| {
-            n.computed.is_some() == c.computed.is_some() && n.metadata.is_some() == c.metadata.is_some()
+            n.computed.is_some() == c.computed.is_some()
+                && n.metadata.is_some() == c.metadata.is_some()
         };
         match new.columns.iter().find(|n| n.name == c.name) {
             Some(n) if !special || !same_kind(n) => {
