@@ -1150,3 +1150,142 @@ fn metadata_a_connector_lacks_or_cannot_write_is_a_clear_error() {
         "{err}"
     );
 }
+
+/// Sorted lines of the visible files of `dir` (none while it does not exist).
+fn committed_lines(dir: &std::path::Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return lines;
+    };
+    for e in entries.flatten() {
+        if !e.file_name().to_string_lossy().starts_with('.') {
+            lines.extend(
+                std::fs::read_to_string(e.path())
+                    .unwrap()
+                    .lines()
+                    .map(String::from),
+            );
+        }
+    }
+    lines.sort();
+    lines
+}
+
+/// `sluice run` of a Kafka-fed statement set killed with SIGKILL after a checkpoint, then
+/// resumed with `--from-checkpoint latest`: the exactly-once filesystem sink holds exactly
+/// the failure-free windows, the at-least-once Kafka sink every expected row (some maybe
+/// twice). Input: ids 1..=4000 written while the job runs (about 1,000 a second, partition
+/// id % 2), event time id * 10 ms; the scan ends at offset 2000 of each partition. Windows
+/// of 1 s hold ids 100w..100w+99 (count and sum by formula); `sevens` gets ids divisible
+/// by 7.
+#[test]
+fn a_killed_kafka_job_resumes_from_its_checkpoint() {
+    let input = topic("kill-in", 2);
+    let sevens = topic("kill-sevens", 1);
+    let dir = std::env::temp_dir().join(unique("sluice-kafka-kill"));
+    let (windows, checkpoints) = (dir.join("windows"), dir.join("chk"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let writer = {
+        let input = input.clone();
+        std::thread::spawn(move || {
+            let producer: BaseProducer = ClientConfig::new()
+                .set("bootstrap.servers", bootstrap())
+                .create()
+                .unwrap();
+            for id in 1..=4000i64 {
+                let value = format!(r#"{{"id":{id}}}"#);
+                let r: BaseRecord<'_, str, str> = BaseRecord::to(&input)
+                    .partition((id % 2) as i32)
+                    .payload(value.as_str());
+                producer.send(r).map_err(|(e, _)| e).unwrap();
+                if id % 50 == 0 {
+                    producer.flush(Duration::from_secs(30)).unwrap();
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+            producer.flush(Duration::from_secs(30)).unwrap();
+        })
+    };
+    let script = format!(
+        "SET 'table.local-time-zone' = 'UTC';
+         SET 'execution.checkpointing.interval' = '300 ms';
+         SET 'execution.checkpointing.dir' = '{}';
+         CREATE TABLE seq (id BIGINT, ts AS TO_TIMESTAMP_LTZ(id * 10, 3),
+           WATERMARK FOR ts AS ts) WITH ('connector' = 'kafka', 'topic' = '{input}',
+           'properties.bootstrap.servers' = '{}', 'format' = 'json',
+           'scan.startup.mode' = 'earliest-offset', 'scan.bounded.mode' = 'specific-offsets',
+           'scan.bounded.specific-offsets' = 'partition:0,offset:2000;partition:1,offset:2000');
+         CREATE TABLE windows (window_start TIMESTAMP(3), n BIGINT, s BIGINT)
+           WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');
+         CREATE TABLE sevens (id BIGINT) WITH ('connector' = 'kafka', 'topic' = '{sevens}',
+           'properties.bootstrap.servers' = '{}', 'format' = 'csv');
+         EXECUTE STATEMENT SET BEGIN
+           INSERT INTO windows SELECT window_start, COUNT(*), SUM(id)
+             FROM TABLE(TUMBLE(TABLE seq, DESCRIPTOR(ts), INTERVAL '1' SECOND))
+             GROUP BY window_start, window_end;
+           INSERT INTO sevens SELECT id FROM seq WHERE id % 7 = 0;
+         END;",
+        checkpoints.display(),
+        bootstrap(),
+        windows.display(),
+        bootstrap()
+    );
+    let file = dir.join("job.sql");
+    std::fs::write(&file, script).unwrap();
+    let run = |resume: bool| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"));
+        c.args(["run", file.to_str().unwrap()]);
+        if resume {
+            c.args(["--from-checkpoint", "latest"]);
+        }
+        c
+    };
+    let mut child = run(false)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("sluice starts");
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while committed_lines(&windows).is_empty() {
+        assert!(Instant::now() < deadline, "no checkpoint committed");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the job ended before a checkpoint"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let partial = committed_lines(&windows).len();
+    assert!(
+        partial < 41,
+        "killed mid-run: {partial} of 41 windows committed"
+    );
+    writer.join().unwrap();
+    let resumed = run(true).output().unwrap();
+    assert!(
+        resumed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    let mut expected_windows: Vec<String> = (0..=40i64)
+        .map(|w| {
+            let (lo, hi) = ((w * 100).max(1), (w * 100 + 99).min(4000));
+            let n = hi - lo + 1;
+            format!(
+                "{},{n},{}",
+                sluice::format_timestamp_ms(w * 1000),
+                (lo + hi) * n / 2
+            )
+        })
+        .collect();
+    expected_windows.sort();
+    assert_eq!(committed_lines(&windows), expected_windows);
+    let written: Vec<String> = consume(&sevens, 1).into_iter().map(|(_, _, v)| v).collect();
+    let distinct: std::collections::BTreeSet<i64> =
+        written.iter().map(|v| v.parse().unwrap()).collect();
+    let expected: std::collections::BTreeSet<i64> = (1..=4000).filter(|i| i % 7 == 0).collect();
+    assert_eq!(distinct, expected);
+    assert!(written.len() >= expected.len());
+    let _ = std::fs::remove_dir_all(&dir);
+}
