@@ -1289,3 +1289,64 @@ fn a_killed_kafka_job_resumes_from_its_checkpoint() {
     assert!(written.len() >= expected.len());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_raw_format_reads_and_writes_a_message_as_one_column() {
+    let t = topic("raw", 1);
+    produce(
+        &t,
+        &[
+            (0, None, "GET /index.html 200"),
+            (0, None, "POST /login 302, with a comma"),
+        ],
+    );
+    let sql = table(
+        "logs",
+        "line STRING",
+        &t,
+        &format!("{BOUNDED}, 'format' = 'raw'"),
+    ) + "SELECT line, CHAR_LENGTH(line) FROM logs;";
+    assert_eq!(
+        rows_in_order(&engine().collect(&sql).unwrap()),
+        vec![
+            "GET /index.html 200,19",
+            "POST /login 302, with a comma,29"
+        ]
+    );
+    // Written: the column's bytes are the value; a raw key from a column.
+    let out = topic("raw-out", 1);
+    let sql = table(
+        "o",
+        "k STRING, line STRING",
+        &out,
+        ", 'key.format' = 'raw', 'key.fields' = 'k', 'value.format' = 'raw', \
+         'value.fields-include' = 'EXCEPT_KEY'",
+    ) + "INSERT INTO o VALUES ('a', 'first line'), ('b', 'second');";
+    engine().execute_script(&sql).unwrap();
+    let got: Vec<(Option<String>, String)> = consume(&out, 1)
+        .into_iter()
+        .map(|(_, k, v)| (k, v))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (Some("a".to_string()), "first line".to_string()),
+            (Some("b".to_string()), "second".to_string())
+        ]
+    );
+    let err = engine()
+        .collect(
+            &(table(
+                "two",
+                "a STRING, b STRING",
+                &t,
+                &format!("{BOUNDED}, 'format' = 'raw'"),
+            ) + "SELECT * FROM two;"),
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("the 'raw' format holds exactly one column"),
+        "{err}"
+    );
+}

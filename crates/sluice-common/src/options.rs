@@ -634,6 +634,23 @@ pub const FORMATS: &[FormatDecl] = &[
         )],
     },
     FormatDecl {
+        name: "raw",
+        options: &[
+            opt(
+                "raw.charset",
+                TEXT,
+                "UTF-8",
+                "the charset of a `STRING` column (Kafka tables; UTF-8 only)",
+            ),
+            opt(
+                "raw.endianness",
+                Kind::Choice(&["big-endian", "little-endian"]),
+                "big-endian",
+                "accepted for Flink's DDL (numeric raw columns are not read)",
+            ),
+        ],
+    },
+    FormatDecl {
         name: "debezium-json",
         options: &[
             opt(

@@ -20,6 +20,7 @@
 //! with its offset in the place of the line number.
 
 mod metadata;
+mod raw;
 pub mod sink;
 pub mod source;
 
@@ -58,13 +59,29 @@ pub(crate) fn kafka_error(table: &str, doing: &str, e: impl std::fmt::Display) -
     SluiceError::Execution(format!("Kafka table '{table}': {doing}: {e}"))
 }
 
+/// The format of a message's key or value: a filesystem format (one record per message),
+/// or `raw` (Flink's: the message's bytes are the one column, `STRING` in UTF-8 or
+/// `BYTES`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Format {
+    File(FileFormat),
+    Raw,
+}
+
+impl Format {
+    /// A change-data-capture format (each value is a change event).
+    pub(crate) fn is_changelog(self) -> bool {
+        matches!(self, Format::File(FileFormat::Changelog(_)))
+    }
+}
+
 /// The columns of a table a message's key and value hold.
 pub(crate) struct Layout {
     /// Key columns (indices into the physical schema) and their schema as the key format
     /// sees them (without `key.fields-prefix`).
-    pub key: Option<(Vec<usize>, SchemaRef, FileFormat, ConnectorOptions)>,
+    pub key: Option<(Vec<usize>, SchemaRef, Format, ConnectorOptions)>,
     /// Value columns and their schema.
-    pub value: (Vec<usize>, SchemaRef, FileFormat, ConnectorOptions),
+    pub value: (Vec<usize>, SchemaRef, Format, ConnectorOptions),
     /// Metadata columns (`METADATA FROM 'key'`): index and key.
     pub metadata: Vec<(usize, String)>,
 }
@@ -75,7 +92,7 @@ fn format_of(
     options: &ConnectorOptions,
     slot: &str,
     table: &str,
-) -> Result<Option<(FileFormat, ConnectorOptions)>> {
+) -> Result<Option<(Format, ConnectorOptions)>> {
     let (name, prefix) = match (slot, options.get(&format!("{slot}.format"))) {
         (_, Some(f)) => (f.clone(), format!("{slot}.")),
         ("value", None) => match options.get("format") {
@@ -92,8 +109,12 @@ fn format_of(
             }
         }
     }
-    stripped.insert("format".into(), name);
-    let format = super::file_format(&stripped, table)?;
+    let format = if name == "raw" {
+        Format::Raw
+    } else {
+        stripped.insert("format".into(), name);
+        Format::File(super::file_format(&stripped, table)?)
+    };
     Ok(Some((format, stripped)))
 }
 
@@ -198,12 +219,16 @@ impl Layout {
 
 /// The decoder of one of a message's parts in `format` over `schema`.
 pub(crate) fn decoder(
-    format: FileFormat,
+    format: Format,
     schema: SchemaRef,
     options: &ConnectorOptions,
     time_zone: &str,
 ) -> Result<Arc<dyn csv_source::ChunkFormat>> {
     let tz = sluice_common::time::parse_time_zone(time_zone).map_err(SluiceError::Config)?;
+    let format = match format {
+        Format::Raw => return Ok(Arc::new(raw::RawFormat::new(schema, options)?)),
+        Format::File(f) => f,
+    };
     Ok(match format {
         FileFormat::Csv => {
             let csv = filesystem::CsvOptions::from_options(options)?;

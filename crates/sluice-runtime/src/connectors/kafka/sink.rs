@@ -31,7 +31,7 @@ use rdkafka::ClientContext;
 use sluice_common::plan::ConnectorOptions;
 use sluice_common::{Result, SluiceError};
 
-use super::{client_config, kafka_error, Layout};
+use super::{client_config, kafka_error, Format, Layout};
 use crate::connectors::filesystem::{csv_bytes, json_bytes};
 use crate::connectors::{BatchSink, Committable, FileFormat};
 use crate::message::{RowKind, StreamBatch};
@@ -115,7 +115,7 @@ impl KafkaSink {
         }
         let layout = Layout::new(options, &schema, table)?;
         for format in std::iter::once(&layout.value.2).chain(layout.key.as_ref().map(|k| &k.2)) {
-            if let FileFormat::Changelog(e) = format {
+            if let Format::File(FileFormat::Changelog(e)) = format {
                 return Err(SluiceError::NotSupported(format!(
                     "writing Kafka table '{table}' in '{}' (write 'json' or 'csv')",
                     e.name()
@@ -206,7 +206,7 @@ impl KafkaSink {
     }
 
     /// One encoded part per row.
-    fn encode(batch: &RecordBatch, format: FileFormat) -> Result<Vec<Vec<u8>>> {
+    fn encode(batch: &RecordBatch, format: Format) -> Result<Vec<Vec<u8>>> {
         let one_per_line = |bytes: Vec<u8>| -> Vec<Vec<u8>> {
             bytes
                 .split(|b| *b == b'\n')
@@ -215,7 +215,8 @@ impl KafkaSink {
         };
         let n = batch.num_rows();
         match format {
-            FileFormat::Json => {
+            Format::Raw => super::raw::encode(batch),
+            Format::File(FileFormat::Json) => {
                 // JSON escapes line ends inside strings: one line per row.
                 let mut lines = one_per_line(json_bytes(batch)?);
                 lines.truncate(n);

@@ -29,7 +29,7 @@ use sluice_common::{Result, SluiceError};
 
 use super::{client_config, decoder, kafka_error, parse_specific_offsets, partition_owner, Layout};
 use crate::connectors::csv_source::{Chunk, ChunkFormat, FilePosition, RecordSpan};
-use crate::connectors::{FileFormat, Source};
+use crate::connectors::Source;
 use crate::metrics::JobMetrics;
 
 /// How long a metadata, offsets or commit request may take.
@@ -198,17 +198,17 @@ impl KafkaSource {
         }
         let layout = Layout::new(options, &physical, table)?;
         let (_, value_schema, value_format, value_options) = &layout.value;
-        if matches!(value_format, FileFormat::Changelog(_)) && !layout.metadata.is_empty() {
+        if value_format.is_changelog() && !layout.metadata.is_empty() {
             return Err(SluiceError::NotSupported(format!(
                 "Kafka table '{table}': METADATA columns with a change-data-capture format"
             )));
         }
-        if upsert && matches!(value_format, FileFormat::Changelog(_)) {
+        if upsert && value_format.is_changelog() {
             return Err(SluiceError::NotSupported(format!(
                 "upsert-kafka table '{table}' with a change-data-capture 'value.format'"
             )));
         }
-        if matches!(value_format, FileFormat::Changelog(_)) && layout.key.is_some() {
+        if value_format.is_changelog() && layout.key.is_some() {
             return Err(SluiceError::NotSupported(format!(
                 "Kafka table '{table}': a change-data-capture value format with 'key.fields'"
             )));
@@ -607,7 +607,7 @@ impl KafkaSource {
         JobMetrics::add(&self.metrics.parse_errors_skipped, skipped);
         let one_to_one = skipped == 0
             && value.as_ref().map_or(0, |b| b.num_rows()) == messages.len()
-            && !matches!(self.layout.value.2, FileFormat::Changelog(_));
+            && !self.layout.value.2.is_changelog();
         if self.key.is_none() && self.layout.metadata.is_empty() {
             return Ok((value, one_to_one));
         }
