@@ -1308,10 +1308,7 @@ fn the_raw_format_reads_and_writes_a_message_as_one_column() {
     ) + "SELECT line, CHAR_LENGTH(line) FROM logs;";
     assert_eq!(
         rows_in_order(&engine().collect(&sql).unwrap()),
-        vec![
-            "GET /index.html 200,19",
-            "POST /login 302, with a comma,29"
-        ]
+        vec!["GET /index.html 200,19", "POST /login 302, with a comma,29"]
     );
     // Written: the column's bytes are the value; a raw key from a column.
     let out = topic("raw-out", 1);
@@ -1349,4 +1346,57 @@ fn the_raw_format_reads_and_writes_a_message_as_one_column() {
         err.contains("the 'raw' format holds exactly one column"),
         "{err}"
     );
+}
+
+/// A job reading 3 partitions with one source subtask fails after a checkpoint; the same
+/// job restored from that checkpoint with `'scan.parallelism' = '3'` gives each new
+/// subtask its partitions' checkpointed offsets: the exactly-once filesystem sink holds
+/// every id once.
+#[test]
+fn a_restore_at_another_scan_parallelism_reassigns_the_partitions() {
+    let (t, _) = three_partitions();
+    let dir = std::env::temp_dir().join(unique("sluice-kafka-rescale"));
+    let (out, chk) = (dir.join("out"), dir.join("chk"));
+    let job = |scan: usize, extra: &str| {
+        format!(
+            "SET 'pipeline.name' = 'rescale';
+             SET 'execution.checkpointing.dir' = '{}';
+             {extra}
+             {}
+             CREATE TABLE o (id BIGINT) WITH ('connector' = 'filesystem', 'path' = '{}',
+               'format' = 'csv');
+             INSERT INTO o SELECT id FROM orders;",
+            chk.display(),
+            table(
+                "orders",
+                "id BIGINT, item STRING, price DOUBLE",
+                &t,
+                &format!("{BOUNDED}, 'format' = 'json', 'scan.parallelism' = '{scan}'")
+            ),
+            out.display()
+        )
+    };
+    let mut first = Engine::new(EngineConfig {
+        batch_size: 4,
+        ..Default::default()
+    });
+    let err = first
+        .execute_script(&job(
+            1,
+            "SET 'sluice.test.checkpoint-after-rows' = '12';
+             SET 'sluice.test.failpoints' = 'source-after-row:17';
+             SET 'restart-strategy.type' = 'none';",
+        ))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("source-after-row"), "{err}");
+    let partial = committed_lines(&out).len();
+    assert_eq!(partial, 12, "the checkpoint after 12 rows committed them");
+    Engine::new(EngineConfig::default())
+        .execute_script(&job(3, "SET 'execution.state-recovery.path' = 'latest';"))
+        .unwrap();
+    let mut want: Vec<String> = (0..30).map(|i: i64| i.to_string()).collect();
+    want.sort();
+    assert_eq!(committed_lines(&out), want);
+    let _ = std::fs::remove_dir_all(&dir);
 }

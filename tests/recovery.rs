@@ -1210,7 +1210,7 @@ fn another_querys_checkpoint_is_refused_clearly() {
     let latest = start_error(&dir, &resume_from(&chk, "latest", 1), GROUP_QUERY);
     assert!(
         latest.contains("no complete checkpoint of this query")
-            && latest.contains("'scan.parallelism'"),
+            && latest.contains("a table's 'WITH' options"),
         "{latest}"
     );
     let path = job_dir(&chk).join("chk-2").display().to_string();

@@ -333,8 +333,17 @@ pub fn metadata_keys(connector: &str) -> &'static [MetadataDecl] {
 pub struct FormatDecl {
     /// `'format' = '<name>'`.
     pub name: &'static str,
+    /// The connectors that take it (empty: every connector with a format).
+    pub connectors: &'static [&'static str],
     /// Its options.
     pub options: &'static [OptionDecl],
+}
+
+impl FormatDecl {
+    /// Whether `connector` takes this format.
+    pub fn serves(&self, connector: &str) -> bool {
+        self.connectors.is_empty() || self.connectors.contains(&connector)
+    }
 }
 
 const LOOKUP: &[OptionDecl] = &[
@@ -596,6 +605,7 @@ pub const CONNECTORS: &[ConnectorDecl] = &[
 pub const FORMATS: &[FormatDecl] = &[
     FormatDecl {
         name: "csv",
+        connectors: &[],
         options: &[
             opt(
                 "csv.field-delimiter",
@@ -626,15 +636,49 @@ pub const FORMATS: &[FormatDecl] = &[
     },
     FormatDecl {
         name: "json",
-        options: &[opt(
-            "json.ignore-parse-errors",
-            BOOL,
-            "false",
-            "skip (and count) lines that do not parse instead of failing",
-        )],
+        connectors: &[],
+        options: &[
+            opt(
+                "json.ignore-parse-errors",
+                BOOL,
+                "false",
+                "skip (and count) lines that do not parse instead of failing",
+            ),
+            opt(
+                "json.fail-on-missing-field",
+                BOOL,
+                "false",
+                "Flink's option; only `false` (a missing field is NULL) is built",
+            ),
+            opt(
+                "json.timestamp-format.standard",
+                Kind::Choice(&["SQL", "ISO-8601"]),
+                "SQL",
+                "timestamps are read in either spelling; written as `SQL` (`2024-01-01 10:00:00.5`): only `SQL` is built",
+            ),
+            opt(
+                "json.map-null-key.mode",
+                Kind::Choice(&["FAIL", "DROP", "LITERAL"]),
+                "FAIL",
+                "accepted for Flink's DDL: a map cannot hold a NULL key here, so there is none to write",
+            ),
+            opt(
+                "json.map-null-key.literal",
+                TEXT,
+                "null",
+                "accepted for Flink's DDL (see `json.map-null-key.mode`)",
+            ),
+            opt(
+                "json.encode.decimal-as-plain-number",
+                BOOL,
+                "false",
+                "accepted for Flink's DDL: decimals are written as plain numbers",
+            ),
+        ],
     },
     FormatDecl {
         name: "raw",
+        connectors: &["kafka", "upsert-kafka"],
         options: &[
             opt(
                 "raw.charset",
@@ -652,6 +696,7 @@ pub const FORMATS: &[FormatDecl] = &[
     },
     FormatDecl {
         name: "debezium-json",
+        connectors: &[],
         options: &[
             opt(
                 "debezium-json.ignore-parse-errors",
@@ -669,6 +714,7 @@ pub const FORMATS: &[FormatDecl] = &[
     },
     FormatDecl {
         name: "canal-json",
+        connectors: &[],
         options: &[
             opt(
                 "canal-json.ignore-parse-errors",
@@ -743,10 +789,14 @@ pub fn check_table_options(
         let Some(format) = options.get(*format_key) else {
             continue;
         };
-        match FORMATS.iter().find(|f| f.name == format) {
+        match FORMATS.iter().find(|f| f.name == format && f.serves(name)) {
             Some(f) => decls.extend(f.options.iter().map(|d| (format!("{prefix}{}", d.key), d))),
             None => {
-                let known: Vec<String> = FORMATS.iter().map(|f| format!("'{}'", f.name)).collect();
+                let known: Vec<String> = FORMATS
+                    .iter()
+                    .filter(|f| f.serves(name))
+                    .map(|f| format!("'{}'", f.name))
+                    .collect();
                 return Err(SluiceError::NotSupported(format!(
                     "'{format_key}' = '{format}' of table '{table}' (supported: {})",
                     known.join(", ")

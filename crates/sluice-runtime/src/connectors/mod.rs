@@ -207,7 +207,25 @@ pub(crate) enum FileFormat {
 fn file_format(options: &ConnectorOptions, table: &str) -> Result<FileFormat> {
     match option(options, "format", table)?.as_str() {
         "csv" => Ok(FileFormat::Csv),
-        "json" => Ok(FileFormat::Json),
+        "json" => {
+            // Flink's JSON options that Sluice declares but has only the default of.
+            let refuse = |key: &str, value: &str| {
+                options
+                    .get(key)
+                    .filter(|v| v.eq_ignore_ascii_case(value))
+                    .map(|_| {
+                        SluiceError::NotSupported(format!(
+                        "'{key}' = '{value}' of table '{table}' (only Flink's default is built)"
+                    ))
+                    })
+            };
+            if let Some(e) = refuse("json.fail-on-missing-field", "true")
+                .or_else(|| refuse("json.timestamp-format.standard", "ISO-8601"))
+            {
+                return Err(e);
+            }
+            Ok(FileFormat::Json)
+        }
         "debezium-json" => Ok(FileFormat::Changelog(changelog_json::Envelope::Debezium)),
         "canal-json" => Ok(FileFormat::Changelog(changelog_json::Envelope::Canal)),
         other => Err(SluiceError::NotSupported(format!(
@@ -347,6 +365,22 @@ pub fn create_source(
         other => Err(SluiceError::NotSupported(format!(
             "'connector' = '{other}' of table '{table}' (supported: filesystem, kafka, upsert-kafka, datagen, nexmark, channel, print, blackhole)"
         ))),
+    }
+}
+
+/// A source group's checkpointed offsets (one per old source subtask) re-split over
+/// `parallelism` new subtasks, when the connector can: a Kafka table's offsets are per
+/// partition, so every new subtask gets all of them and reads the partitions it owns now.
+/// `None` for other connectors, or when an old subtask was cut inside a batch (`skip_rows`
+/// > 0: a position that only that subtask's order can resume).
+pub fn resplit_offsets(
+    options: &ConnectorOptions,
+    offsets: &[crate::checkpoint::SourceOffset],
+    parallelism: usize,
+) -> Option<Vec<crate::checkpoint::SourceOffset>> {
+    match options.get("connector").map(String::as_str) {
+        Some("kafka" | "upsert-kafka") => kafka::source::merge_offsets(offsets, parallelism),
+        _ => None,
     }
 }
 

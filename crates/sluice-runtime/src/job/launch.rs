@@ -188,12 +188,30 @@ impl Job {
             });
         };
         let groups = &r.manifest.sources;
-        let matches = groups.len() == graph.sources.len()
-            && groups
-                .iter()
-                .zip(&graph.sources)
-                .all(|(c, g)| c.table == g.spec.table && c.offsets.len() == g.parallelism);
-        if !matches {
+        // Each group's offsets, re-split when its 'scan.parallelism' changed and its
+        // connector can (`connectors::resplit_offsets`: Kafka's are per partition).
+        let resplit: Option<Vec<Vec<SourceOffset>>> = (groups.len() == graph.sources.len())
+            .then(|| {
+                groups
+                    .iter()
+                    .zip(&graph.sources)
+                    .map(|(c, g)| {
+                        if c.table != g.spec.table {
+                            None
+                        } else if c.offsets.len() == g.parallelism {
+                            Some(c.offsets.clone())
+                        } else {
+                            crate::connectors::resplit_offsets(
+                                &g.spec.options,
+                                &c.offsets,
+                                g.parallelism,
+                            )
+                        }
+                    })
+                    .collect::<Option<Vec<_>>>()
+            })
+            .flatten();
+        let Some(resplit) = resplit else {
             let describe = |v: Vec<(String, usize)>| {
                 v.iter()
                     .map(|(t, n)| format!("{t} ({n})"))
@@ -202,7 +220,7 @@ impl Job {
             };
             return Err(SluiceError::Config(format!(
                 "checkpoint {} read the sources {} (source subtasks); the job now reads {}: \
-                 source offsets cannot be re-split",
+                 source offsets cannot be re-split (only a Kafka table's can, by partition)",
                 r.manifest.checkpoint_id,
                 describe(
                     groups
@@ -218,11 +236,8 @@ impl Job {
                         .collect()
                 ),
             )));
-        }
-        Ok(groups
-            .iter()
-            .flat_map(|c| c.offsets.iter().cloned().map(Some))
-            .collect())
+        };
+        Ok(resplit.into_iter().flatten().map(Some).collect())
     }
 
     fn operator_env(&self) -> OperatorEnv {

@@ -358,8 +358,8 @@ pub fn start_all(plans: &[PlanNode], config: &JobConfig) -> Result<RunningJob> {
                 SluiceError::Config(format!(
                     "no complete checkpoint of this query in '{}' to start from (checkpoints \
                      are kept per query, by its plan fingerprint or 'pipeline.name': a \
-                     changed query or plan setting, such as a table's 'scan.parallelism', \
-                     looks in another directory)",
+                     changed query or plan setting, such as a table's 'WITH' options or \
+                     'table.exec.source.cdc-events-duplicate', looks in another directory)",
                     storage.display()
                 ))
             })?)
@@ -502,7 +502,7 @@ fn check_compatible(manifest: &Manifest, fingerprint: &str, config: &JobConfig) 
         let version = env!("CARGO_PKG_VERSION");
         let cause = if manifest.engine_version == version {
             "another query, or the same query with other plan settings (such as a table's \
-             'scan.parallelism')"
+             'WITH' options)"
                 .to_string()
         } else {
             format!(

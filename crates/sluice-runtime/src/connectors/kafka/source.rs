@@ -1057,6 +1057,39 @@ impl Source for KafkaSource {
     }
 }
 
+/// The offsets of all old source subtasks as one position for each of `parallelism` new
+/// ones (each reads the partitions it owns from it); the watermark is the smallest. `None`
+/// when an old subtask's offset needs rows skipped after it (not exact per partition).
+pub(crate) fn merge_offsets(
+    offsets: &[crate::checkpoint::SourceOffset],
+    parallelism: usize,
+) -> Option<Vec<crate::checkpoint::SourceOffset>> {
+    let mut partitions: BTreeMap<String, i64> = BTreeMap::new();
+    for o in offsets {
+        if o.skip_rows > 0 {
+            return None;
+        }
+        if o.position.is_null() {
+            continue;
+        }
+        let map: BTreeMap<String, i64> =
+            serde_json::from_value(o.position.get("partitions")?.clone()).ok()?;
+        partitions.extend(map);
+    }
+    let watermark_ms = offsets.iter().map(|o| o.watermark_ms).min()?;
+    let position = serde_json::json!({ "partitions": partitions });
+    Some(
+        (0..parallelism)
+            .map(|_| crate::checkpoint::SourceOffset {
+                position: position.clone(),
+                skip_rows: 0,
+                rows: 0,
+                watermark_ms,
+            })
+            .collect(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
