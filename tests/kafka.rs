@@ -1400,3 +1400,150 @@ fn a_restore_at_another_scan_parallelism_reassigns_the_partitions() {
     assert_eq!(committed_lines(&out), want);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A second broker of the test server's build, on its own port and data directory, for a
+/// test that restarts it (the shared one serves the other tests meanwhile).
+struct OwnBroker {
+    port: u16,
+    tmp: std::path::PathBuf,
+}
+
+impl OwnBroker {
+    fn start() -> Self {
+        bootstrap(); // builds the broker if needed
+        let port = 9200 + (std::process::id() % 500) as u16;
+        let tmp = std::env::temp_dir().join(unique("sluice-own-broker"));
+        std::fs::create_dir_all(&tmp).unwrap();
+        let b = OwnBroker { port, tmp };
+        b.script("start");
+        b
+    }
+
+    fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn script(&self, verb: &str) {
+        let out = std::process::Command::new("scripts/kafka-test-server")
+            .arg(verb)
+            .env("SLUICE_KAFKA_PORT", self.port.to_string())
+            .env("TMPDIR", &self.tmp)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{verb}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for OwnBroker {
+    fn drop(&mut self) {
+        self.script("stop");
+        let _ = std::fs::remove_dir_all(&self.tmp);
+    }
+}
+
+/// The broker restarted while an at-least-once Kafka → Kafka job runs: librdkafka
+/// reconnects, the job goes on, and every row reaches the output topic.
+#[test]
+fn an_at_least_once_job_survives_a_broker_restart() {
+    let broker = OwnBroker::start();
+    let address = broker.address();
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", &address)
+        .create()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (input, output) = (unique("restart-in"), unique("restart-out"));
+    for r in rt
+        .block_on(admin.create_topics(
+            &[
+                NewTopic::new(&input, 1, TopicReplication::Fixed(1)),
+                NewTopic::new(&output, 1, TopicReplication::Fixed(1)),
+            ],
+            &AdminOptions::new(),
+        ))
+        .unwrap()
+    {
+        r.unwrap();
+    }
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &address)
+        .create()
+        .unwrap();
+    let produce_range = |from: i64, to: i64| {
+        for id in from..=to {
+            let v = id.to_string();
+            producer
+                .send(
+                    BaseRecord::<'_, str, str>::to(&input)
+                        .partition(0)
+                        .payload(v.as_str()),
+                )
+                .map_err(|(e, _)| e)
+                .unwrap();
+        }
+        producer.flush(Duration::from_secs(60)).unwrap();
+    };
+    produce_range(1, 1000);
+    let mut e = engine();
+    e.execute_script(&format!(
+        "SET 'execution.checkpointing.interval' = '200 ms';
+         SET 'execution.checkpointing.dir' = 'memory://{}';
+         SET 'execution.checkpointing.mode' = 'AT_LEAST_ONCE';
+         CREATE TABLE i (n BIGINT) WITH ('connector' = 'kafka', 'topic' = '{input}',
+           'properties.bootstrap.servers' = '{address}', 'format' = 'csv',
+           'scan.startup.mode' = 'earliest-offset', 'scan.bounded.mode' = 'specific-offsets',
+           'scan.bounded.specific-offsets' = 'partition:0,offset:2000');
+         CREATE TABLE o (n BIGINT) WITH ('connector' = 'kafka', 'topic' = '{output}',
+           'properties.bootstrap.servers' = '{address}', 'format' = 'csv');",
+        unique("broker-restart")
+    ))
+    .unwrap();
+    let StatementResult::Insert(job) = e.sql("INSERT INTO o SELECT n * 2 FROM i").unwrap() else {
+        panic!("an insert")
+    };
+    let runner = std::thread::spawn(move || sluice::drain(job).map(|_| ()));
+    // The job has read the first half and waits for the rest; restart the broker, then
+    // write the second half.
+    std::thread::sleep(Duration::from_millis(1500));
+    broker.script("restart");
+    produce_range(1001, 2000);
+    runner
+        .join()
+        .unwrap()
+        .expect("the job survives the restart");
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &address)
+        .set("group.id", unique("restart-reader"))
+        .set("enable.partition.eof", "true")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(&output, 0, Offset::Beginning)
+        .unwrap();
+    consumer.assign(&tpl).unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        match consumer.poll(Duration::from_millis(200)) {
+            Some(Ok(m)) => {
+                seen.insert(
+                    String::from_utf8_lossy(m.payload().unwrap())
+                        .parse::<i64>()
+                        .unwrap(),
+                );
+            }
+            Some(Err(KafkaError::PartitionEOF(_))) => break,
+            _ => {}
+        }
+    }
+    let want: std::collections::BTreeSet<i64> = (1..=2000).map(|n| n * 2).collect();
+    assert_eq!(seen, want);
+}
