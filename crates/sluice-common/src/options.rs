@@ -550,6 +550,7 @@ pub const CONNECTORS: &[ConnectorDecl] = &[
             opt("scan.parallelism", int(1, 1024), "1", "source subtasks; partitions are spread over them as Flink spreads them"),
             opt("sink.partitioner", TEXT, "default", "`default` (by key hash, murmur2 as Kafka's Java client; no key: sticky), `fixed` (subtask i writes partition i mod n), `round-robin`"),
             opt("sink.delivery-guarantee", Kind::Choice(&["none", "at-least-once", "exactly-once"]), "at-least-once", "`at-least-once`: every message acknowledged at each checkpoint; `none`: not waited for"),
+            opt("sink.semantic", Kind::Choice(&["none", "at-least-once", "exactly-once"]), "", "Flink's older name of `sink.delivery-guarantee` (used when that is not set)"),
             opt("sink.transactional-id-prefix", TEXT, "", "prefix of the transactional ids of an `exactly-once` sink"),
             opt("sink.parallelism", int(1, 1024), "", "accepted for Flink's DDL (the sink runs in its input's subtasks)"),
         ],

@@ -124,6 +124,7 @@ impl KafkaSink {
         }
         let guarantee = options
             .get("sink.delivery-guarantee")
+            .or_else(|| options.get("sink.semantic"))
             .map(|g| g.to_ascii_lowercase().replace('_', "-"))
             .unwrap_or_else(|| "at-least-once".into());
         let at_least_once = match guarantee.as_str() {
