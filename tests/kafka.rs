@@ -1550,3 +1550,101 @@ fn an_at_least_once_job_survives_a_broker_restart() {
     let want: std::collections::BTreeSet<i64> = (1..=2000).map(|n| n * 2).collect();
     assert_eq!(seen, want);
 }
+
+#[test]
+fn timestamp_startup_and_bounded_modes_use_the_message_times() {
+    // Ten messages at 2024-01-01 00:00:0<i> UTC (i = 0..9), partition 0.
+    let t = topic("times", 1);
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create()
+        .unwrap();
+    for i in 0..10i64 {
+        let v = format!(r#"{{"id":{i}}}"#);
+        producer
+            .send(
+                BaseRecord::<'_, str, str>::to(&t)
+                    .partition(0)
+                    .payload(v.as_str())
+                    .timestamp(1_704_067_200_000 + i * 1000),
+            )
+            .map_err(|(e, _)| e)
+            .unwrap();
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+    // From the first message at or after 00:00:03 to before the first at or after 00:00:07.
+    let sql = table(
+        "t",
+        "id BIGINT",
+        &t,
+        ", 'format' = 'json', 'scan.startup.mode' = 'timestamp',
+           'scan.startup.timestamp-millis' = '1704067203000',
+           'scan.bounded.mode' = 'timestamp', 'scan.bounded.timestamp-millis' = '1704067207000'",
+    ) + "SELECT id FROM t;";
+    assert_eq!(
+        rows_in_order(&engine().collect(&sql).unwrap()),
+        vec!["3", "4", "5", "6"]
+    );
+}
+
+/// A partition without messages holds the source subtask's watermark back (as in Flink),
+/// until `'table.exec.source.idle-timeout'` leaves it out: then the windows of the other
+/// partition fire while the (unbounded) job runs.
+#[test]
+fn an_idle_partition_stops_holding_the_watermark_after_the_idle_timeout() {
+    let t = topic("idle", 2);
+    let messages: Vec<String> = (0..30)
+        .map(|i| format!(r#"{{"id":{i},"ts":"2024-01-01 00:00:{i:02}"}}"#))
+        .collect();
+    let refs: Vec<(i32, Option<&str>, &str)> =
+        messages.iter().map(|m| (0, None, m.as_str())).collect();
+    produce(&t, &refs);
+    let mut e = engine();
+    e.execute_script(&format!(
+        "SET 'table.exec.source.idle-timeout' = '500 ms';\n{}",
+        table(
+            "t",
+            "id BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts",
+            &t,
+            ", 'format' = 'json', 'scan.startup.mode' = 'earliest-offset'",
+        )
+    ))
+    .unwrap();
+    let StatementResult::Query(job) = e
+        .sql(
+            "SELECT window_start, COUNT(*) FROM TABLE(
+               TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '10' SECOND))
+             GROUP BY window_start, window_end",
+        )
+        .unwrap()
+    else {
+        panic!("a query")
+    };
+    // Windows [0, 10) and [10, 20) close (the watermark reaches 29 s); [20, 30) does not.
+    // Read on another thread, so that a watermark held back fails the test, not hangs it.
+    let handle = job.handle();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut job = job;
+        while let Some(batch) = job.blocking_next() {
+            if tx.send(rows_in_order(&[batch.unwrap()])).is_err() {
+                break;
+            }
+        }
+    });
+    let mut rows = Vec::new();
+    while rows.len() < 2 {
+        let more = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the windows of partition 0 fire while partition 1 is idle");
+        rows.extend(more);
+    }
+    handle.stop();
+    drop(rx);
+    reader.join().unwrap();
+    rows.sort();
+    assert_eq!(
+        rows,
+        vec!["2024-01-01 00:00:00,10", "2024-01-01 00:00:10,10"]
+    );
+}

@@ -419,6 +419,21 @@ impl SourceDriver {
             None => (event_times_ms(&evaluate(expr, data)?)?, 0),
         };
         let mut wms = Vec::with_capacity(data.num_rows());
+        if self.source.last_split().is_none() && !self.split_watermarks.is_empty() {
+            // No split's rows (a quiet poll): splits may have become idle since, which can
+            // raise the combined watermark.
+            let combined = match self.other_splits_watermark("") {
+                // Every live split idle: the largest (as the gate does for idle inputs).
+                i64::MAX => self
+                    .split_watermarks
+                    .values()
+                    .map(|(w, _)| *w)
+                    .max()
+                    .unwrap_or(WATERMARK_MIN),
+                w => w,
+            };
+            return Ok((None, self.watermark_ms.max(combined)));
+        }
         if let Some(split) = self.source.last_split() {
             // Per-split watermarks: this split's own, capped by the other splits'.
             let others = self.other_splits_watermark(&split);
