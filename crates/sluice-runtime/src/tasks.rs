@@ -423,13 +423,9 @@ impl SourceDriver {
             // No split's rows (a quiet poll): splits may have become idle since, which can
             // raise the combined watermark.
             let combined = match self.other_splits_watermark("") {
-                // Every live split idle: the largest (as the gate does for idle inputs).
-                i64::MAX => self
-                    .split_watermarks
-                    .values()
-                    .map(|(w, _)| *w)
-                    .max()
-                    .unwrap_or(WATERMARK_MIN),
+                // Every live split idle: none moves the watermark (Flink marks the source
+                // idle; the idle watchdog does that here).
+                i64::MAX => self.watermark_ms,
                 w => w,
             };
             return Ok((None, self.watermark_ms.max(combined)));

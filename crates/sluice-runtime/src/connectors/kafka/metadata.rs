@@ -37,10 +37,18 @@ impl MessageMetadata {
             Timestamp::LogAppendTime(ms) => (Some(ms), "LogAppendTime"),
         };
         let headers = match (headers, message.headers()) {
-            (true, Some(h)) => h
-                .iter()
-                .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
-                .collect(),
+            // rdkafka panics on a header name that is not UTF-8: such a message keeps
+            // the headers read before it, and the panic does not escape.
+            (true, Some(h)) => {
+                let mut out = Vec::new();
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    for i in 0..h.count() {
+                        let header = h.get(i);
+                        out.push((header.key.to_string(), header.value.map(<[u8]>::to_vec)));
+                    }
+                }));
+                out
+            }
             _ => Vec::new(),
         };
         MessageMetadata {

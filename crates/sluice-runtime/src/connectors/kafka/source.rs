@@ -237,6 +237,11 @@ impl KafkaSource {
         if !options.contains_key("properties.isolation.level") {
             config.set("isolation.level", "read_committed");
         }
+        if !options.contains_key("properties.auto.offset.reset") {
+            // Start offsets are resolved to numbers here; an offset that is out of range
+            // later (deleted by retention) fails the job instead of silently jumping.
+            config.set("auto.offset.reset", "error");
+        }
         if group_id.is_none() {
             // librdkafka's consumer wants a group id even when nothing is committed.
             config.set("group.id", format!("sluice-{table}"));
@@ -621,12 +626,13 @@ impl KafkaSource {
         let Some(key) = key else {
             return Ok((None, false));
         };
-        if skipped != key_skipped || key.num_rows() != value.num_rows() {
-            return Err(SluiceError::Data(format!(
-                "Kafka table '{}': in {file} some messages' keys or values did not parse and \
-                 were skipped, the others not",
-                self.table
-            )));
+        if skipped > 0 || key_skipped > 0 || key.num_rows() != value.num_rows() {
+            // Which messages were skipped is not known from counts: decode them one by one
+            // and keep those whose key and value both parse.
+            if messages.len() > 1 {
+                return self.decode_one_by_one(topic, partition, messages);
+            }
+            return Ok((None, false));
         }
         let mut columns: Vec<Option<ArrayRef>> = vec![None; self.physical.fields().len()];
         for (j, &i) in self.layout.value.0.iter().enumerate() {
@@ -654,6 +660,38 @@ impl KafkaSource {
         Ok((
             Some(RecordBatch::try_new(Arc::clone(&self.physical), columns)?),
             one_to_one,
+        ))
+    }
+
+    /// [`Self::decode`] message by message (after a message with a bad key or value was
+    /// skipped), dropping every message whose key or value does not parse.
+    fn decode_one_by_one(
+        &self,
+        topic: &str,
+        partition: i32,
+        messages: &[Polled],
+    ) -> Result<(Option<RecordBatch>, bool)> {
+        let mut batches = Vec::new();
+        for m in messages {
+            let one = Polled {
+                offset: m.offset,
+                key: m.key.clone(),
+                value: m.value.clone(),
+                meta: m.meta.clone(),
+            };
+            if let (Some(b), true) = self.decode(topic, partition, std::slice::from_ref(&one))? {
+                batches.push(b);
+            }
+        }
+        let Some(first) = batches.first() else {
+            return Ok((None, false));
+        };
+        let schema = first.schema();
+        Ok((
+            Some(datafusion_common::arrow::compute::concat_batches(
+                &schema, &batches,
+            )?),
+            false,
         ))
     }
 
@@ -848,23 +886,8 @@ impl KafkaSource {
                 Ok(m) => m,
                 Err(KafkaError::PartitionEOF(_)) => {
                     // The end of what is readable now: control records (transaction
-                    // markers) before it were never delivered, so take the position, for
-                    // partitions with nothing pending.
-                    let position = self
-                        .consumer
-                        .position()
-                        .map_err(|e| self.err("reading positions", e))?;
-                    for e in position.elements() {
-                        let key = (e.topic().to_string(), e.partition());
-                        if self.pending.iter().any(|(k, q)| *k == key && !q.is_empty()) {
-                            continue;
-                        }
-                        if let (Offset::Offset(o), Some(p)) =
-                            (e.offset(), self.partitions.get_mut(&key))
-                        {
-                            p.next = p.next.max(o);
-                        }
-                    }
+                    // markers) before it were never delivered.
+                    self.advance_to_positions()?;
                     if self.finished() {
                         break;
                     }
@@ -900,6 +923,32 @@ impl KafkaSource {
                     .push((key, std::collections::VecDeque::from([item]))),
             }
             polled += 1;
+        }
+        // A quiet poll: partitions whose queue has drained may sit before control records
+        // (an end-of-partition event comes once per end offset, maybe while rows were
+        // still queued).
+        if polled == 0 {
+            self.advance_to_positions()?;
+        }
+        Ok(())
+    }
+
+    /// Moves each partition with nothing queued to the client's position (past control
+    /// records, which are never delivered), so that a bounded scan of a transactional
+    /// topic ends and its offsets are exact.
+    fn advance_to_positions(&mut self) -> Result<()> {
+        let position = self
+            .consumer
+            .position()
+            .map_err(|e| self.err("reading positions", e))?;
+        for e in position.elements() {
+            let key = (e.topic().to_string(), e.partition());
+            if self.pending.iter().any(|(k, q)| *k == key && !q.is_empty()) {
+                continue;
+            }
+            if let (Offset::Offset(o), Some(p)) = (e.offset(), self.partitions.get_mut(&key)) {
+                p.next = p.next.max(o);
+            }
         }
         Ok(())
     }
