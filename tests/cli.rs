@@ -1,6 +1,8 @@
 //! The `sluice` binary: `sluice run FILE.sql --from-checkpoint latest` resumes a job that
 //! failed, and the output committed by both runs equals a failure-free run's.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -26,26 +28,6 @@ fn job_sql(out: &Path, settings: &str) -> String {
     format!("{settings}\n{example}")
 }
 
-/// Sorted lines of the visible files of `dir` (none while it does not exist).
-fn committed_lines(dir: &Path) -> Vec<String> {
-    let mut lines = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return lines;
-    };
-    for e in entries.flatten() {
-        if !e.file_name().to_string_lossy().starts_with('.') {
-            lines.extend(
-                std::fs::read_to_string(e.path())
-                    .unwrap()
-                    .lines()
-                    .map(String::from),
-            );
-        }
-    }
-    lines.sort();
-    lines
-}
-
 fn sluice(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(args)
@@ -62,7 +44,7 @@ fn a_failed_job_resumes_from_its_latest_checkpoint() {
     std::fs::write(dir.join("reference.sql"), job_sql(&reference_out, "")).unwrap();
     let r = sluice(&["run", dir.join("reference.sql").to_str().unwrap()]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
-    let expected = committed_lines(&reference_out);
+    let expected = common::committed_lines(&reference_out);
     assert!(expected.len() > 1000, "{} rows", expected.len());
 
     // Checkpoints after rows 100 000 and 200 000; the job dies at row 250 000.
@@ -83,7 +65,7 @@ fn a_failed_job_resumes_from_its_latest_checkpoint() {
         stderr.contains("injected failure at source-after-row:250000"),
         "{stderr}"
     );
-    let partial = committed_lines(&out);
+    let partial = common::committed_lines(&out);
     assert!(partial.len() < expected.len());
 
     // The same file resumes (its failpoint would fire again at row 250 000: drop it).
@@ -98,7 +80,7 @@ fn a_failed_job_resumes_from_its_latest_checkpoint() {
     let stderr = String::from_utf8_lossy(&second.stderr);
     assert!(second.status.success(), "{stderr}");
     assert!(stderr.contains("restored checkpoint 2"), "{stderr}");
-    assert_eq!(committed_lines(&out), expected);
+    assert_eq!(common::committed_lines(&out), expected);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -144,7 +126,9 @@ fn a_killed_statement_set_resumes_with_every_sinks_output_exact() {
         .expect("sluice starts");
     // Kill once a checkpoint has committed output to both sinks (the run takes 10 s).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
-    while committed_lines(&windows).is_empty() || committed_lines(&sevens).is_empty() {
+    while common::committed_lines(&windows).is_empty()
+        || common::committed_lines(&sevens).is_empty()
+    {
         assert!(
             std::time::Instant::now() < deadline,
             "no checkpoint committed"
@@ -157,7 +141,7 @@ fn a_killed_statement_set_resumes_with_every_sinks_output_exact() {
     }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    let partial = committed_lines(&sevens).len();
+    let partial = common::committed_lines(&sevens).len();
     assert!(
         partial < 2857,
         "killed mid-run: {partial} of 2857 rows committed"
@@ -180,13 +164,13 @@ fn a_killed_statement_set_resumes_with_every_sinks_output_exact() {
         })
         .collect();
     expected_windows.sort();
-    assert_eq!(committed_lines(&windows), expected_windows);
+    assert_eq!(common::committed_lines(&windows), expected_windows);
     let mut expected_sevens: Vec<String> = (1..=20_000i64)
         .filter(|i| i % 7 == 0)
         .map(|i| i.to_string())
         .collect();
     expected_sevens.sort();
-    assert_eq!(committed_lines(&sevens), expected_sevens);
+    assert_eq!(common::committed_lines(&sevens), expected_sevens);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -227,7 +211,7 @@ fn a_killed_join_resumes_with_exact_output() {
         .spawn()
         .expect("sluice starts");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
-    while committed_lines(&out).is_empty() {
+    while common::committed_lines(&out).is_empty() {
         assert!(
             std::time::Instant::now() < deadline,
             "no checkpoint committed"
@@ -245,7 +229,7 @@ fn a_killed_join_resumes_with_exact_output() {
         .map(|id| format!("{id},n{}", id % 100))
         .collect();
     expected.sort();
-    let partial = committed_lines(&out).len();
+    let partial = common::committed_lines(&out).len();
     assert!(
         partial < expected.len(),
         "killed mid-run: {partial} rows committed"
@@ -254,7 +238,7 @@ fn a_killed_join_resumes_with_exact_output() {
     let stderr = String::from_utf8_lossy(&resumed.stderr);
     assert!(resumed.status.success(), "{stderr}");
     assert!(stderr.contains("restored checkpoint"), "{stderr}");
-    assert_eq!(committed_lines(&out), expected);
+    assert_eq!(common::committed_lines(&out), expected);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -563,7 +547,7 @@ fn piped_shell_waits_for_inserts_and_reports_failure() {
     assert!(stdout.contains("[INFO] Submitted job '"), "{stdout}");
     let mut expected: Vec<String> = (1..=500).map(|n| n.to_string()).collect();
     expected.sort();
-    assert_eq!(committed_lines(&out), expected);
+    assert_eq!(common::committed_lines(&out), expected);
     assert!(!dir.join("history").exists(), "piped input is not history");
 
     // With exactly-once checkpointing on, the shell says SELECT rows wait for checkpoints.

@@ -1154,26 +1154,6 @@ fn metadata_a_connector_lacks_or_cannot_write_is_a_clear_error() {
     );
 }
 
-/// Sorted lines of the visible files of `dir` (none while it does not exist).
-fn committed_lines(dir: &std::path::Path) -> Vec<String> {
-    let mut lines = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return lines;
-    };
-    for e in entries.flatten() {
-        if !e.file_name().to_string_lossy().starts_with('.') {
-            lines.extend(
-                std::fs::read_to_string(e.path())
-                    .unwrap()
-                    .lines()
-                    .map(String::from),
-            );
-        }
-    }
-    lines.sort();
-    lines
-}
-
 /// `sluice run` of a Kafka-fed statement set killed with SIGKILL after a checkpoint, then
 /// resumed with `--from-checkpoint latest`: the exactly-once filesystem sink holds exactly
 /// the failure-free windows, the at-least-once Kafka sink every expected row (some maybe
@@ -1249,7 +1229,7 @@ fn a_killed_kafka_job_resumes_from_its_checkpoint() {
         .spawn()
         .expect("sluice starts");
     let deadline = Instant::now() + Duration::from_secs(180);
-    while committed_lines(&windows).is_empty() {
+    while common::committed_lines(&windows).is_empty() {
         assert!(Instant::now() < deadline, "no checkpoint committed");
         assert!(
             child.try_wait().unwrap().is_none(),
@@ -1259,7 +1239,7 @@ fn a_killed_kafka_job_resumes_from_its_checkpoint() {
     }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    let partial = committed_lines(&windows).len();
+    let partial = common::committed_lines(&windows).len();
     assert!(
         partial < 41,
         "killed mid-run: {partial} of 41 windows committed"
@@ -1283,7 +1263,7 @@ fn a_killed_kafka_job_resumes_from_its_checkpoint() {
         })
         .collect();
     expected_windows.sort();
-    assert_eq!(committed_lines(&windows), expected_windows);
+    assert_eq!(common::committed_lines(&windows), expected_windows);
     let written: Vec<String> = consume(&sevens, 1).into_iter().map(|(_, _, v)| v).collect();
     let distinct: std::collections::BTreeSet<i64> =
         written.iter().map(|v| v.parse().unwrap()).collect();
@@ -1393,14 +1373,14 @@ fn a_restore_at_another_scan_parallelism_reassigns_the_partitions() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("source-after-row"), "{err}");
-    let partial = committed_lines(&out).len();
+    let partial = common::committed_lines(&out).len();
     assert_eq!(partial, 12, "the checkpoint after 12 rows committed them");
     Engine::new(EngineConfig::default())
         .execute_script(&job(3, "SET 'execution.state-recovery.path' = 'latest';"))
         .unwrap();
     let mut want: Vec<String> = (0..30).map(|i: i64| i.to_string()).collect();
     want.sort();
-    assert_eq!(committed_lines(&out), want);
+    assert_eq!(common::committed_lines(&out), want);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -351,3 +351,24 @@ impl Rng {
         (self.next() % n.max(1) as u64) as usize
     }
 }
+
+/// Sorted lines of the visible files of `dir` (none while it does not exist): what a
+/// filesystem sink has committed.
+pub fn committed_lines(dir: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return lines;
+    };
+    for e in entries.flatten() {
+        if !e.file_name().to_string_lossy().starts_with('.') {
+            lines.extend(
+                std::fs::read_to_string(e.path())
+                    .unwrap()
+                    .lines()
+                    .map(String::from),
+            );
+        }
+    }
+    lines.sort();
+    lines
+}
