@@ -571,44 +571,11 @@ impl KafkaSource {
         messages: &[Polled],
     ) -> Result<(Option<RecordBatch>, bool)> {
         let file: Arc<str> = Arc::from(format!("kafka://{topic}/{partition}"));
-        let mut values = Vec::new();
-        let mut value_spans = Vec::new();
-        let mut keys = Vec::new();
-        let mut key_spans = Vec::new();
-        for m in messages {
-            let line = m.offset.max(0) as u64;
-            let start = values.len();
-            values.extend_from_slice(&m.value);
-            values.push(b'\n');
-            value_spans.push(RecordSpan {
-                start,
-                end: values.len(),
-                line,
-            });
-            if self.key.is_some() {
-                let start = keys.len();
-                keys.extend_from_slice(m.key.as_deref().unwrap_or_default());
-                keys.push(b'\n');
-                key_spans.push(RecordSpan {
-                    start,
-                    end: keys.len(),
-                    line,
-                });
-            }
-        }
-        let chunk = |bytes, records| Chunk {
-            file: Arc::clone(&file),
-            bytes,
-            records,
-            end: FilePosition {
-                file: 0,
-                path: String::new(),
-                byte: 0,
-                line: 0,
-                header_pending: false,
-            },
-        };
-        let (value, skipped) = self.value.decode(&chunk(values, value_spans))?;
+        let values = chunk_of(
+            &file,
+            messages.iter().map(|m| (m.value.as_slice(), m.offset)),
+        );
+        let (value, skipped) = self.value.decode(&values)?;
         JobMetrics::add(&self.metrics.parse_errors_skipped, skipped);
         let one_to_one = skipped == 0
             && value.as_ref().map_or(0, |b| b.num_rows()) == messages.len()
@@ -620,7 +587,12 @@ impl KafkaSource {
             return Ok((None, false));
         };
         let (key, key_skipped) = match &self.key {
-            Some(d) => d.decode(&chunk(keys, key_spans))?,
+            Some(d) => d.decode(&chunk_of(
+                &file,
+                messages
+                    .iter()
+                    .map(|m| (m.key.as_deref().unwrap_or_default(), m.offset)),
+            ))?,
             None => (Some(value.clone()), skipped),
         };
         let Some(key) = key else {
@@ -743,44 +715,18 @@ impl KafkaSource {
             ));
         };
         let file: Arc<str> = Arc::from(format!("kafka://{topic}/{partition}"));
-        let chunk_of = |parts: Vec<(&[u8], i64)>| {
-            let mut bytes = Vec::new();
-            let mut records = Vec::new();
-            for (part, offset) in parts {
-                let start = bytes.len();
-                bytes.extend_from_slice(part);
-                bytes.push(b'\n');
-                records.push(RecordSpan {
-                    start,
-                    end: bytes.len(),
-                    line: offset.max(0) as u64,
-                });
-            }
-            Chunk {
-                file: Arc::clone(&file),
-                bytes,
-                records,
-                end: FilePosition {
-                    file: 0,
-                    path: String::new(),
-                    byte: 0,
-                    line: 0,
-                    header_pending: false,
-                },
-            }
-        };
         let keys = chunk_of(
+            &file,
             messages
                 .iter()
-                .map(|m| (m.key.as_deref().unwrap_or_default(), m.offset))
-                .collect(),
+                .map(|m| (m.key.as_deref().unwrap_or_default(), m.offset)),
         );
         let values = chunk_of(
+            &file,
             messages
                 .iter()
                 .filter(|m| !m.value.is_empty())
-                .map(|m| (m.value.as_slice(), m.offset))
-                .collect(),
+                .map(|m| (m.value.as_slice(), m.offset)),
         );
         let live = values.records.len();
         let (key_batch, key_skipped) = key_decoder.decode(&keys)?;
@@ -1103,6 +1049,35 @@ impl Source for KafkaSource {
             eprintln!("warning: {}", self.err("committing the group's offsets", e));
         }
         Ok(())
+    }
+}
+
+/// Messages (bytes and offset) as a chunk for the formats: one record each, its offset in
+/// the place of the line number (errors read `kafka://<topic>/<partition>:<offset>:...`).
+fn chunk_of<'a>(file: &Arc<str>, parts: impl Iterator<Item = (&'a [u8], i64)>) -> Chunk {
+    let mut bytes = Vec::new();
+    let mut records = Vec::new();
+    for (part, offset) in parts {
+        let start = bytes.len();
+        bytes.extend_from_slice(part);
+        bytes.push(b'\n');
+        records.push(RecordSpan {
+            start,
+            end: bytes.len(),
+            line: offset.max(0) as u64,
+        });
+    }
+    Chunk {
+        file: Arc::clone(file),
+        bytes,
+        records,
+        end: FilePosition {
+            file: 0,
+            path: String::new(),
+            byte: 0,
+            line: 0,
+            header_pending: false,
+        },
     }
 }
 
