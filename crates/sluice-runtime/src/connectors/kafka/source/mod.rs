@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use datafusion_common::arrow::array::{ArrayRef, RecordBatch};
+use datafusion_common::arrow::array::RecordBatch;
 use datafusion_common::arrow::datatypes::SchemaRef;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError;
@@ -27,8 +27,14 @@ use regex::Regex;
 use sluice_common::plan::ConnectorOptions;
 use sluice_common::{Result, SluiceError};
 
-use super::{client_config, decoder, kafka_error, parse_specific_offsets, partition_owner, Layout};
-use crate::connectors::csv_source::{Chunk, ChunkFormat, FilePosition, RecordSpan};
+mod decode;
+mod offsets;
+
+pub(crate) use offsets::merge_offsets;
+use offsets::offsets_option;
+
+use super::{client_config, decoder, kafka_error, partition_owner, Layout};
+use crate::connectors::csv_source::ChunkFormat;
 use crate::connectors::Source;
 use crate::metrics::JobMetrics;
 
@@ -109,47 +115,7 @@ struct Polled {
     key: Option<Vec<u8>>,
     value: Vec<u8>,
     /// Timestamp and headers, when the table has metadata columns.
-    meta: super::metadata::MessageMetadata,
-}
-
-fn offsets_option(
-    options: &ConnectorOptions,
-    mode_key: &str,
-    table: &str,
-) -> Result<Option<Offsets>> {
-    let prefix = mode_key.trim_end_matches(".mode");
-    let Some(mode) = options.get(mode_key) else {
-        return Ok(None);
-    };
-    let needs = |key: &str| {
-        options.get(key).ok_or_else(|| {
-            SluiceError::Config(format!(
-                "Kafka table '{table}': '{mode_key}' = '{mode}' needs the option '{key}'"
-            ))
-        })
-    };
-    Ok(Some(match mode.to_ascii_lowercase().as_str() {
-        "unbounded" => return Ok(None),
-        "earliest-offset" => Offsets::Earliest,
-        "latest-offset" => Offsets::Latest,
-        "group-offsets" => Offsets::Group,
-        "timestamp" => {
-            let key = format!("{prefix}.timestamp-millis");
-            let ms = needs(&key)?.trim().parse::<i64>().map_err(|_| {
-                SluiceError::Config(format!("'{key}' of Kafka table '{table}' must be ms"))
-            })?;
-            Offsets::Timestamp(ms)
-        }
-        "specific-offsets" => {
-            let key = format!("{prefix}.specific-offsets");
-            Offsets::Specific(parse_specific_offsets(needs(&key)?, &key, table)?)
-        }
-        other => {
-            return Err(SluiceError::Config(format!(
-                "'{mode_key}' = '{other}' of Kafka table '{table}' is not a mode"
-            )))
-        }
-    }))
+    meta: crate::connectors::kafka::metadata::MessageMetadata,
 }
 
 impl KafkaSource {
@@ -365,108 +331,6 @@ impl KafkaSource {
         Ok(out)
     }
 
-    /// Concrete offsets of `mode` for `partitions` (`None`: the group has none).
-    fn resolve(&self, mode: &Offsets, partitions: &[(String, i32)]) -> Result<Vec<Option<i64>>> {
-        let watermarks = |t: &str, p: i32| {
-            self.consumer
-                .fetch_watermarks(t, p, REQUEST_TIMEOUT)
-                .map_err(|e| self.err(&format!("reading the offsets of {t}/{p}"), e))
-        };
-        let group = || -> Result<Vec<Option<i64>>> {
-            let mut tpl = TopicPartitionList::new();
-            for (t, p) in partitions {
-                tpl.add_partition(t, *p);
-            }
-            let committed = self
-                .consumer
-                .committed_offsets(tpl, REQUEST_TIMEOUT)
-                .map_err(|e| self.err("reading the group's committed offsets", e))?;
-            Ok(partitions
-                .iter()
-                .map(
-                    |(t, p)| match committed.find_partition(t, *p).map(|e| e.offset()) {
-                        Some(Offset::Offset(o)) => Some(o),
-                        _ => None,
-                    },
-                )
-                .collect())
-        };
-        match mode {
-            Offsets::Earliest => partitions
-                .iter()
-                .map(|(t, p)| Ok(Some(watermarks(t, *p)?.0)))
-                .collect(),
-            Offsets::Latest => partitions
-                .iter()
-                .map(|(t, p)| Ok(Some(watermarks(t, *p)?.1)))
-                .collect(),
-            Offsets::Group => group(),
-            Offsets::Timestamp(ms) => {
-                let mut tpl = TopicPartitionList::new();
-                for (t, p) in partitions {
-                    tpl.add_partition_offset(t, *p, Offset::Offset(*ms))
-                        .map_err(|e| self.err("asking offsets for a time", e))?;
-                }
-                let found = self
-                    .consumer
-                    .offsets_for_times(tpl, REQUEST_TIMEOUT)
-                    .map_err(|e| self.err("reading the offsets for a time", e))?;
-                partitions
-                    .iter()
-                    .map(
-                        |(t, p)| match found.find_partition(t, *p).map(|e| e.offset()) {
-                            Some(Offset::Offset(o)) => Ok(Some(o)),
-                            // No message at or after the time: the end.
-                            _ => Ok(Some(watermarks(t, *p)?.1)),
-                        },
-                    )
-                    .collect()
-            }
-            Offsets::Specific(map) => {
-                let committed = if partitions.iter().any(|(_, p)| !map.contains_key(p))
-                    && self.group_id.is_some()
-                {
-                    group()?
-                } else {
-                    vec![None; partitions.len()]
-                };
-                partitions
-                    .iter()
-                    .zip(committed)
-                    .map(|((t, p), c)| match (map.get(p), c) {
-                        (Some(o), _) => Ok(Some(*o)),
-                        (None, Some(c)) => Ok(Some(c)),
-                        (None, None) => Ok(Some(watermarks(t, *p)?.0)),
-                    })
-                    .collect()
-            }
-        }
-    }
-
-    /// Where a partition without a committed offset starts under `group-offsets`.
-    fn reset(&self, topic: &str, partition: i32) -> Result<i64> {
-        let (low, high) = self
-            .consumer
-            .fetch_watermarks(topic, partition, REQUEST_TIMEOUT)
-            .map_err(|e| self.err(&format!("reading the offsets of {topic}/{partition}"), e))?;
-        match self
-            .auto_offset_reset
-            .as_deref()
-            .map(str::to_ascii_lowercase)
-            .as_deref()
-        {
-            Some("earliest" | "smallest" | "beginning") => Ok(low),
-            Some("latest" | "largest" | "end") => Ok(high),
-            _ => Err(SluiceError::Execution(format!(
-                "Kafka table '{}': group '{}' has no committed offset for {topic}/{partition} \
-                 and 'properties.auto.offset.reset' is not set (Flink's rule); set it to \
-                 'earliest' or 'latest', or choose 'scan.startup.mode'",
-                self.table,
-                self.group_id.as_deref().unwrap_or("")
-            ))),
-        }
-    }
-
     /// Adds `new` partitions (not read so far) at `starts`, with their end offsets.
     fn add_partitions(&mut self, new: &[(String, i32)], starts: Vec<i64>) -> Result<()> {
         if new.is_empty() {
@@ -562,259 +426,6 @@ impl KafkaSource {
                 .all(|p| p.stop.is_some_and(|s| p.next >= s))
     }
 
-    /// Decodes messages of one partition; also tells whether rows and messages are one to
-    /// one (no message skipped, none made several rows).
-    fn decode(
-        &self,
-        topic: &str,
-        partition: i32,
-        messages: &[Polled],
-    ) -> Result<(Option<RecordBatch>, bool)> {
-        let file: Arc<str> = Arc::from(format!("kafka://{topic}/{partition}"));
-        let values = chunk_of(
-            &file,
-            messages.iter().map(|m| (m.value.as_slice(), m.offset)),
-        );
-        let (value, skipped) = self.value.decode(&values)?;
-        JobMetrics::add(&self.metrics.parse_errors_skipped, skipped);
-        let one_to_one = skipped == 0
-            && value.as_ref().map_or(0, |b| b.num_rows()) == messages.len()
-            && !self.layout.value.2.is_changelog();
-        if self.key.is_none() && self.layout.metadata.is_empty() {
-            return Ok((value, one_to_one));
-        }
-        let Some(value) = value else {
-            return Ok((None, false));
-        };
-        let (key, key_skipped) = match &self.key {
-            Some(d) => d.decode(&chunk_of(
-                &file,
-                messages
-                    .iter()
-                    .map(|m| (m.key.as_deref().unwrap_or_default(), m.offset)),
-            ))?,
-            None => (Some(value.clone()), skipped),
-        };
-        let Some(key) = key else {
-            return Ok((None, false));
-        };
-        if skipped > 0 || key_skipped > 0 || key.num_rows() != value.num_rows() {
-            // Which messages were skipped is not known from counts: decode them one by one
-            // and keep those whose key and value both parse.
-            if messages.len() > 1 {
-                return self.decode_one_by_one(topic, partition, messages);
-            }
-            return Ok((None, false));
-        }
-        let mut columns: Vec<Option<ArrayRef>> = vec![None; self.physical.fields().len()];
-        for (j, &i) in self.layout.value.0.iter().enumerate() {
-            columns[i] = Some(Arc::clone(value.column(j)));
-        }
-        if let Some((key_indices, ..)) = &self.layout.key {
-            for (j, &i) in key_indices.iter().enumerate() {
-                columns[i].get_or_insert_with(|| Arc::clone(key.column(j)));
-            }
-        }
-        if !self.layout.metadata.is_empty() {
-            if !one_to_one {
-                return Err(SluiceError::Data(format!(
-                    "Kafka table '{}': messages of {file} did not parse and were skipped; a \
-                     table with METADATA columns cannot skip messages yet",
-                    self.table
-                )));
-            }
-            self.fill_metadata(&mut columns, topic, partition, messages)?;
-        }
-        let columns: Vec<ArrayRef> = columns
-            .into_iter()
-            .map(|c| c.expect("every column is key or value"))
-            .collect();
-        Ok((
-            Some(RecordBatch::try_new(Arc::clone(&self.physical), columns)?),
-            one_to_one,
-        ))
-    }
-
-    /// [`Self::decode`] message by message (after a message with a bad key or value was
-    /// skipped), dropping every message whose key or value does not parse.
-    fn decode_one_by_one(
-        &self,
-        topic: &str,
-        partition: i32,
-        messages: &[Polled],
-    ) -> Result<(Option<RecordBatch>, bool)> {
-        let mut batches = Vec::new();
-        for m in messages {
-            let one = Polled {
-                offset: m.offset,
-                key: m.key.clone(),
-                value: m.value.clone(),
-                meta: m.meta.clone(),
-            };
-            if let (Some(b), true) = self.decode(topic, partition, std::slice::from_ref(&one))? {
-                batches.push(b);
-            }
-        }
-        let Some(first) = batches.first() else {
-            return Ok((None, false));
-        };
-        let schema = first.schema();
-        Ok((
-            Some(datafusion_common::arrow::compute::concat_batches(
-                &schema, &batches,
-            )?),
-            false,
-        ))
-    }
-
-    /// The metadata columns of `messages` (one row each) into `columns`.
-    fn fill_metadata(
-        &self,
-        columns: &mut [Option<ArrayRef>],
-        topic: &str,
-        partition: i32,
-        messages: &[Polled],
-    ) -> Result<()> {
-        if self.layout.metadata.is_empty() {
-            return Ok(());
-        }
-        let offsets: Vec<i64> = messages.iter().map(|m| m.offset).collect();
-        let metas: Vec<super::metadata::MessageMetadata> =
-            messages.iter().map(|m| m.meta.clone()).collect();
-        for (i, key) in &self.layout.metadata {
-            columns[*i] = Some(super::metadata::column(
-                key,
-                self.physical.field(*i).data_type(),
-                topic,
-                partition,
-                &offsets,
-                &metas,
-                &self.tz,
-            )?);
-        }
-        Ok(())
-    }
-
-    /// Decodes upserts and tombstones of one partition: the key columns from each
-    /// message's key, the others from its value (NULL for a tombstone), and a last
-    /// `$op` column of row kinds (`+U`, or `-D` for a tombstone).
-    fn decode_upserts(
-        &self,
-        topic: &str,
-        partition: i32,
-        messages: &[Polled],
-    ) -> Result<(Option<RecordBatch>, bool)> {
-        use datafusion_common::arrow::array::{Int8Array, UInt32Array};
-        use datafusion_common::arrow::datatypes::{DataType, Field, Schema};
-        if messages.is_empty() {
-            return Ok((None, true));
-        }
-        let (Some(key_decoder), Some((key_indices, ..))) = (&self.key, &self.layout.key) else {
-            return Err(SluiceError::Internal(
-                "an upsert-kafka source without a key".into(),
-            ));
-        };
-        let file: Arc<str> = Arc::from(format!("kafka://{topic}/{partition}"));
-        let keys = chunk_of(
-            &file,
-            messages
-                .iter()
-                .map(|m| (m.key.as_deref().unwrap_or_default(), m.offset)),
-        );
-        let values = chunk_of(
-            &file,
-            messages
-                .iter()
-                .filter(|m| !m.value.is_empty())
-                .map(|m| (m.value.as_slice(), m.offset)),
-        );
-        let live = values.records.len();
-        let (key_batch, key_skipped) = key_decoder.decode(&keys)?;
-        let (value_batch, value_skipped) = if live > 0 {
-            self.value.decode(&values)?
-        } else {
-            (None, 0)
-        };
-        let key_rows = key_batch.as_ref().map_or(0, |b| b.num_rows());
-        let value_rows = value_batch.as_ref().map_or(0, |b| b.num_rows());
-        if key_skipped + value_skipped > 0 || key_rows != messages.len() || value_rows != live {
-            return Err(SluiceError::Data(format!(
-                "upsert-kafka table '{}': messages of {file} whose key or value does not parse \
-                 cannot be skipped (each is a change of its key)",
-                self.table
-            )));
-        }
-        let key_batch = key_batch.expect("every message has a key row");
-        // Row i's value row, or NULL for a tombstone.
-        let mut next = 0u32;
-        let take: UInt32Array = messages
-            .iter()
-            .map(|m| {
-                (!m.value.is_empty()).then(|| {
-                    next += 1;
-                    next - 1
-                })
-            })
-            .collect();
-        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.physical.fields().len() + 1);
-        let mut meta: Vec<Option<ArrayRef>> = vec![None; self.physical.fields().len()];
-        self.fill_metadata(&mut meta, topic, partition, messages)?;
-        for (i, field) in self.physical.fields().iter().enumerate() {
-            if let Some(m) = meta[i].take() {
-                columns.push(m);
-                continue;
-            }
-            if let Some(k) = key_indices.iter().position(|&ki| ki == i) {
-                columns.push(Arc::clone(key_batch.column(k)));
-                continue;
-            }
-            let j = self
-                .layout
-                .value
-                .0
-                .iter()
-                .position(|&vi| vi == i)
-                .ok_or_else(|| {
-                    SluiceError::Internal(format!(
-                        "column {} is neither key nor value",
-                        field.name()
-                    ))
-                })?;
-            columns.push(match &value_batch {
-                Some(v) => {
-                    datafusion_common::arrow::compute::take(v.column(j).as_ref(), &take, None)?
-                }
-                None => datafusion_common::arrow::array::new_null_array(
-                    field.data_type(),
-                    messages.len(),
-                ),
-            });
-        }
-        let ops: Int8Array = messages
-            .iter()
-            .map(|m| Some(if m.value.is_empty() { 3i8 } else { 2i8 }))
-            .collect();
-        columns.push(Arc::new(ops));
-        let mut fields: Vec<Field> = self
-            .physical
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone().with_nullable(true))
-            .collect();
-        fields.push(Field::new(
-            crate::connectors::changelog_json::OP_COLUMN,
-            DataType::Int8,
-            false,
-        ));
-        Ok((
-            Some(RecordBatch::try_new(
-                Arc::new(Schema::new(fields)),
-                columns,
-            )?),
-            true,
-        ))
-    }
-
     /// Polls messages into `pending` for at most `wait` (less once some are pending).
     fn poll(&mut self, wait: Duration) -> Result<()> {
         let deadline = Instant::now() + wait;
@@ -853,7 +464,7 @@ impl KafkaSource {
                 Default::default()
             } else {
                 let headers = self.layout.metadata.iter().any(|(_, k)| k == "headers");
-                super::metadata::MessageMetadata::of(&message, headers)
+                crate::connectors::kafka::metadata::MessageMetadata::of(&message, headers)
             };
             let item = Polled {
                 offset,
@@ -1050,68 +661,6 @@ impl Source for KafkaSource {
         }
         Ok(())
     }
-}
-
-/// Messages (bytes and offset) as a chunk for the formats: one record each, its offset in
-/// the place of the line number (errors read `kafka://<topic>/<partition>:<offset>:...`).
-fn chunk_of<'a>(file: &Arc<str>, parts: impl Iterator<Item = (&'a [u8], i64)>) -> Chunk {
-    let mut bytes = Vec::new();
-    let mut records = Vec::new();
-    for (part, offset) in parts {
-        let start = bytes.len();
-        bytes.extend_from_slice(part);
-        bytes.push(b'\n');
-        records.push(RecordSpan {
-            start,
-            end: bytes.len(),
-            line: offset.max(0) as u64,
-        });
-    }
-    Chunk {
-        file: Arc::clone(file),
-        bytes,
-        records,
-        end: FilePosition {
-            file: 0,
-            path: String::new(),
-            byte: 0,
-            line: 0,
-            header_pending: false,
-        },
-    }
-}
-
-/// The offsets of all old source subtasks as one position for each of `parallelism` new
-/// ones (each reads the partitions it owns from it); the watermark is the smallest. `None`
-/// when an old subtask's offset needs rows skipped after it (not exact per partition).
-pub(crate) fn merge_offsets(
-    offsets: &[crate::checkpoint::SourceOffset],
-    parallelism: usize,
-) -> Option<Vec<crate::checkpoint::SourceOffset>> {
-    let mut partitions: BTreeMap<String, i64> = BTreeMap::new();
-    for o in offsets {
-        if o.skip_rows > 0 {
-            return None;
-        }
-        if o.position.is_null() {
-            continue;
-        }
-        let map: BTreeMap<String, i64> =
-            serde_json::from_value(o.position.get("partitions")?.clone()).ok()?;
-        partitions.extend(map);
-    }
-    let watermark_ms = offsets.iter().map(|o| o.watermark_ms).min()?;
-    let position = serde_json::json!({ "partitions": partitions });
-    Some(
-        (0..parallelism)
-            .map(|_| crate::checkpoint::SourceOffset {
-                position: position.clone(),
-                skip_rows: 0,
-                rows: 0,
-                watermark_ms,
-            })
-            .collect(),
-    )
 }
 
 #[cfg(test)]
