@@ -65,8 +65,14 @@ fn unique(prefix: &str) -> String {
 /// A new topic with `partitions` partitions.
 fn topic(prefix: &str, partitions: i32) -> String {
     let name = unique(prefix);
+    create_topic_at(&bootstrap(), &name, partitions);
+    name
+}
+
+/// Creates topic `name` with `partitions` partitions on the broker at `address`.
+fn create_topic_at(address: &str, name: &str, partitions: i32) {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap())
+        .set("bootstrap.servers", address)
         .create()
         .expect("admin client");
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -75,14 +81,13 @@ fn topic(prefix: &str, partitions: i32) -> String {
         .unwrap();
     let results = rt
         .block_on(admin.create_topics(
-            &[NewTopic::new(&name, partitions, TopicReplication::Fixed(1))],
+            &[NewTopic::new(name, partitions, TopicReplication::Fixed(1))],
             &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
         ))
         .expect("create topics");
     for r in results {
         r.unwrap_or_else(|(t, e)| panic!("creating topic {t}: {e}"));
     }
-    name
 }
 
 /// Writes `(partition, key, value)` messages and waits for their acknowledgement.
@@ -620,23 +625,7 @@ fn topic_patterns_and_partitioners() {
         .iter()
         .map(|suffix| {
             let name = format!("{base}-{suffix}");
-            let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-                .set("bootstrap.servers", bootstrap())
-                .create()
-                .unwrap();
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            for r in rt
-                .block_on(admin.create_topics(
-                    &[NewTopic::new(&name, 2, TopicReplication::Fixed(1))],
-                    &AdminOptions::new(),
-                ))
-                .unwrap()
-            {
-                r.unwrap();
-            }
+            create_topic_at(&bootstrap(), &name, 2);
             produce(
                 &name,
                 &[
@@ -1435,27 +1424,9 @@ impl Drop for OwnBroker {
 fn an_at_least_once_job_survives_a_broker_restart() {
     let broker = OwnBroker::start();
     let address = broker.address();
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", &address)
-        .create()
-        .unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
     let (input, output) = (unique("restart-in"), unique("restart-out"));
-    for r in rt
-        .block_on(admin.create_topics(
-            &[
-                NewTopic::new(&input, 1, TopicReplication::Fixed(1)),
-                NewTopic::new(&output, 1, TopicReplication::Fixed(1)),
-            ],
-            &AdminOptions::new(),
-        ))
-        .unwrap()
-    {
-        r.unwrap();
-    }
+    create_topic_at(&address, &input, 1);
+    create_topic_at(&address, &output, 1);
     let producer: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", &address)
         .create()
