@@ -419,18 +419,20 @@ impl SourceDriver {
             None => (event_times_ms(&evaluate(expr, data)?)?, 0),
         };
         let mut wms = Vec::with_capacity(data.num_rows());
-        if self.source.last_split().is_none() && !self.split_watermarks.is_empty() {
+        let split = self.source.last_split();
+        if split.is_none() && !self.split_watermarks.is_empty() {
             // No split's rows (a quiet poll): splits may have become idle since, which can
-            // raise the combined watermark.
-            let combined = match self.other_splits_watermark("") {
-                // Every live split idle: none moves the watermark (Flink marks the source
-                // idle; the idle watchdog does that here).
-                i64::MAX => self.watermark_ms,
-                w => w,
+            // raise the combined watermark. With every live split idle (`i64::MAX`) none
+            // moves it (Flink marks the source idle; the idle watchdog does that here).
+            let combined = self.other_splits_watermark("");
+            let raised = if combined == i64::MAX {
+                self.watermark_ms
+            } else {
+                combined
             };
-            return Ok((None, self.watermark_ms.max(combined)));
+            return Ok((None, self.watermark_ms.max(raised)));
         }
-        if let Some(split) = self.source.last_split() {
+        if let Some(split) = split {
             // Per-split watermarks: this split's own, capped by the other splits'.
             let others = self.other_splits_watermark(&split);
             let mut own = self
