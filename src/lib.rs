@@ -447,6 +447,8 @@ impl Engine {
                 sink_callbacks: self.sink_callbacks.clone(),
                 attempt: 0,
                 two_phase_sinks: false,
+                first_checkpoint_id: 1,
+                checkpoint_interval: None,
             },
         })
     }

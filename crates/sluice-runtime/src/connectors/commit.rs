@@ -15,6 +15,8 @@
 //!
 //! The coordinator and the manifest see only this module's types: a new transactional
 //! sink adds a [`PendingCommit`] variant and a branch of [`recover_sink`], nothing else.
+//! Two sinks use it: the filesystem sink (part files renamed on commit) and the Kafka sink
+//! (`'sink.delivery-guarantee' = 'exactly-once'`: Kafka transactions).
 
 use std::path::Path;
 
@@ -23,15 +25,18 @@ use sluice_common::plan::ConnectorOptions;
 use sluice_common::Result;
 
 use crate::connectors::filesystem::{discard_committed_after, discard_uncommitted, PendingFile};
+use crate::connectors::kafka::transaction::KafkaTransaction;
 use crate::connectors::{resolve_sink_directory, ConnectorContext};
 
 /// One piece of a sink's pre-committed output, serialized in checkpoint manifests
-/// (`{"sink": "file", ...}`).
+/// (`{"sink": "file", ...}`, `{"sink": "kafka", ...}`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "sink", rename_all = "kebab-case")]
 pub enum PendingCommit {
     /// A filesystem part file (or success file) to rename to its visible name.
     File(PendingFile),
+    /// A Kafka transaction to commit.
+    Kafka(KafkaTransaction),
 }
 
 impl PendingCommit {
@@ -43,28 +48,58 @@ impl PendingCommit {
     pub fn commit(&self) -> Result<()> {
         match self {
             PendingCommit::File(f) => f.commit(),
+            PendingCommit::Kafka(t) => t.commit(),
         }
     }
 }
 
-/// Before an attempt that restores checkpoint `restored` (`None`: from the beginning)
-/// starts, after the restored checkpoint's pending commits were committed: discards the
-/// sink's output that the runs of the job's `lineage` left uncommitted, or committed after
-/// that checkpoint (the replay writes it again). Returns what was removed from committed
-/// output, for a warning.
+/// What a restore (or a fresh start) knows when it recovers a sink.
+#[derive(Debug, Clone)]
+pub struct Recovery<'a> {
+    /// The runs whose sink output the restored state continues (`Manifest::runs`).
+    pub lineage: &'a [String],
+    /// The checkpoint restored (`None`: the job starts from the beginning).
+    pub restored: Option<u64>,
+    /// The first checkpoint id whose output the job's runs may have left uncommitted: the
+    /// one after the restored checkpoint, or on a fresh start the one after the newest
+    /// checkpoint in storage.
+    pub from_checkpoint: u64,
+    /// The last checkpoint id this process handed out (its own attempts' output up to
+    /// it is discarded even where an earlier id went unused).
+    pub through_checkpoint: u64,
+    /// Sink subtasks of the runs: the most of the restored checkpoint's parallelism and
+    /// the job's.
+    pub subtasks: usize,
+    /// The job checkpoints exactly-once (file sinks commit in two phases).
+    pub two_phase: bool,
+}
+
+/// Before an attempt starts, after the restored checkpoint's pending commits were
+/// committed: discards the sink's output that the job's runs left uncommitted, or (files)
+/// committed after the restored checkpoint, since the replay writes it again. A filesystem
+/// sink removes the part files of the runs of `lineage`; an exactly-once Kafka sink aborts
+/// the transactions (see [`crate::connectors::kafka::transaction::abort_lingering`]; what
+/// Kafka committed cannot be taken back). Returns what was removed from committed output,
+/// for a warning.
 ///
 /// # Errors
-/// The output cannot be listed or removed.
+/// The output cannot be listed or removed; the broker cannot be reached.
 pub fn recover_sink(
+    table: &str,
     options: &ConnectorOptions,
     ctx: &ConnectorContext,
-    lineage: &[String],
-    restored: Option<u64>,
+    recovery: &Recovery<'_>,
 ) -> Result<Vec<String>> {
+    if crate::connectors::kafka::sink::recover(table, options, recovery)? {
+        return Ok(Vec::new());
+    }
+    if !recovery.two_phase {
+        return Ok(Vec::new());
+    }
     let Some(dir) = resolve_sink_directory(options, ctx) else {
         return Ok(Vec::new());
     };
-    recover_directory(&dir, lineage, restored)
+    recover_directory(&dir, recovery.lineage, recovery.restored)
 }
 
 fn recover_directory(dir: &Path, lineage: &[String], restored: Option<u64>) -> Result<Vec<String>> {

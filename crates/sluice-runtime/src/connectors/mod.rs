@@ -174,6 +174,11 @@ pub struct ConnectorContext {
     /// The job checkpoints exactly-once: sinks that can, commit in two phases (unless
     /// their `'sink.delivery-guarantee'` says otherwise).
     pub two_phase_sinks: bool,
+    /// The id of the attempt's first checkpoint (a transactional sink names its first
+    /// transaction by it). Set per attempt by the job.
+    pub first_checkpoint_id: u64,
+    /// The job's checkpoint interval (`None`: no periodic checkpoints). Set by the job.
+    pub checkpoint_interval: Option<std::time::Duration>,
     /// The session time zone (IANA name or offset): `TIMESTAMP_LTZ` values are read from
     /// and written as wall-clock times in it.
     pub time_zone: String,
@@ -466,8 +471,7 @@ pub fn create_sink(
             table,
             options,
             schema,
-            ctx.subtask,
-            &ctx.time_zone,
+            ctx,
         )?)),
         "channel" => Ok(Box::new(channel::CallbackSink::take(
             &ctx.sink_callbacks,

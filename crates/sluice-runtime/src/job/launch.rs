@@ -253,6 +253,8 @@ impl Job {
         let mut connectors = self.config.connectors.clone();
         connectors.attempt = number;
         connectors.two_phase_sinks = self.config.checkpoint.two_phase();
+        connectors.first_checkpoint_id = self.coordination.next_id.load(Ordering::SeqCst);
+        connectors.checkpoint_interval = self.config.checkpoint.interval;
         connectors
     }
 

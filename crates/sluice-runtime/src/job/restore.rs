@@ -40,27 +40,42 @@ impl Job {
         if restore.is_some_and(|r| r.manifest.runs.is_empty()) {
             rewound.push(self.file_job.clone());
         }
-        if self.config.checkpoint.two_phase() {
-            let restored = restore.map(|r| r.manifest.checkpoint_id);
-            for spec in self.sink_specs() {
-                let removed = crate::connectors::commit::recover_sink(
-                    &spec.options,
-                    &self.config.connectors,
-                    &rewound,
-                    restored,
-                )?;
-                if !removed.is_empty() {
-                    let from = match restored {
-                        Some(id) => format!("restoring checkpoint {id}"),
-                        None => "restarting from the beginning".to_string(),
-                    };
-                    warn(&format!(
-                        "{from}: removed {} part file(s) committed after it, which the \
-                         replay writes again: {}",
-                        removed.len(),
-                        removed.join(", ")
-                    ));
-                }
+        let restored = restore.map(|r| r.manifest.checkpoint_id);
+        let subtasks = std::iter::once(self.config.parallelism)
+            .chain(restore.map(|r| r.manifest.parallelism))
+            .chain(self.config.restart_parallelism.iter().copied())
+            .max()
+            .unwrap_or(1);
+        let next = self
+            .coordination
+            .next_id
+            .load(std::sync::atomic::Ordering::SeqCst);
+        let recovery = crate::connectors::commit::Recovery {
+            lineage: &rewound,
+            restored,
+            from_checkpoint: restored.map_or(self.first_id, |id| id + 1),
+            through_checkpoint: next.saturating_sub(1),
+            subtasks,
+            two_phase: self.config.checkpoint.two_phase(),
+        };
+        for spec in self.sink_specs() {
+            let removed = crate::connectors::commit::recover_sink(
+                &spec.table,
+                &spec.options,
+                &self.config.connectors,
+                &recovery,
+            )?;
+            if !removed.is_empty() {
+                let from = match restored {
+                    Some(id) => format!("restoring checkpoint {id}"),
+                    None => "restarting from the beginning".to_string(),
+                };
+                warn(&format!(
+                    "{from}: removed {} part file(s) committed after it, which the \
+                     replay writes again: {}",
+                    removed.len(),
+                    removed.join(", ")
+                ));
             }
         }
         Ok(())

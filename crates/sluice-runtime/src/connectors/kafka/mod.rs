@@ -11,8 +11,9 @@
 //!   client's default, `read_uncommitted`).
 //! - [`sink::KafkaSink`]: one message per row (append-only input), the value in
 //!   `value.format`, the key (`key.fields` in `key.format`) if declared;
-//!   `sink.delivery-guarantee` `none` or `at-least-once` (every message acknowledged at
-//!   each checkpoint and at the end).
+//!   `sink.delivery-guarantee` `none`, `at-least-once` (every message acknowledged at
+//!   each checkpoint and at the end) or `exactly-once` (Kafka transactions, committed
+//!   when the checkpoint completes: [`transaction`], [`protocol`]).
 //!
 //! Message values are decoded and encoded by the filesystem formats (`csv`, `json`, and
 //! for reading the change-data-capture formats `debezium-json`, `canal-json`): a message is
@@ -20,9 +21,11 @@
 //! with its offset in the place of the line number.
 
 mod metadata;
+pub mod protocol;
 mod raw;
 pub mod sink;
 pub mod source;
+pub mod transaction;
 
 use std::sync::Arc;
 

@@ -1,0 +1,303 @@
+//! Helpers of the Kafka test binaries (`tests/kafka.rs`, `tests/kafka_exactly_once.rs`):
+//! the broker, topics, writing and reading messages with librdkafka, and reading a
+//! partition's raw log with its transaction markers.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
+use sluice::arrow::array::RecordBatch;
+use sluice::{Engine, EngineConfig};
+
+use crate::common;
+
+/// The broker's address: `SLUICE_TEST_KAFKA_BOOTSTRAP`, else the one
+/// `scripts/kafka-test-server start` starts (and builds, the first time on a machine).
+pub fn bootstrap() -> String {
+    static ADDRESS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ADDRESS
+        .get_or_init(|| {
+            if let Ok(a) = std::env::var("SLUICE_TEST_KAFKA_BOOTSTRAP") {
+                return a;
+            }
+            let out = std::process::Command::new("scripts/kafka-test-server")
+                .arg("start")
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .output()
+                .expect("running scripts/kafka-test-server");
+            assert!(
+                out.status.success(),
+                "scripts/kafka-test-server start failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        })
+        .clone()
+}
+
+static UNIQUE: AtomicU64 = AtomicU64::new(0);
+
+pub fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!(
+        "{prefix}-{}-{}-{}",
+        std::process::id(),
+        nanos % 1_000_000_000,
+        UNIQUE.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A new topic with `partitions` partitions.
+pub fn topic(prefix: &str, partitions: i32) -> String {
+    let name = unique(prefix);
+    create_topic_at(&bootstrap(), &name, partitions);
+    name
+}
+
+/// Creates topic `name` with `partitions` partitions on the broker at `address`.
+pub fn create_topic_at(address: &str, name: &str, partitions: i32) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", address)
+        .create()
+        .expect("admin client");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let results = rt
+        .block_on(admin.create_topics(
+            &[NewTopic::new(name, partitions, TopicReplication::Fixed(1))],
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
+        ))
+        .expect("create topics");
+    for r in results {
+        r.unwrap_or_else(|(t, e)| panic!("creating topic {t}: {e}"));
+    }
+}
+
+/// Writes `(partition, key, value)` messages and waits for their acknowledgement.
+pub fn produce(topic: &str, messages: &[(i32, Option<&str>, &str)]) {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create()
+        .expect("producer");
+    for (p, k, v) in messages {
+        let mut r: BaseRecord<'_, str, str> = BaseRecord::to(topic).partition(*p).payload(*v);
+        if let Some(k) = k {
+            r = r.key(*k);
+        }
+        producer.send(r).map_err(|(e, _)| e).expect("send");
+        producer.poll(Duration::ZERO);
+    }
+    producer.flush(Duration::from_secs(30)).expect("flush");
+}
+
+/// Every message of `topic` (all partitions): `(partition, key, value)`, per partition
+/// in offset order.
+pub fn consume(topic: &str, partitions: i32) -> Vec<(i32, Option<String>, String)> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .set("group.id", unique("reader"))
+        .set("enable.partition.eof", "true")
+        .set("isolation.level", "read_committed")
+        .create()
+        .expect("consumer");
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, Offset::Beginning)
+            .unwrap();
+    }
+    consumer.assign(&tpl).unwrap();
+    let mut at_end = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while at_end.len() < partitions as usize && Instant::now() < deadline {
+        match consumer.poll(Duration::from_millis(200)) {
+            None => {}
+            Some(Err(KafkaError::PartitionEOF(p))) => {
+                at_end.insert(p);
+            }
+            Some(Err(e)) => panic!("reading {topic}: {e}"),
+            Some(Ok(m)) => {
+                at_end.remove(&m.partition());
+                out.push((
+                    m.partition(),
+                    m.key().map(|k| String::from_utf8_lossy(k).into_owned()),
+                    String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned(),
+                ))
+            }
+        }
+    }
+    out
+}
+
+pub fn engine() -> Engine {
+    Engine::new(EngineConfig::default())
+}
+
+pub fn sorted_rows(batches: &[RecordBatch]) -> Vec<String> {
+    let csv = common::rows_as_csv(batches);
+    let mut rows: Vec<String> = csv.lines().skip(1).map(str::to_string).collect();
+    rows.sort();
+    rows
+}
+
+pub fn table(name: &str, columns: &str, topic: &str, extra: &str) -> String {
+    format!(
+        "CREATE TABLE {name} ({columns}) WITH (
+            'connector' = 'kafka',
+            'topic' = '{topic}',
+            'properties.bootstrap.servers' = '{}'{extra}
+        );\n",
+        bootstrap()
+    )
+}
+
+pub const BOUNDED: &str = ",
+            'scan.startup.mode' = 'earliest-offset',
+            'scan.bounded.mode' = 'latest-offset'";
+
+/// 3 partitions, 10 JSON messages each: id = 10 * partition + i.
+pub fn three_partitions() -> (String, Vec<String>) {
+    let t = topic("orders", 3);
+    let mut messages = Vec::new();
+    let mut expected = Vec::new();
+    for p in 0..3 {
+        for i in 0..10 {
+            let id = 10 * p + i;
+            messages.push((
+                p,
+                None,
+                format!(
+                    r#"{{"id": {id}, "item": "item-{id}", "price": {}.5}}"#,
+                    id * 2
+                ),
+            ));
+            expected.push(format!("{id},item-{id},{}.5", id * 2));
+        }
+    }
+    let refs: Vec<(i32, Option<&str>, &str)> = messages
+        .iter()
+        .map(|(p, k, v)| (*p, *k, v.as_str()))
+        .collect();
+    produce(&t, &refs);
+    expected.sort();
+    (t, expected)
+}
+
+/// What a partition's raw log holds, read with its transaction markers (Fetch at
+/// `read_uncommitted`, batches decoded by the `kafka-protocol` crate).
+#[derive(Debug, Default)]
+pub struct TransactionalLog {
+    /// Messages outside transactions, and those of transactions that ended with a commit
+    /// marker, as `(key, value)` in the order of their commit (per partition).
+    pub committed: Vec<(Option<String>, String)>,
+    /// Messages of transactions that ended with an abort marker.
+    pub aborted: usize,
+    /// Messages of transactions with no marker (still open).
+    pub open: usize,
+}
+
+/// Reads partition `partition` of `topic` from its start to its end as a `read_committed`
+/// reader of a correct broker sees it: a transaction's messages count once its producer
+/// writes a commit marker, never if an abort marker (Kafka's "Transactional Messaging",
+/// control batches: key = version (int16), type (int16: 0 abort, 1 commit)). The test
+/// broker shows open transactions to `read_committed` readers (README "Kafka"), so the
+/// exactly-once tests read through this.
+pub fn transactional_log(topic: &str, partition: i32) -> TransactionalLog {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{FetchRequest, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    use kafka_protocol::records::RecordBatchDecoder;
+    use sluice_runtime::connectors::kafka::protocol::Connection;
+
+    let mut c = Connection::open(&bootstrap()).expect("broker connection");
+    let version = c.version::<FetchRequest>(11).expect("fetch version");
+    let mut log = TransactionalLog::default();
+    // Per producer id: the messages of its open transaction.
+    let mut open: BTreeMap<i64, Vec<(Option<String>, String)>> = BTreeMap::new();
+    let text =
+        |b: &Option<bytes::Bytes>| b.as_ref().map(|b| String::from_utf8_lossy(b).into_owned());
+    let mut offset = 0i64;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "reading {topic}/{partition} took too long"
+        );
+        let request = FetchRequest::default()
+            .with_replica_id((-1).into())
+            .with_max_wait_ms(100)
+            .with_min_bytes(1)
+            .with_max_bytes(64 << 20)
+            .with_isolation_level(0)
+            .with_session_epoch(-1)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(partition)
+                    .with_current_leader_epoch(-1)
+                    .with_fetch_offset(offset)
+                    .with_log_start_offset(-1)
+                    .with_partition_max_bytes(32 << 20)])]);
+        let response = c.send_version(&request, version).expect("fetch");
+        let data = &response.responses[0].partitions[0];
+        assert_eq!(data.error_code, 0, "fetching {topic}/{partition}");
+        if offset >= data.high_watermark {
+            break;
+        }
+        let mut records = data.records.clone().unwrap_or_default();
+        let mut progressed = false;
+        while !records.is_empty() {
+            let Ok(set) = RecordBatchDecoder::decode(&mut records) else {
+                break; // a partial batch at the end of the response
+            };
+            for r in set.records {
+                if r.offset < offset {
+                    continue;
+                }
+                offset = r.offset + 1;
+                progressed = true;
+                if r.control {
+                    let key = r.key.clone().unwrap_or_default();
+                    let kind = if key.len() >= 4 {
+                        i16::from_be_bytes([key[2], key[3]])
+                    } else {
+                        -1
+                    };
+                    let messages = open.remove(&r.producer_id).unwrap_or_default();
+                    match kind {
+                        1 => log.committed.extend(messages),
+                        0 => log.aborted += messages.len(),
+                        other => panic!("control record of type {other} in {topic}/{partition}"),
+                    }
+                } else if r.transactional {
+                    open.entry(r.producer_id)
+                        .or_default()
+                        .push((text(&r.key), text(&r.value).unwrap_or_default()));
+                } else {
+                    log.committed
+                        .push((text(&r.key), text(&r.value).unwrap_or_default()));
+                }
+            }
+        }
+        assert!(
+            progressed,
+            "no progress reading {topic}/{partition} at offset {offset}"
+        );
+    }
+    log.open = open.values().map(Vec::len).sum();
+    log
+}
