@@ -7,11 +7,8 @@
 //! Expected rows are worked out by hand from the messages written.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError;
@@ -1179,51 +1176,6 @@ fn a_restore_at_another_scan_parallelism_reassigns_the_partitions() {
     want.sort();
     assert_eq!(common::committed_lines(&out), want);
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// A second broker of the test server's build, on its own port and data directory, for a
-/// test that restarts it (the shared one serves the other tests meanwhile).
-struct OwnBroker {
-    port: u16,
-    tmp: std::path::PathBuf,
-}
-
-impl OwnBroker {
-    fn start() -> Self {
-        bootstrap(); // builds the broker if needed
-        let port = 9200 + (std::process::id() % 500) as u16;
-        let tmp = std::env::temp_dir().join(unique("sluice-own-broker"));
-        std::fs::create_dir_all(&tmp).unwrap();
-        let b = OwnBroker { port, tmp };
-        b.script("start");
-        b
-    }
-
-    fn address(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    fn script(&self, verb: &str) {
-        let out = std::process::Command::new("scripts/kafka-test-server")
-            .arg(verb)
-            .env("SLUICE_KAFKA_PORT", self.port.to_string())
-            .env("TMPDIR", &self.tmp)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{verb}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-}
-
-impl Drop for OwnBroker {
-    fn drop(&mut self) {
-        self.script("stop");
-        let _ = std::fs::remove_dir_all(&self.tmp);
-    }
 }
 
 /// The broker restarted while an at-least-once Kafka → Kafka job runs: librdkafka

@@ -2,7 +2,7 @@
 -- `flights`, one JSON message per flight keyed by its origin airport.
 -- Needs a broker and the topic (README, "Kafka"):
 --   export BOOTSTRAP=$(scripts/kafka-test-server start)
---   ~/.cache/sluice-tansu-0.6.0-endtxn/bin/tansu topic create flights --partitions 3 --broker tcp://$BOOTSTRAP
+--   scripts/kafka-test-server tansu topic create flights --partitions 3 --broker tcp://$BOOTSTRAP
 --   cargo run --release --bin sluice -- run sql-examples/kafka/flights_to_kafka.sql
 -- The files say 127.0.0.1:9094, the test server's address.
 CREATE TABLE flights_file (

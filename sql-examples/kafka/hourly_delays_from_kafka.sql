@@ -4,7 +4,7 @@
 -- partition (keyed by origin), and watermarks are generated per partition, so no flight
 -- is late although the partitions are read in turn.
 -- Needs the topics (README, "Kafka"):
---   ~/.cache/sluice-tansu-0.6.0-endtxn/bin/tansu topic create hourly_delays --partitions 1 --broker tcp://$BOOTSTRAP
+--   scripts/kafka-test-server tansu topic create hourly_delays --partitions 1 --broker tcp://$BOOTSTRAP
 --   cargo run --release --bin sluice -- run sql-examples/kafka/hourly_delays_from_kafka.sql
 CREATE TABLE flights (
   origin STRING,

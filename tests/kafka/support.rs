@@ -197,6 +197,51 @@ pub fn three_partitions() -> (String, Vec<String>) {
     (t, expected)
 }
 
+/// A second broker of the test server's build, on its own port and data directory, for a
+/// test that restarts it (the shared one serves the other tests meanwhile).
+pub struct OwnBroker {
+    port: u16,
+    tmp: std::path::PathBuf,
+}
+
+impl OwnBroker {
+    pub fn start() -> Self {
+        bootstrap(); // builds the broker if needed
+        let port = 9200 + (std::process::id() % 500) as u16;
+        let tmp = std::env::temp_dir().join(unique("sluice-own-broker"));
+        std::fs::create_dir_all(&tmp).unwrap();
+        let b = OwnBroker { port, tmp };
+        b.script("start");
+        b
+    }
+
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub fn script(&self, verb: &str) {
+        let out = std::process::Command::new("scripts/kafka-test-server")
+            .arg(verb)
+            .env("SLUICE_KAFKA_PORT", self.port.to_string())
+            .env("TMPDIR", &self.tmp)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{verb}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for OwnBroker {
+    fn drop(&mut self) {
+        self.script("stop");
+        let _ = std::fs::remove_dir_all(&self.tmp);
+    }
+}
+
 /// What a partition's raw log holds, read with its transaction markers (Fetch at
 /// `read_uncommitted`, batches decoded by the `kafka-protocol` crate).
 #[derive(Debug, Default)]
@@ -217,13 +262,18 @@ pub struct TransactionalLog {
 /// broker shows open transactions to `read_committed` readers (README "Kafka"), so the
 /// exactly-once tests read through this.
 pub fn transactional_log(topic: &str, partition: i32) -> TransactionalLog {
+    transactional_log_at(&bootstrap(), topic, partition)
+}
+
+/// [`transactional_log`] from the broker at `address`.
+pub fn transactional_log_at(address: &str, topic: &str, partition: i32) -> TransactionalLog {
     use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
     use kafka_protocol::messages::{FetchRequest, TopicName};
     use kafka_protocol::protocol::StrBytes;
     use kafka_protocol::records::RecordBatchDecoder;
     use sluice_runtime::connectors::kafka::protocol::Connection;
 
-    let mut c = Connection::open(&bootstrap()).expect("broker connection");
+    let mut c = Connection::open(address).expect("broker connection");
     let version = c.version::<FetchRequest>(11).expect("fetch version");
     let mut log = TransactionalLog::default();
     // Per producer id: the messages of its open transaction.

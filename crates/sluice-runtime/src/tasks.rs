@@ -220,6 +220,9 @@ pub(crate) struct SourceDriver {
     schedule: Option<BarrierSchedule>,
     /// Rows after which a `source-after-row` failpoint may fire (sorted).
     fail_rows: Vec<u64>,
+    /// The row count a test hook's barrier last followed (a source that polls without
+    /// new rows asks again at the same count).
+    barrier_after_rows: Option<u64>,
     /// Keep `Coordination::live_offset` current (at-most-once restarts).
     track_offset: bool,
     /// Which source subtask this is (numbered over all source groups of the job).
@@ -328,6 +331,7 @@ impl SourceDriver {
             skip,
             schedule,
             fail_rows,
+            barrier_after_rows: None,
             track_offset,
             subtask,
             input,
@@ -725,7 +729,11 @@ impl SourceDriver {
             return false;
         };
         // The test hook's rows are source subtask 0's.
-        if self.subtask == 0 && schedule.after_rows.binary_search(&self.rows).is_ok() {
+        if self.subtask == 0
+            && self.barrier_after_rows != Some(self.rows)
+            && schedule.after_rows.binary_search(&self.rows).is_ok()
+        {
+            self.barrier_after_rows = Some(self.rows);
             return true;
         }
         // The interval: whichever source subtask first sees it elapsed triggers, so

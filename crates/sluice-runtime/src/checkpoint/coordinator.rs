@@ -27,6 +27,34 @@ pub(crate) struct AttemptShape {
     pub(crate) subtasks: usize,
 }
 
+/// What a checkpoint records besides its commits.
+pub(crate) struct Cut {
+    /// Per source group, its subtasks' offsets.
+    pub(crate) sources: Vec<SourceGroupOffsets>,
+    /// Per operator stage, the lowest watermark its subtasks acknowledged with (ms).
+    pub(crate) stage_watermarks: BTreeMap<usize, i64>,
+    /// Operator snapshots: (operator, subtask, Arrow IPC bytes, rows).
+    pub(crate) states: Vec<(usize, usize, Vec<u8>, u64)>,
+    /// The final checkpoint, after the input ended (see [`Coordinator::finish`]).
+    pub(crate) is_final: bool,
+}
+
+/// The offsets of source subtasks `0..attempt.sources` (in `flat`'s order), grouped by
+/// source table.
+fn group_offsets(
+    attempt: &AttemptShape,
+    flat: &mut impl Iterator<Item = SourceOffset>,
+) -> Vec<SourceGroupOffsets> {
+    attempt
+        .source_groups
+        .iter()
+        .map(|(table, n)| SourceGroupOffsets {
+            table: table.clone(),
+            offsets: flat.by_ref().take(*n).collect(),
+        })
+        .collect()
+}
+
 /// A checkpoint whose barrier is on its way.
 #[derive(Default)]
 pub(crate) struct PendingCheckpoint {
@@ -119,14 +147,7 @@ impl Coordinator {
             Some(o) => o,
             None => self.finished_sources[&s].clone(),
         });
-        let sources: Vec<SourceGroupOffsets> = attempt
-            .source_groups
-            .iter()
-            .map(|(table, n)| SourceGroupOffsets {
-                table: table.clone(),
-                offsets: flat.by_ref().take(*n).collect(),
-            })
-            .collect();
+        let sources = group_offsets(attempt, &mut flat);
         let mut committable = Committable::Nothing;
         let mut states = Vec::new();
         let mut stage_watermarks: BTreeMap<usize, i64> = BTreeMap::new();
@@ -140,8 +161,31 @@ impl Coordinator {
                 states.push((operator, ack.subtask, bytes, rows));
             }
         }
-        self.uncommitted.insert(id, committable);
-        let written = self.write_checkpoint(id, sources, stage_watermarks, states);
+        let cut = Cut {
+            sources,
+            stage_watermarks,
+            states,
+            is_final: false,
+        };
+        self.complete(id, cut, committable, p.started)
+    }
+
+    /// Records checkpoint `id` (its state files, then its manifest) and commits what it
+    /// pre-committed (`committable`, with what earlier checkpoints that failed to write
+    /// left). A checkpoint that fails to write is reported and the job goes on: its
+    /// commits wait for the next one.
+    fn complete(
+        &mut self,
+        id: u64,
+        cut: Cut,
+        committable: Committable,
+        started: Option<Instant>,
+    ) -> Result<()> {
+        self.uncommitted
+            .entry(id)
+            .or_insert(Committable::Nothing)
+            .append(committable);
+        let written = self.write_checkpoint(id, cut);
         if written.is_ok() {
             if let Some(storage) = &self.storage {
                 self.coordination
@@ -167,12 +211,17 @@ impl Coordinator {
         let m = &self.metrics;
         m.last_checkpoint_id.store(id, Ordering::Relaxed);
         m.last_checkpoint_bytes.store(bytes, Ordering::Relaxed);
-        let took = p
-            .started
-            .map(|s| s.elapsed().as_millis() as u64)
-            .unwrap_or(0);
+        let took = started.map(|s| s.elapsed().as_millis() as u64).unwrap_or(0);
         m.last_checkpoint_duration_ms.store(took, Ordering::Relaxed);
         self.config.failpoints.check("after-manifest", Some(id))?;
+        if self
+            .config
+            .failpoints
+            .fires("kill-after-manifest", Some(id))
+        {
+            eprintln!("[WARN] injected failure at kill-after-manifest:{id}: the process aborts");
+            std::process::abort();
+        }
         let releases_rows = self.holds_result_rows(id);
         self.commit_up_to(id)?;
         let own = self.storage.as_ref().map(|s| s.location(id));
@@ -216,13 +265,13 @@ impl Coordinator {
 
     /// Writes the state files and then the manifest of checkpoint `id`; returns the bytes
     /// of state written.
-    pub(crate) fn write_checkpoint(
-        &self,
-        id: u64,
-        sources: Vec<SourceGroupOffsets>,
-        stage_watermarks: BTreeMap<usize, i64>,
-        states: Vec<(usize, usize, Vec<u8>, u64)>,
-    ) -> Result<u64> {
+    pub(crate) fn write_checkpoint(&self, id: u64, cut: Cut) -> Result<u64> {
+        let Cut {
+            sources,
+            stage_watermarks,
+            states,
+            is_final,
+        } = cut;
         let storage = self
             .storage
             .as_ref()
@@ -268,6 +317,7 @@ impl Coordinator {
             pending_commits,
             runs: self.lineage.clone(),
             pending_results,
+            is_final,
         };
         storage.put_manifest(&manifest)?;
         Ok(total)
@@ -312,17 +362,21 @@ impl Coordinator {
     pub(crate) fn commit_up_to(&mut self, id: u64) -> Result<()> {
         let later = self.uncommitted.split_off(&(id + 1));
         let due = std::mem::replace(&mut self.uncommitted, later);
-        for (_, c) in due {
-            self.commit(c)?;
+        for (checkpoint, c) in due {
+            self.commit(c, Some(checkpoint))?;
         }
         Ok(())
     }
 
-    pub(crate) fn commit(&self, c: Committable) -> Result<()> {
+    /// Commits `c`, pre-committed for checkpoint `checkpoint` (`None`: the end of input).
+    pub(crate) fn commit(&self, c: Committable, checkpoint: Option<u64>) -> Result<()> {
         match c {
             Committable::Nothing => {}
             Committable::Pending(pending) => {
-                for p in pending {
+                for (i, p) in pending.iter().enumerate() {
+                    if i == 1 {
+                        self.config.failpoints.check("mid-commit", checkpoint)?;
+                    }
                     p.commit()?;
                 }
             }
@@ -337,10 +391,51 @@ impl Coordinator {
 
     /// Every subtask finished: commit everything still pre-committed, then the last
     /// output.
-    pub(crate) fn finish(&mut self, finals: Vec<Committable>) -> Result<()> {
+    ///
+    /// When the last output goes to a sink (not to the job's reader) and the job
+    /// checkpoints exactly-once, the end is first recorded as a final checkpoint (Flink's
+    /// FLIP-147): the sources' end offsets and the last pre-committed output, no operator
+    /// state. A failure after it restores it: the last output is committed again
+    /// (idempotent) and nothing is replayed. Without it, a restore would replay the input
+    /// since the last checkpoint and write output again that a sink which cannot take
+    /// output back (Kafka) already committed.
+    pub(crate) fn finish(
+        &mut self,
+        finals: Vec<Committable>,
+        attempt: &AttemptShape,
+    ) -> Result<()> {
+        let to_sinks = finals
+            .iter()
+            .any(|c| matches!(c, Committable::Pending(p) if !p.is_empty()));
+        let every_source_ended =
+            (0..attempt.sources).all(|s| self.finished_sources.contains_key(&s));
+        if to_sinks && every_source_ended && self.storage.is_some() && self.config.two_phase() {
+            let id = self.coordination.next_id.fetch_add(1, Ordering::SeqCst);
+            let mut committable = Committable::Nothing;
+            let mut rest = Vec::new();
+            for c in finals {
+                match c {
+                    Committable::Pending(_) => committable.append(c),
+                    other => rest.push(other),
+                }
+            }
+            let mut flat = (0..attempt.sources).map(|s| self.finished_sources[&s].clone());
+            let cut = Cut {
+                sources: group_offsets(attempt, &mut flat),
+                stage_watermarks: BTreeMap::new(),
+                states: Vec::new(),
+                is_final: true,
+            };
+            self.complete(id, cut, committable, None)?;
+            self.commit_up_to(u64::MAX - 1)?;
+            for c in rest {
+                self.commit(c, None)?;
+            }
+            return Ok(());
+        }
         self.commit_up_to(u64::MAX - 1)?;
         for c in finals {
-            self.commit(c)?;
+            self.commit(c, None)?;
         }
         Ok(())
     }

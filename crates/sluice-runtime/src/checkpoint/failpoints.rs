@@ -18,6 +18,8 @@ use sluice_common::{Result, SluiceError};
 /// | `barrier:ID` | an operator task, when barrier `ID` arrives (the checkpoint never completes) |
 /// | `upload:ID` | writing a state file of checkpoint `ID` (the checkpoint fails; the job goes on) |
 /// | `after-manifest:ID` | the coordinator, after writing checkpoint `ID`'s manifest, before the sinks commit |
+/// | `kill-after-manifest:ID` | the same place, but the process dies at once (aborts, as if killed: no cleanup, no restart) |
+/// | `mid-commit:ID` | the coordinator, after committing the first of checkpoint `ID`'s pending commits, before the others |
 /// | `sink-after-precommit:ID` | an operator task, after its sink pre-committed `ID` |
 /// | `before-final-commit` | an operator task, after the end of input was pre-committed, before it is committed |
 #[derive(Debug, Clone, Default)]
@@ -34,12 +36,14 @@ struct FailPoint {
     remaining: u32,
 }
 
-const FAILPOINT_NAMES: [&str; 7] = [
+const FAILPOINT_NAMES: [&str; 9] = [
     "source-after-row",
     "operator-after-update",
     "barrier",
     "upload",
     "after-manifest",
+    "kill-after-manifest",
+    "mid-commit",
     "sink-after-precommit",
     "before-final-commit",
 ];

@@ -96,6 +96,11 @@ pub struct Manifest {
     /// between) releases them first.
     #[serde(default)]
     pub pending_results: Option<StateFile>,
+    /// The final checkpoint: written when every task had finished its input, before the
+    /// last output was committed (`Coordinator::finish`). Its sources are at their ends
+    /// and it has no operator state: restoring it replays nothing.
+    #[serde(default, rename = "final")]
+    pub is_final: bool,
 }
 
 /// The marker file saying a checkpoint's pending result rows were released.

@@ -60,6 +60,9 @@ pub struct Recovery<'a> {
     pub lineage: &'a [String],
     /// The checkpoint restored (`None`: the job starts from the beginning).
     pub restored: Option<u64>,
+    /// The restored checkpoint is a final one (written after the input ended): the last
+    /// output, committed with it, is not after it.
+    pub restored_final: bool,
     /// The first checkpoint id whose output the job's runs may have left uncommitted: the
     /// one after the restored checkpoint, or on a fresh start the one after the newest
     /// checkpoint in storage.
@@ -99,10 +102,11 @@ pub fn recover_sink(
     let Some(dir) = resolve_sink_directory(options, ctx) else {
         return Ok(Vec::new());
     };
-    recover_directory(&dir, recovery.lineage, recovery.restored)
+    recover_directory(&dir, recovery)
 }
 
-fn recover_directory(dir: &Path, lineage: &[String], restored: Option<u64>) -> Result<Vec<String>> {
+fn recover_directory(dir: &Path, recovery: &Recovery<'_>) -> Result<Vec<String>> {
+    let (lineage, restored) = (recovery.lineage, recovery.restored);
     for run in lineage {
         // Their uncommitted files (this run's from a failed attempt).
         discard_uncommitted(dir, run)?;
@@ -112,7 +116,12 @@ fn recover_directory(dir: &Path, lineage: &[String], restored: Option<u64>) -> R
     let after = restored.unwrap_or(0);
     let mut removed = Vec::new();
     for run in lineage {
-        removed.extend(discard_committed_after(dir, run, after)?);
+        removed.extend(discard_committed_after(
+            dir,
+            run,
+            after,
+            recovery.restored_final,
+        )?);
     }
     Ok(removed)
 }

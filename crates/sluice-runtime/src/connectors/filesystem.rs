@@ -261,13 +261,19 @@ pub fn discard_uncommitted(dir: &Path, job: &str) -> Result<usize> {
 }
 
 /// Deletes the committed part files of job `job` in `dir` that a checkpoint after
-/// `checkpoint_id` committed (`part-<job>-...-c<id>.<ext>` with a larger id, or `-end`):
-/// restoring an older checkpoint rewinds the sink to it, so the replay does not write
-/// those rows twice. Returns the names deleted.
+/// `checkpoint_id` committed (`part-<job>-...-c<id>.<ext>` with a larger id, or `-end`
+/// unless `final_checkpoint`: checkpoint `checkpoint_id` is the final one, which committed
+/// them): restoring an older checkpoint rewinds the sink to it, so the replay does not
+/// write those rows twice. Returns the names deleted.
 ///
 /// # Errors
 /// A file cannot be deleted.
-pub fn discard_committed_after(dir: &Path, job: &str, checkpoint_id: u64) -> Result<Vec<String>> {
+pub fn discard_committed_after(
+    dir: &Path,
+    job: &str,
+    checkpoint_id: u64,
+    final_checkpoint: bool,
+) -> Result<Vec<String>> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Ok(Vec::new());
     };
@@ -276,7 +282,9 @@ pub fn discard_committed_after(dir: &Path, job: &str, checkpoint_id: u64) -> Res
     for entry in entries.flatten() {
         if entry.path().is_dir() {
             let sub = entry.file_name().to_string_lossy().to_string();
-            for name in discard_committed_after(&entry.path(), job, checkpoint_id)? {
+            for name in
+                discard_committed_after(&entry.path(), job, checkpoint_id, final_checkpoint)?
+            {
                 removed.push(format!("{sub}/{name}"));
             }
             continue;
@@ -288,7 +296,8 @@ pub fn discard_committed_after(dir: &Path, job: &str, checkpoint_id: u64) -> Res
         let stem = rest.rsplit_once('.').map(|(s, _)| s).unwrap_or(rest);
         let transaction = stem.rsplit('-').next().unwrap_or("");
         let newer = match transaction {
-            "end" => true,
+            // The last output: committed with a final checkpoint, else after any.
+            "end" => !final_checkpoint,
             t => t
                 .strip_prefix('c')
                 .and_then(|id| id.parse::<u64>().ok())

@@ -53,6 +53,7 @@ impl Job {
         let recovery = crate::connectors::commit::Recovery {
             lineage: &rewound,
             restored,
+            restored_final: restore.is_some_and(|r| r.manifest.is_final),
             from_checkpoint: restored.map_or(self.first_id, |id| id + 1),
             through_checkpoint: next.saturating_sub(1),
             subtasks,

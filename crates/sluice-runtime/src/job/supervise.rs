@@ -94,7 +94,7 @@ impl Job {
                     if declined.is_ok() && finished.len() == attempt.shape.subtasks {
                         finished.sort_by_key(|(s, _)| *s);
                         let finals = std::mem::take(&mut finished).into_iter().map(|(_, c)| c);
-                        let result = self.checkpoints.finish(finals.collect());
+                        let result = self.checkpoints.finish(finals.collect(), &attempt.shape);
                         attempt.stop();
                         if let Err(e) = result {
                             let _ = self.out_tx.blocking_send(Err(e));
