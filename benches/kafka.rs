@@ -4,14 +4,15 @@
 //! - (a) file → `kafka` sink, `'sink.delivery-guarantee' = 'none'`;
 //! - (b) the same, `at-least-once` with a checkpoint every second (each one waits for
 //!   every message to be acknowledged): the cost of the guarantee against (a);
+//! - (b2) the same, `exactly-once` (a Kafka transaction per checkpoint, committed when it
+//!   completes): the cost of transactions against (b);
 //! - (c) `kafka` source → `blackhole` (the topic (a) wrote, bounded at its end);
 //! - (d) `kafka` source → `TUMBLE` 1 s `COUNT(*)`, `SUM(price)` by key → `blackhole`.
 //!
 //! Input: `SLUICE_BENCH_ROWS` (default 1 M) rows of `ts, key, price` (the throughput
 //! benchmark's generator), written once under `target/bench-data/`; messages are JSON, in
-//! a topic of 3 partitions. The exactly-once sink is not built yet, so its cost is not
-//! measured; Flink's Kafka connector cannot be fetched on this machine (Maven Central is
-//! not reachable), so no Flink figure is printed beside these.
+//! a topic of 3 partitions. Flink's Kafka connector cannot be fetched on this machine
+//! (Maven Central is not reachable), so no Flink figure is printed beside these.
 //!
 //! Run: `cargo bench --bench kafka` (release build; starts the broker if
 //! `SLUICE_TEST_KAFKA_BOOTSTRAP` is not set). Session 16, 1 M rows: (a) 0.047, (b) 0.047,
@@ -119,6 +120,29 @@ fn main() {
     ));
     report(
         "(b) file -> kafka sink, at-least-once, 1 s chk",
+        rows,
+        r,
+        None,
+    );
+
+    let eos = format!("bench-eos-{run_id}");
+    create_topic(&bootstrap, &eos);
+    let r = run(&format!(
+        "SET 'execution.checkpointing.interval' = '1 s';
+         SET 'execution.checkpointing.dir' = 'memory://kafka-bench-eos-{run_id}';
+         {file}{}INSERT INTO out SELECT * FROM src;",
+        kafka_table(
+            "out",
+            &eos,
+            &bootstrap,
+            &format!(
+                ", 'sink.delivery-guarantee' = 'exactly-once', \
+                 'sink.transactional-id-prefix' = 'bench-{run_id}'"
+            )
+        )
+    ));
+    report(
+        "(b2) file -> kafka sink, exactly-once, 1 s chk",
         rows,
         r,
         None,

@@ -219,36 +219,7 @@ fn a_restored_job_resumes_at_its_checkpointed_offsets() {
 
 #[test]
 fn an_at_least_once_sink_loses_nothing_across_failures() {
-    let (t, expected) = three_partitions();
-    let out = topic("copy", 1);
-    let sql = format!(
-        "SET 'execution.checkpointing.dir' = 'memory://{}';
-         SET 'execution.checkpointing.mode' = 'AT_LEAST_ONCE';
-         SET 'sluice.test.checkpoint-after-rows' = '9,18';
-         SET 'sluice.test.failpoints' = 'source-after-row:14,source-after-row:25';
-         SET 'restart-strategy.fixed-delay.attempts' = '5';
-         SET 'restart-strategy.fixed-delay.delay' = '0 ms';
-         {}{}
-         INSERT INTO copy SELECT * FROM orders;",
-        unique("kafka-alo"),
-        table(
-            "orders",
-            "id BIGINT, item STRING, price DOUBLE",
-            &t,
-            &format!("{BOUNDED}, 'format' = 'json'")
-        ),
-        table(
-            "copy",
-            "id BIGINT, item STRING, price DOUBLE",
-            &out,
-            ", 'format' = 'csv'"
-        ),
-    );
-    let mut e = Engine::new(EngineConfig {
-        batch_size: 4,
-        ..Default::default()
-    });
-    e.execute_script(&sql).unwrap();
+    let (out, expected) = copy_across_failures("AT_LEAST_ONCE", "", 1);
     let written: Vec<String> = consume(&out, 1).into_iter().map(|(_, _, v)| v).collect();
     let distinct: std::collections::BTreeSet<String> = written.iter().cloned().collect();
     assert_eq!(distinct.into_iter().collect::<Vec<_>>(), expected);
@@ -1182,57 +1153,9 @@ fn a_restore_at_another_scan_parallelism_reassigns_the_partitions() {
 /// reconnects, the job goes on, and every row reaches the output topic.
 #[test]
 fn an_at_least_once_job_survives_a_broker_restart() {
-    let broker = OwnBroker::start();
+    let (broker, output) =
+        double_across_a_broker_restart("SET 'execution.checkpointing.mode' = 'AT_LEAST_ONCE';", "");
     let address = broker.address();
-    let (input, output) = (unique("restart-in"), unique("restart-out"));
-    create_topic_at(&address, &input, 1);
-    create_topic_at(&address, &output, 1);
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", &address)
-        .create()
-        .unwrap();
-    let produce_range = |from: i64, to: i64| {
-        for id in from..=to {
-            let v = id.to_string();
-            producer
-                .send(
-                    BaseRecord::<'_, str, str>::to(&input)
-                        .partition(0)
-                        .payload(v.as_str()),
-                )
-                .map_err(|(e, _)| e)
-                .unwrap();
-        }
-        producer.flush(Duration::from_secs(60)).unwrap();
-    };
-    produce_range(1, 1000);
-    let mut e = engine();
-    e.execute_script(&format!(
-        "SET 'execution.checkpointing.interval' = '200 ms';
-         SET 'execution.checkpointing.dir' = 'memory://{}';
-         SET 'execution.checkpointing.mode' = 'AT_LEAST_ONCE';
-         CREATE TABLE i (n BIGINT) WITH ('connector' = 'kafka', 'topic' = '{input}',
-           'properties.bootstrap.servers' = '{address}', 'format' = 'csv',
-           'scan.startup.mode' = 'earliest-offset', 'scan.bounded.mode' = 'specific-offsets',
-           'scan.bounded.specific-offsets' = 'partition:0,offset:2000');
-         CREATE TABLE o (n BIGINT) WITH ('connector' = 'kafka', 'topic' = '{output}',
-           'properties.bootstrap.servers' = '{address}', 'format' = 'csv');",
-        unique("broker-restart")
-    ))
-    .unwrap();
-    let StatementResult::Insert(job) = e.sql("INSERT INTO o SELECT n * 2 FROM i").unwrap() else {
-        panic!("an insert")
-    };
-    let runner = std::thread::spawn(move || sluice::drain(job).map(|_| ()));
-    // The job has read the first half and waits for the rest; restart the broker, then
-    // write the second half.
-    std::thread::sleep(Duration::from_millis(1500));
-    broker.script("restart");
-    produce_range(1001, 2000);
-    runner
-        .join()
-        .unwrap()
-        .expect("the job survives the restart");
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", &address)
         .set("group.id", unique("restart-reader"))

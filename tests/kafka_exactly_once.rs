@@ -7,8 +7,6 @@
 
 use std::time::{Duration, Instant};
 
-use sluice::{Engine, EngineConfig};
-
 mod common;
 #[path = "kafka/support.rs"]
 mod support;
@@ -40,35 +38,7 @@ fn exactly_once(prefix: &str) -> String {
 
 #[test]
 fn each_row_is_committed_once_across_restarts() {
-    let (t, expected) = three_partitions();
-    let out = topic("eos-copy", 2);
-    let sql = format!(
-        "SET 'execution.checkpointing.dir' = 'memory://{}';
-         SET 'sluice.test.checkpoint-after-rows' = '9,18';
-         SET 'sluice.test.failpoints' = 'source-after-row:14,source-after-row:25';
-         SET 'restart-strategy.fixed-delay.attempts' = '5';
-         SET 'restart-strategy.fixed-delay.delay' = '0 ms';
-         {}{}
-         INSERT INTO copy SELECT * FROM orders;",
-        unique("kafka-eos"),
-        table(
-            "orders",
-            "id BIGINT, item STRING, price DOUBLE",
-            &t,
-            &format!("{BOUNDED}, 'format' = 'json'")
-        ),
-        table(
-            "copy",
-            "id BIGINT, item STRING, price DOUBLE",
-            &out,
-            &format!(", 'format' = 'csv'{}", exactly_once("copy"))
-        ),
-    );
-    let mut e = Engine::new(EngineConfig {
-        batch_size: 4,
-        ..Default::default()
-    });
-    e.execute_script(&sql).unwrap();
+    let (out, expected) = copy_across_failures("EXACTLY_ONCE", &exactly_once("copy"), 2);
     assert_eq!(committed_values(&out, 2), expected);
 }
 
@@ -102,32 +72,29 @@ fn exactly_once_settings_that_cannot_hold_are_clear_errors() {
         );
     }
     let eos = exactly_once("bad");
-    // A transaction timeout the checkpoint interval reaches.
-    let err = run(
-        &format!("{eos}, 'properties.transaction.timeout.ms' = '1000'"),
-        "SET 'execution.checkpointing.interval' = '2 s';",
-    );
-    assert!(
-        err.contains("'properties.transaction.timeout.ms' (1000 ms) must exceed the checkpoint interval (2000 ms)"),
-        "{err}"
-    );
-    let err = run(
-        &format!("{eos}, 'properties.transaction.timeout.ms' = 'soon'"),
-        "",
-    );
-    assert!(
-        err.contains("must be a positive number of milliseconds"),
-        "{err}"
-    );
-    // A secured connection: the restore's own commit speaks plain TCP.
-    let err = run(
-        &format!("{eos}, 'properties.security.protocol' = 'SASL_SSL'"),
-        "",
-    );
-    assert!(
-        err.contains("over 'security.protocol' = 'SASL_SSL'"),
-        "{err}"
-    );
+    let cases = [
+        // A transaction timeout the checkpoint interval reaches.
+        (
+            "'properties.transaction.timeout.ms' = '1000'",
+            "SET 'execution.checkpointing.interval' = '2 s';",
+            "'properties.transaction.timeout.ms' (1000 ms) must exceed the checkpoint interval (2000 ms)",
+        ),
+        (
+            "'properties.transaction.timeout.ms' = 'soon'",
+            "",
+            "must be a positive number of milliseconds",
+        ),
+        // A secured connection: the restore's own commit speaks plain TCP.
+        (
+            "'properties.security.protocol' = 'SASL_SSL'",
+            "",
+            "over 'security.protocol' = 'SASL_SSL'",
+        ),
+    ];
+    for (option, settings, message) in cases {
+        let err = run(&format!("{eos}, {option}"), settings);
+        assert!(err.contains(message), "{option}: {err}");
+    }
 }
 
 /// xorshift64*: reproducible random numbers.
@@ -454,61 +421,12 @@ fn a_killed_job_resumed_from_its_checkpoint_commits_each_window_once() {
 /// every row once.
 #[test]
 fn an_exactly_once_job_survives_a_broker_restart() {
-    let broker = OwnBroker::start();
+    let (broker, output) = double_across_a_broker_restart(
+        "SET 'restart-strategy.fixed-delay.attempts' = '20';
+         SET 'restart-strategy.fixed-delay.delay' = '500 ms';",
+        &exactly_once("restart"),
+    );
     let address = broker.address();
-    let (input, output) = (unique("eos-restart-in"), unique("eos-restart-out"));
-    create_topic_at(&address, &input, 1);
-    create_topic_at(&address, &output, 1);
-    let producer: rdkafka::producer::BaseProducer = rdkafka::config::ClientConfig::new()
-        .set("bootstrap.servers", &address)
-        .create()
-        .unwrap();
-    let produce_range = |from: i64, to: i64| {
-        use rdkafka::producer::Producer;
-        for id in from..=to {
-            let v = id.to_string();
-            producer
-                .send(
-                    rdkafka::producer::BaseRecord::<'_, str, str>::to(&input)
-                        .partition(0)
-                        .payload(v.as_str()),
-                )
-                .map_err(|(e, _)| e)
-                .unwrap();
-        }
-        producer.flush(Duration::from_secs(60)).unwrap();
-    };
-    produce_range(1, 1000);
-    let mut e = engine();
-    e.execute_script(&format!(
-        "SET 'execution.checkpointing.interval' = '200 ms';
-         SET 'execution.checkpointing.dir' = 'memory://{}';
-         SET 'restart-strategy.fixed-delay.attempts' = '20';
-         SET 'restart-strategy.fixed-delay.delay' = '500 ms';
-         CREATE TABLE i (n BIGINT) WITH ('connector' = 'kafka', 'topic' = '{input}',
-           'properties.bootstrap.servers' = '{address}', 'format' = 'csv',
-           'scan.startup.mode' = 'earliest-offset', 'scan.bounded.mode' = 'specific-offsets',
-           'scan.bounded.specific-offsets' = 'partition:0,offset:2000');
-         CREATE TABLE o (n BIGINT) WITH ('connector' = 'kafka', 'topic' = '{output}',
-           'properties.bootstrap.servers' = '{address}', 'format' = 'csv'{});",
-        unique("eos-broker-restart"),
-        exactly_once("restart")
-    ))
-    .unwrap();
-    let sluice::StatementResult::Insert(job) = e.sql("INSERT INTO o SELECT n * 2 FROM i").unwrap()
-    else {
-        panic!("an insert")
-    };
-    let runner = std::thread::spawn(move || sluice::drain(job).map(|_| ()));
-    // The job has read the first half and waits for the rest; restart the broker, then
-    // write the second half.
-    std::thread::sleep(Duration::from_millis(1500));
-    broker.script("restart");
-    produce_range(1001, 2000);
-    runner
-        .join()
-        .unwrap()
-        .expect("the job survives the restart");
     let log = transactional_log_at(&address, &output, 0);
     assert_eq!(log.open, 0, "messages of transactions left open");
     let mut got: Vec<i64> = log

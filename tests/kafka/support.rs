@@ -351,3 +351,105 @@ pub fn transactional_log_at(address: &str, topic: &str, partition: i32) -> Trans
     log.open = open.values().map(Vec::len).sum();
     log
 }
+
+/// Copies `three_partitions()` into a new topic of `out_partitions` partitions through a
+/// job failing twice (after source rows 14 and 25; checkpoints after rows 9 and 18) in
+/// checkpointing mode `mode`, the sink table's extra options `sink_options`. Returns the
+/// output topic and the expected rows (sorted).
+pub fn copy_across_failures(
+    mode: &str,
+    sink_options: &str,
+    out_partitions: i32,
+) -> (String, Vec<String>) {
+    let (t, expected) = three_partitions();
+    let out = topic("copy", out_partitions);
+    let sql = format!(
+        "SET 'execution.checkpointing.dir' = 'memory://{}';
+         SET 'execution.checkpointing.mode' = '{mode}';
+         SET 'sluice.test.checkpoint-after-rows' = '9,18';
+         SET 'sluice.test.failpoints' = 'source-after-row:14,source-after-row:25';
+         SET 'restart-strategy.fixed-delay.attempts' = '5';
+         SET 'restart-strategy.fixed-delay.delay' = '0 ms';
+         {}{}
+         INSERT INTO copy SELECT * FROM orders;",
+        unique("kafka-copy"),
+        table(
+            "orders",
+            "id BIGINT, item STRING, price DOUBLE",
+            &t,
+            &format!("{BOUNDED}, 'format' = 'json'")
+        ),
+        table(
+            "copy",
+            "id BIGINT, item STRING, price DOUBLE",
+            &out,
+            &format!(", 'format' = 'csv'{sink_options}")
+        ),
+    );
+    let mut e = Engine::new(EngineConfig {
+        batch_size: 4,
+        ..Default::default()
+    });
+    e.execute_script(&sql).unwrap();
+    (out, expected)
+}
+
+/// Runs `INSERT INTO o SELECT n * 2 FROM i` (`n` = 1..=2000 in one partition) on a broker
+/// of its own that restarts (data kept) after the job read the first half, with
+/// `settings` (SET statements) and the sink table's extra options `sink_options`. Returns
+/// the broker (still running) and the output topic.
+pub fn double_across_a_broker_restart(settings: &str, sink_options: &str) -> (OwnBroker, String) {
+    let broker = OwnBroker::start();
+    let address = broker.address();
+    let (input, output) = (unique("restart-in"), unique("restart-out"));
+    create_topic_at(&address, &input, 1);
+    create_topic_at(&address, &output, 1);
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &address)
+        .create()
+        .unwrap();
+    let produce_range = |from: i64, to: i64| {
+        for id in from..=to {
+            let v = id.to_string();
+            producer
+                .send(
+                    BaseRecord::<'_, str, str>::to(&input)
+                        .partition(0)
+                        .payload(v.as_str()),
+                )
+                .map_err(|(e, _)| e)
+                .unwrap();
+        }
+        producer.flush(Duration::from_secs(60)).unwrap();
+    };
+    produce_range(1, 1000);
+    let mut e = engine();
+    e.execute_script(&format!(
+        "SET 'execution.checkpointing.interval' = '200 ms';
+         SET 'execution.checkpointing.dir' = 'memory://{}';
+         {settings}
+         CREATE TABLE i (n BIGINT) WITH ('connector' = 'kafka', 'topic' = '{input}',
+           'properties.bootstrap.servers' = '{address}', 'format' = 'csv',
+           'scan.startup.mode' = 'earliest-offset', 'scan.bounded.mode' = 'specific-offsets',
+           'scan.bounded.specific-offsets' = 'partition:0,offset:2000');
+         CREATE TABLE o (n BIGINT) WITH ('connector' = 'kafka', 'topic' = '{output}',
+           'properties.bootstrap.servers' = '{address}', 'format' = 'csv'{sink_options});",
+        unique("broker-restart")
+    ))
+    .unwrap();
+    let sluice::StatementResult::Insert(job) = e.sql("INSERT INTO o SELECT n * 2 FROM i").unwrap()
+    else {
+        panic!("an insert")
+    };
+    let runner = std::thread::spawn(move || sluice::drain(job).map(|_| ()));
+    // The job has read the first half and waits for the rest; restart the broker, then
+    // write the second half.
+    std::thread::sleep(Duration::from_millis(1500));
+    broker.script("restart");
+    produce_range(1001, 2000);
+    runner
+        .join()
+        .unwrap()
+        .expect("the job survives the restart");
+    (broker, output)
+}

@@ -254,10 +254,7 @@ pub fn init_producer_id(
     transactional_id: &str,
     transaction_timeout_ms: i32,
 ) -> Result<(i64, i16)> {
-    let doing = format!("taking over transactional id '{transactional_id}'");
-    let deadline = Instant::now() + RETRY_FOR;
-    let mut c = coordinator(bootstrap, transactional_id)?;
-    loop {
+    let (code, ids) = retrying(bootstrap, transactional_id, |c| {
         let version = c.version::<InitProducerIdRequest>(4)?;
         let mut request = InitProducerIdRequest::default()
             .with_transactional_id(Some(TransactionalId(StrBytes::from_string(
@@ -270,9 +267,32 @@ pub fn init_producer_id(
                 .with_producer_epoch(-1);
         }
         let r = c.send_version(&request, version)?;
-        match r.error_code {
-            0 => return Ok((r.producer_id.0, r.producer_epoch)),
-            // The aborted transaction is still completing, or the coordinator moves.
+        Ok((r.error_code, (r.producer_id.0, r.producer_epoch)))
+    })?;
+    match code {
+        0 => Ok(ids),
+        code => Err(error(
+            &format!("taking over transactional id '{transactional_id}'"),
+            describe(code),
+        )),
+    }
+}
+
+/// Sends a request to the transaction coordinator of `transactional_id` (`attempt`
+/// returns the response's error code and value) until its error is not a retriable one:
+/// the coordinator loading or not available, a transaction still completing
+/// (`CONCURRENT_TRANSACTIONS`, as after the abort an InitProducerId starts), or the
+/// coordinator moved (found again). Retries for [`RETRY_FOR`].
+fn retrying<T>(
+    bootstrap: &str,
+    transactional_id: &str,
+    mut attempt: impl FnMut(&mut Connection) -> Result<(i16, T)>,
+) -> Result<(i16, T)> {
+    let deadline = Instant::now() + RETRY_FOR;
+    let mut c = coordinator(bootstrap, transactional_id)?;
+    loop {
+        let (code, value) = attempt(&mut c)?;
+        match code {
             CONCURRENT_TRANSACTIONS | COORDINATOR_LOAD_IN_PROGRESS | COORDINATOR_NOT_AVAILABLE
                 if Instant::now() < deadline =>
             {
@@ -281,7 +301,7 @@ pub fn init_producer_id(
             NOT_COORDINATOR if Instant::now() < deadline => {
                 c = coordinator(bootstrap, transactional_id)?;
             }
-            code => return Err(error(&doing, describe(code))),
+            code => return Ok((code, value)),
         }
     }
 }
@@ -314,9 +334,7 @@ pub fn end_transaction(
         "{} transaction '{transactional_id}' (producer {producer_id}, epoch {producer_epoch})",
         if commit { "committing" } else { "aborting" }
     );
-    let deadline = Instant::now() + RETRY_FOR;
-    let mut c = coordinator(bootstrap, transactional_id)?;
-    loop {
+    let (code, ()) = retrying(bootstrap, transactional_id, |c| {
         // Version 5 (transactions v2, KIP-890) changes how epochs move: not used.
         let version = c.version::<EndTxnRequest>(4)?;
         let request = EndTxnRequest::default()
@@ -326,22 +344,14 @@ pub fn end_transaction(
             .with_producer_id(producer_id.into())
             .with_producer_epoch(producer_epoch)
             .with_committed(commit);
-        let r = c.send_version(&request, version)?;
-        match r.error_code {
-            0 => return Ok(Ended::Done),
-            INVALID_PRODUCER_EPOCH
-            | PRODUCER_FENCED
-            | INVALID_TXN_STATE
-            | INVALID_PRODUCER_ID_MAPPING => return Ok(Ended::Gone(describe(r.error_code))),
-            CONCURRENT_TRANSACTIONS | COORDINATOR_LOAD_IN_PROGRESS | COORDINATOR_NOT_AVAILABLE
-                if Instant::now() < deadline =>
-            {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            NOT_COORDINATOR if Instant::now() < deadline => {
-                c = coordinator(bootstrap, transactional_id)?;
-            }
-            code => return Err(error(&doing, describe(code))),
-        }
+        Ok((c.send_version(&request, version)?.error_code, ()))
+    })?;
+    match code {
+        0 => Ok(Ended::Done),
+        INVALID_PRODUCER_EPOCH
+        | PRODUCER_FENCED
+        | INVALID_TXN_STATE
+        | INVALID_PRODUCER_ID_MAPPING => Ok(Ended::Gone(describe(code))),
+        code => Err(error(&doing, describe(code))),
     }
 }
