@@ -933,27 +933,7 @@ fn a_killed_kafka_job_resumes_from_its_checkpoint() {
     let dir = std::env::temp_dir().join(unique("sluice-kafka-kill"));
     let (windows, checkpoints) = (dir.join("windows"), dir.join("chk"));
     std::fs::create_dir_all(&dir).unwrap();
-    let writer = {
-        let input = input.clone();
-        std::thread::spawn(move || {
-            let producer: BaseProducer = ClientConfig::new()
-                .set("bootstrap.servers", bootstrap())
-                .create()
-                .unwrap();
-            for id in 1..=4000i64 {
-                let value = format!(r#"{{"id":{id}}}"#);
-                let r: BaseRecord<'_, str, str> = BaseRecord::to(&input)
-                    .partition((id % 2) as i32)
-                    .payload(value.as_str());
-                producer.send(r).map_err(|(e, _)| e).unwrap();
-                if id % 50 == 0 {
-                    producer.flush(Duration::from_secs(30)).unwrap();
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-            }
-            producer.flush(Duration::from_secs(30)).unwrap();
-        })
-    };
+    let writer = write_ids_while_running(&input, 2);
     let script = format!(
         "SET 'table.local-time-zone' = 'UTC';
          SET 'execution.checkpointing.interval' = '300 ms';
@@ -980,19 +960,7 @@ fn a_killed_kafka_job_resumes_from_its_checkpoint() {
     );
     let file = dir.join("job.sql");
     std::fs::write(&file, script).unwrap();
-    let run = |resume: bool| {
-        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"));
-        c.args(["run", file.to_str().unwrap()]);
-        if resume {
-            c.args(["--from-checkpoint", "latest"]);
-        }
-        c
-    };
-    let mut child = run(false)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("sluice starts");
+    let mut child = sluice_run(&file, false).spawn().expect("sluice starts");
     let deadline = Instant::now() + Duration::from_secs(180);
     while common::committed_lines(&windows).is_empty() {
         assert!(Instant::now() < deadline, "no checkpoint committed");
@@ -1010,24 +978,16 @@ fn a_killed_kafka_job_resumes_from_its_checkpoint() {
         "killed mid-run: {partial} of 41 windows committed"
     );
     writer.join().unwrap();
-    let resumed = run(true).output().unwrap();
+    let resumed = sluice_run(&file, true)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
     assert!(
         resumed.status.success(),
         "{}",
         String::from_utf8_lossy(&resumed.stderr)
     );
-    let mut expected_windows: Vec<String> = (0..=40i64)
-        .map(|w| {
-            let (lo, hi) = ((w * 100).max(1), (w * 100 + 99).min(4000));
-            let n = hi - lo + 1;
-            format!(
-                "{},{n},{}",
-                sluice::format_timestamp_ms(w * 1000),
-                (lo + hi) * n / 2
-            )
-        })
-        .collect();
-    expected_windows.sort();
+    let expected_windows = second_windows_of_ids();
     assert_eq!(common::committed_lines(&windows), expected_windows);
     let written: Vec<String> = consume(&sevens, 1).into_iter().map(|(_, _, v)| v).collect();
     let distinct: std::collections::BTreeSet<i64> =

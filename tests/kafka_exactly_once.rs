@@ -271,23 +271,7 @@ fn a_killed_job_resumed_from_its_checkpoint_commits_each_window_once() {
     let output = topic("eos-kill-out", 1);
     let dir = std::env::temp_dir().join(unique("sluice-kafka-eos-kill"));
     std::fs::create_dir_all(&dir).unwrap();
-    let writer = {
-        let input = input.clone();
-        std::thread::spawn(move || {
-            for chunk in (1..=4000i64).collect::<Vec<_>>().chunks(100) {
-                let messages: Vec<(i32, String)> = chunk
-                    .iter()
-                    .map(|id| (0, format!(r#"{{"id":{id}}}"#)))
-                    .collect();
-                let refs: Vec<(i32, Option<&str>, &str)> = messages
-                    .iter()
-                    .map(|(p, v)| (*p, None, v.as_str()))
-                    .collect();
-                produce(&input, &refs);
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        })
-    };
+    let writer = write_ids_while_running(&input, 1);
     let script = format!(
         "SET 'table.local-time-zone' = 'UTC';
          SET 'execution.checkpointing.interval' = '200 ms';
@@ -327,14 +311,8 @@ fn a_killed_job_resumed_from_its_checkpoint_commits_each_window_once() {
     let file = dir.join("job.sql");
     std::fs::write(&file, script).unwrap();
     let run = |resume: bool| {
-        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"));
-        let job = if resume { &file } else { &first_file };
-        c.args(["run", job.to_str().unwrap()]);
-        if resume {
-            c.args(["--from-checkpoint", "latest"]);
-        }
-        c.stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped());
+        let mut c = sluice_run(if resume { &file } else { &first_file }, resume);
+        c.stderr(std::process::Stdio::piped());
         c
     };
     // 1. Dies after checkpoint 3's manifest, before its commit.
@@ -385,23 +363,8 @@ fn a_killed_job_resumed_from_its_checkpoint_commits_each_window_once() {
         "{}",
         String::from_utf8_lossy(&last.stderr)
     );
-    let log = transactional_log(&output, 0);
-    assert_eq!(log.open, 0, "messages of transactions left open");
-    let mut got: Vec<String> = log.committed.into_iter().map(|(_, v)| v).collect();
-    got.sort();
-    let mut expected: Vec<String> = (0..=40i64)
-        .map(|w| {
-            let (lo, hi) = ((w * 100).max(1), (w * 100 + 99).min(4000));
-            let n = hi - lo + 1;
-            format!(
-                "{},{n},{}",
-                sluice::format_timestamp_ms(w * 1000),
-                (lo + hi) * n / 2
-            )
-        })
-        .collect();
-    expected.sort();
-    assert_eq!(got, expected);
+    let expected = second_windows_of_ids();
+    assert_eq!(committed_values(&output, 1), expected);
     // The end was a final checkpoint: resuming the finished job replays nothing.
     let again = run(true).output().unwrap();
     assert!(
@@ -409,10 +372,11 @@ fn a_killed_job_resumed_from_its_checkpoint_commits_each_window_once() {
         "{}",
         String::from_utf8_lossy(&again.stderr)
     );
-    let log = transactional_log(&output, 0);
-    let mut got: Vec<String> = log.committed.into_iter().map(|(_, v)| v).collect();
-    got.sort();
-    assert_eq!(got, expected, "after resuming the finished job");
+    assert_eq!(
+        committed_values(&output, 1),
+        expected,
+        "after resuming the finished job"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

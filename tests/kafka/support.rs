@@ -453,3 +453,54 @@ pub fn double_across_a_broker_restart(settings: &str, sink_options: &str) -> (Ow
         .expect("the job survives the restart");
     (broker, output)
 }
+
+/// Writes `{"id": n}` for n = 1..=4000 into `topic` (partition n mod `partitions`) at
+/// about 1,000 messages a second, from a thread: input that arrives while a job runs.
+pub fn write_ids_while_running(topic: &str, partitions: i64) -> std::thread::JoinHandle<()> {
+    let topic = topic.to_string();
+    std::thread::spawn(move || {
+        for chunk in (1..=4000i64).collect::<Vec<_>>().chunks(50) {
+            let messages: Vec<(i32, String)> = chunk
+                .iter()
+                .map(|id| ((id % partitions) as i32, format!(r#"{{"id":{id}}}"#)))
+                .collect();
+            let refs: Vec<(i32, Option<&str>, &str)> = messages
+                .iter()
+                .map(|(p, v)| (*p, None, v.as_str()))
+                .collect();
+            produce(&topic, &refs);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    })
+}
+
+/// The 1-second tumbling windows of ids 1..=4000 at event time id * 10 ms, as
+/// `window_start,count,sum` sorted: window w holds ids 100w..100w+99 (window 0 from 1,
+/// window 40 only 4000).
+pub fn second_windows_of_ids() -> Vec<String> {
+    let mut windows: Vec<String> = (0..=40i64)
+        .map(|w| {
+            let (lo, hi) = ((w * 100).max(1), (w * 100 + 99).min(4000));
+            let n = hi - lo + 1;
+            format!(
+                "{},{n},{}",
+                sluice::format_timestamp_ms(w * 1000),
+                (lo + hi) * n / 2
+            )
+        })
+        .collect();
+    windows.sort();
+    windows
+}
+
+/// `sluice run FILE` (with `--from-checkpoint latest` when `resume`), output discarded.
+pub fn sluice_run(file: &std::path::Path, resume: bool) -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"));
+    c.args(["run", file.to_str().unwrap()]);
+    if resume {
+        c.args(["--from-checkpoint", "latest"]);
+    }
+    c.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    c
+}
