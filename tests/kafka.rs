@@ -1056,6 +1056,74 @@ fn the_raw_format_reads_and_writes_a_message_as_one_column() {
     );
 }
 
+/// Numbers in the `raw` format (Flink docs, "Raw Format"): a message is the number's bytes
+/// in `'raw.endianness'` (big-endian unless said). Bytes worked out by hand: 500 =
+/// 0x000001F4, -2 = 0xFFFFFFFE, 1.5 = 0x3FF8000000000000.
+#[test]
+fn the_raw_format_reads_and_writes_numbers_in_either_byte_order() {
+    let t = topic("raw-num", 1);
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create()
+        .expect("producer");
+    let messages: [&[u8]; 3] = [
+        &[0, 0, 1, 0xF4],
+        &[0xFF, 0xFF, 0xFF, 0xFE],
+        &[0xF4, 1, 0, 0],
+    ];
+    for m in messages {
+        let r: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(&t).partition(0).payload(m);
+        producer.send(r).map_err(|(e, _)| e).expect("send");
+    }
+    producer.flush(Duration::from_secs(30)).expect("flush");
+    for (endianness, expected) in [
+        ("big-endian", vec!["500", "-2", "-201261056"]),
+        ("little-endian", vec!["-201261056", "-16777217", "500"]),
+    ] {
+        let sql = table(
+            "n",
+            "v INT",
+            &t,
+            &format!("{BOUNDED}, 'format' = 'raw', 'raw.endianness' = '{endianness}'"),
+        ) + "SELECT v FROM n;";
+        assert_eq!(
+            rows_in_order(&engine().collect(&sql).unwrap()),
+            expected,
+            "{endianness}"
+        );
+    }
+    // A message of the wrong length is a data error at its offset.
+    let sql =
+        table("d", "v DOUBLE", &t, &format!("{BOUNDED}, 'format' = 'raw'")) + "SELECT v FROM d;";
+    let err = engine().collect(&sql).unwrap_err().to_string();
+    assert!(
+        err.contains(&format!(
+            "kafka://{t}/0:0:1: a 'raw' DOUBLE value has 8 byte(s), found 4"
+        )),
+        "{err}"
+    );
+    // Written: DOUBLE 1.5 big-endian, BIGINT -2 little-endian.
+    let (d, b) = (topic("raw-double", 1), topic("raw-bigint", 1));
+    let sql = table("d", "v DOUBLE", &d, ", 'format' = 'raw'")
+        + &table(
+            "b",
+            "v BIGINT",
+            &b,
+            ", 'format' = 'raw', 'raw.endianness' = 'little-endian'",
+        )
+        + "INSERT INTO d VALUES (1.5); INSERT INTO b VALUES (CAST(-2 AS BIGINT));";
+    engine().execute_script(&sql).unwrap();
+    let read_bytes = |topic: &str| -> Vec<u8> {
+        let log = transactional_log(topic, 0);
+        log.committed_bytes.into_iter().next().expect("one message")
+    };
+    assert_eq!(read_bytes(&d), vec![0x3F, 0xF8, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(
+        read_bytes(&b),
+        vec![0xFE, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF]
+    );
+}
+
 /// A job reading 3 partitions with one source subtask fails after a checkpoint; the same
 /// job restored from that checkpoint with `'scan.parallelism' = '3'` gives each new
 /// subtask its partitions' checkpointed offsets: the exactly-once filesystem sink holds

@@ -249,6 +249,8 @@ pub struct TransactionalLog {
     /// Messages outside transactions, and those of transactions that ended with a commit
     /// marker, as `(key, value)` in the order of their commit (per partition).
     pub committed: Vec<(Option<String>, String)>,
+    /// The committed messages' values as bytes (in the same order).
+    pub committed_bytes: Vec<Vec<u8>>,
     /// Messages of transactions that ended with an abort marker.
     pub aborted: usize,
     /// Messages of transactions with no marker (still open).
@@ -277,7 +279,8 @@ pub fn transactional_log_at(address: &str, topic: &str, partition: i32) -> Trans
     let version = c.version::<FetchRequest>(11).expect("fetch version");
     let mut log = TransactionalLog::default();
     // Per producer id: the messages of its open transaction.
-    let mut open: BTreeMap<i64, Vec<(Option<String>, String)>> = BTreeMap::new();
+    type Message = ((Option<String>, String), Vec<u8>);
+    let mut open: BTreeMap<i64, Vec<Message>> = BTreeMap::new();
     let text =
         |b: &Option<bytes::Bytes>| b.as_ref().map(|b| String::from_utf8_lossy(b).into_owned());
     let mut offset = 0i64;
@@ -329,17 +332,25 @@ pub fn transactional_log_at(address: &str, topic: &str, partition: i32) -> Trans
                     };
                     let messages = open.remove(&r.producer_id).unwrap_or_default();
                     match kind {
-                        1 => log.committed.extend(messages),
+                        1 => {
+                            for (m, bytes) in messages {
+                                log.committed.push(m);
+                                log.committed_bytes.push(bytes);
+                            }
+                        }
                         0 => log.aborted += messages.len(),
                         other => panic!("control record of type {other} in {topic}/{partition}"),
                     }
                 } else if r.transactional {
-                    open.entry(r.producer_id)
-                        .or_default()
-                        .push((text(&r.key), text(&r.value).unwrap_or_default()));
+                    open.entry(r.producer_id).or_default().push((
+                        (text(&r.key), text(&r.value).unwrap_or_default()),
+                        r.value.as_ref().map(|v| v.to_vec()).unwrap_or_default(),
+                    ));
                 } else {
                     log.committed
                         .push((text(&r.key), text(&r.value).unwrap_or_default()));
+                    log.committed_bytes
+                        .push(r.value.as_ref().map(|v| v.to_vec()).unwrap_or_default());
                 }
             }
         }

@@ -691,7 +691,7 @@ pub const FORMATS: &[FormatDecl] = &[
                 "raw.endianness",
                 Kind::Choice(&["big-endian", "little-endian"]),
                 "big-endian",
-                "accepted for Flink's DDL (numeric raw columns are not read)",
+                "the byte order of a numeric column",
             ),
         ],
     },

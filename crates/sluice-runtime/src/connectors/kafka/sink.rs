@@ -375,7 +375,11 @@ impl KafkaSink {
     }
 
     /// One encoded part per row.
-    fn encode(batch: &RecordBatch, format: Format) -> Result<Vec<Vec<u8>>> {
+    fn encode(
+        batch: &RecordBatch,
+        format: Format,
+        options: &ConnectorOptions,
+    ) -> Result<Vec<Vec<u8>>> {
         let one_per_line = |bytes: Vec<u8>| -> Vec<Vec<u8>> {
             bytes
                 .split(|b| *b == b'\n')
@@ -384,7 +388,7 @@ impl KafkaSink {
         };
         let n = batch.num_rows();
         match format {
-            Format::Raw => super::raw::encode(batch),
+            Format::Raw => super::raw::encode(batch, options),
             Format::File(FileFormat::Json) => {
                 // JSON escapes line ends inside strings: one line per row.
                 let mut lines = one_per_line(json_bytes(batch)?);
@@ -452,14 +456,14 @@ impl BatchSink for KafkaSink {
             return Ok(());
         }
         let value_batch = batch.project(&self.layout.value.0)?;
-        let values = Self::encode(&value_batch, self.layout.value.2)?;
+        let values = Self::encode(&value_batch, self.layout.value.2, &self.layout.value.3)?;
         let keys = match &self.layout.key {
-            Some((indices, schema, format, _)) => {
+            Some((indices, schema, format, format_options)) => {
                 let key_batch = RecordBatch::try_new(
                     Arc::clone(schema),
                     batch.project(indices)?.columns().to_vec(),
                 )?;
-                Some(Self::encode(&key_batch, *format)?)
+                Some(Self::encode(&key_batch, *format, format_options)?)
             }
             None => None,
         };
