@@ -781,6 +781,31 @@ fn metadata_columns_read_and_write_timestamps_headers_partitions_and_offsets() {
         })
         .collect();
     assert_eq!(rows, want);
+    // The leader epoch: what the broker's record batches say (read raw), NULL if -1.
+    let rows = sorted_rows(
+        &engine()
+            .collect(&format!(
+                "{}SELECT o, le FROM e WHERE p = 0;",
+                table(
+                    "e",
+                    "id BIGINT, p INT METADATA FROM 'partition' VIRTUAL, \
+                     o BIGINT METADATA FROM 'offset' VIRTUAL, \
+                     le INT METADATA FROM 'leader-epoch' VIRTUAL",
+                    &t,
+                    &format!("{BOUNDED}, 'format' = 'json'")
+                )
+            ))
+            .unwrap(),
+    );
+    let want: Vec<String> = transactional_log(&t, 0)
+        .leader_epochs
+        .iter()
+        .map(|(o, e)| match *e {
+            e if e >= 0 => format!("{o},{e}"),
+            _ => format!("{o},"),
+        })
+        .collect();
+    assert_eq!(rows, want);
     // The message time is an event-time attribute: 2-second windows hold ids {0,1},
     // {2,3}, {4,5}.
     let rows = sorted_rows(

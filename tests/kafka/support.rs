@@ -255,6 +255,8 @@ pub struct TransactionalLog {
     pub aborted: usize,
     /// Messages of transactions with no marker (still open).
     pub open: usize,
+    /// Every message's partition leader epoch (its batch's), by offset.
+    pub leader_epochs: BTreeMap<i64, i32>,
 }
 
 /// Reads partition `partition` of `topic` from its start to its end as a `read_committed`
@@ -323,6 +325,9 @@ pub fn transactional_log_at(address: &str, topic: &str, partition: i32) -> Trans
                 }
                 offset = r.offset + 1;
                 progressed = true;
+                if !r.control {
+                    log.leader_epochs.insert(r.offset, r.partition_leader_epoch);
+                }
                 if r.control {
                     let key = r.key.clone().unwrap_or_default();
                     let kind = if key.len() >= 4 {

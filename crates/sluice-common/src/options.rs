@@ -294,7 +294,7 @@ const KAFKA_METADATA: &[MetadataDecl] = &[
         "leader-epoch",
         "INT NULL",
         false,
-        "the partition leader's epoch, if known (always NULL: librdkafka does not report it)",
+        "the epoch of the partition leader that wrote the message (NULL when the broker does not say)",
     ),
     meta(
         "offset",

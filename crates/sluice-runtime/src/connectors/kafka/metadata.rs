@@ -1,7 +1,7 @@
 //! Kafka's metadata columns (Flink docs, "Apache Kafka SQL Connector", "Available
 //! Metadata"; declared in `sluice_common::options`): a message's `topic`, `partition`,
 //! `offset`, `timestamp` (`TIMESTAMP_LTZ(3)`), `timestamp-type`, `headers`
-//! (`MAP<STRING, BYTES>`) and `leader-epoch` (always NULL: librdkafka does not report it),
+//! (`MAP<STRING, BYTES>`) and `leader-epoch` (NULL when the broker does not say),
 //! read into `METADATA` columns; `timestamp` and `headers` are also written by a sink.
 //!
 //! A column may declare another type than the key's: a `TIMESTAMP(3)` column gets the
@@ -26,6 +26,8 @@ pub(crate) struct MessageMetadata {
     pub timestamp_ms: Option<i64>,
     pub timestamp_type: &'static str,
     pub headers: Vec<(String, Option<Vec<u8>>)>,
+    /// The partition leader's epoch the message was written in (`None`: unknown).
+    pub leader_epoch: Option<i32>,
 }
 
 impl MessageMetadata {
@@ -51,10 +53,14 @@ impl MessageMetadata {
             }
             _ => Vec::new(),
         };
+        // SAFETY: `ptr` is the message librdkafka handed out, alive while `message` is
+        // borrowed; `rd_kafka_message_leader_epoch` only reads it (librdkafka >= 2.1).
+        let epoch = unsafe { rdkafka::bindings::rd_kafka_message_leader_epoch(message.ptr()) };
         MessageMetadata {
             timestamp_ms,
             timestamp_type,
             headers,
+            leader_epoch: (epoch >= 0).then_some(epoch),
         }
     }
 }
@@ -75,7 +81,9 @@ pub(crate) fn column(
         "topic" => Arc::new(StringArray::from(vec![topic; n])),
         "partition" => Arc::new(Int32Array::from(vec![partition; n])),
         "offset" => Arc::new(Int64Array::from(offsets.to_vec())),
-        "leader-epoch" => Arc::new(Int32Array::new_null(n)),
+        "leader-epoch" => Arc::new(Int32Array::from_iter(
+            metadata.iter().map(|m| m.leader_epoch),
+        )),
         "timestamp-type" => Arc::new(StringArray::from_iter_values(
             metadata.iter().map(|m| m.timestamp_type),
         )),
