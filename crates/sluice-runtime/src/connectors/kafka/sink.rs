@@ -46,6 +46,9 @@ use crate::message::{RowKind, StreamBatch};
 /// fails a message after 300 s by default, which then fails the flush first).
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// How often a long flush says that it is still waiting.
+const FLUSH_PROGRESS: Duration = Duration::from_secs(30);
+
 /// How long opening a transaction (InitProducerId) or learning its producer id may take.
 const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -440,10 +443,35 @@ impl KafkaSink {
         }
     }
 
+    /// Waits until the broker acknowledged every message written (up to
+    /// [`FLUSH_TIMEOUT`]), saying every [`FLUSH_PROGRESS`] how many are still waiting.
     fn flush(&self) -> Result<()> {
-        self.producer()?.flush(FLUSH_TIMEOUT).map_err(|e| {
-            kafka_error(&self.table, "waiting for the broker's acknowledgements", e)
-        })?;
+        let producer = self.producer()?;
+        let started = std::time::Instant::now();
+        loop {
+            match producer.flush(FLUSH_PROGRESS) {
+                Ok(()) => break,
+                Err(KafkaError::Flush(RDKafkaErrorCode::OperationTimedOut))
+                    if started.elapsed() < FLUSH_TIMEOUT =>
+                {
+                    crate::checkpoint::coordinator::warn(&format!(
+                        "Kafka table '{}': {} message(s) not acknowledged by the broker after \
+                         {} s; still waiting (up to {} s)",
+                        self.table,
+                        producer.in_flight_count(),
+                        started.elapsed().as_secs(),
+                        FLUSH_TIMEOUT.as_secs()
+                    ));
+                }
+                Err(e) => {
+                    return Err(kafka_error(
+                        &self.table,
+                        "waiting for the broker's acknowledgements",
+                        e,
+                    ))
+                }
+            }
+        }
         self.check_delivered()
     }
 }
