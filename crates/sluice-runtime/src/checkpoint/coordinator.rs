@@ -409,15 +409,18 @@ impl Coordinator {
             .any(|c| matches!(c, Committable::Pending(p) if !p.is_empty()));
         let every_source_ended =
             (0..attempt.sources).all(|s| self.finished_sources.contains_key(&s));
-        if to_sinks && every_source_ended && self.storage.is_some() && self.config.two_phase() {
+        let finals = if to_sinks
+            && every_source_ended
+            && self.storage.is_some()
+            && self.config.two_phase()
+        {
             let id = self.coordination.next_id.fetch_add(1, Ordering::SeqCst);
+            let (pending, rest): (Vec<_>, Vec<_>) = finals
+                .into_iter()
+                .partition(|c| matches!(c, Committable::Pending(_)));
             let mut committable = Committable::Nothing;
-            let mut rest = Vec::new();
-            for c in finals {
-                match c {
-                    Committable::Pending(_) => committable.append(c),
-                    other => rest.push(other),
-                }
+            for c in pending {
+                committable.append(c);
             }
             let mut flat = (0..attempt.sources).map(|s| self.finished_sources[&s].clone());
             let cut = Cut {
@@ -427,12 +430,10 @@ impl Coordinator {
                 is_final: true,
             };
             self.complete(id, cut, committable, None)?;
-            self.commit_up_to(u64::MAX - 1)?;
-            for c in rest {
-                self.commit(c, None)?;
-            }
-            return Ok(());
-        }
+            rest
+        } else {
+            finals
+        };
         self.commit_up_to(u64::MAX - 1)?;
         for c in finals {
             self.commit(c, None)?;

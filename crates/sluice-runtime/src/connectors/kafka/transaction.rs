@@ -30,10 +30,6 @@ use crate::checkpoint::coordinator::warn;
 /// How long librdkafka may take to commit (it flushes first, and retries).
 const COMMIT_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// How many unused transactional ids in a row end the search for lingering ones (an id
-/// the broker never saw answers InitProducerId with epoch 0).
-const PROBE_PAST: u64 = 1;
-
 /// The transactional id of `subtask`'s transaction for checkpoint `checkpoint` (Flink's
 /// `TransactionalIdFactory`: `<prefix>-<subtask>-<checkpoint>`).
 pub fn transactional_id(prefix: &str, subtask: usize, checkpoint: u64) -> String {
@@ -129,8 +125,8 @@ impl KafkaTransaction {
 
 /// Aborts every transaction the sink's earlier runs may have left open: for each subtask
 /// below `subtasks`, the transactional ids of checkpoints `from`, `from + 1`, ... up to at
-/// least `through`, and on until an id the broker never saw. Producers this process holds
-/// for them are dropped. Returns how many ids were taken over.
+/// least `through`, and on until an id the broker never saw (it answers InitProducerId
+/// with epoch 0). Producers this process holds for them are dropped.
 ///
 /// # Errors
 /// The broker cannot be reached or refuses InitProducerId.
@@ -141,25 +137,20 @@ pub fn abort_lingering(
     from: u64,
     through: u64,
     transaction_timeout_ms: i32,
-) -> Result<u64> {
-    let mut taken = 0;
+) -> Result<()> {
     for subtask in 0..subtasks {
-        let mut unused = 0;
         let mut checkpoint = from;
-        while checkpoint <= through || unused < PROBE_PAST {
+        loop {
             let id = transactional_id(prefix, subtask, checkpoint);
             drop(live().remove(&id));
             let (_, epoch) = protocol::init_producer_id(bootstrap, &id, transaction_timeout_ms)?;
-            taken += 1;
-            if epoch == 0 {
-                unused += 1;
-            } else {
-                unused = 0;
+            if checkpoint >= through && epoch == 0 {
+                break;
             }
             checkpoint += 1;
         }
     }
-    Ok(taken)
+    Ok(())
 }
 
 #[cfg(test)]
