@@ -152,18 +152,7 @@ fn a_killed_statement_set_resumes_with_every_sinks_output_exact() {
         "{}",
         String::from_utf8_lossy(&resumed.stderr)
     );
-    let mut expected_windows: Vec<String> = (0..=200i64)
-        .map(|w| {
-            let (lo, hi) = ((w * 100).max(1), (w * 100 + 99).min(20_000));
-            let n = hi - lo + 1;
-            format!(
-                "{},{n},{}",
-                sluice::format_timestamp_ms(w * 1000),
-                (lo + hi) * n / 2
-            )
-        })
-        .collect();
-    expected_windows.sort();
+    let expected_windows = common::second_windows_of_ids(20_000);
     assert_eq!(common::committed_lines(&windows), expected_windows);
     let mut expected_sevens: Vec<String> = (1..=20_000i64)
         .filter(|i| i % 7 == 0)

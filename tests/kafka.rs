@@ -447,10 +447,7 @@ fn topic_patterns_and_partitioners() {
 
 /// Keyed messages to partition 0; `None` a tombstone (no value).
 fn produce_keyed(topic: &str, messages: &[(&str, Option<&str>)]) {
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap())
-        .create()
-        .expect("producer");
+    let producer = producer_at(&bootstrap());
     for (k, v) in messages {
         let mut r: BaseRecord<'_, str, str> = BaseRecord::to(topic).partition(0).key(*k);
         if let Some(v) = v {
@@ -611,10 +608,7 @@ fn upsert_kafka_writes_changes_as_upserts_and_tombstones() {
 fn an_upsert_table_restored_after_failures_has_the_last_value_of_each_key() {
     // 30 changes of 5 keys: change i sets key i % 5 to i, every 7th deletes it.
     let t = topic("upsert-restore", 2);
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap())
-        .create()
-        .unwrap();
+    let producer = producer_at(&bootstrap());
     let mut last: BTreeMap<i64, Option<i64>> = BTreeMap::new();
     for i in 0..30i64 {
         let k = i % 5;
@@ -721,10 +715,7 @@ fn metadata_columns_read_and_write_timestamps_headers_partitions_and_offsets() {
     // Six messages, ids 0..5, to partitions id % 2, timestamps 2024-01-01 00:00:0<id> UTC
     // (1704067200000 + id * 1000 ms), header trace = "t<id>".
     let t = topic("meta", 2);
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap())
-        .create()
-        .unwrap();
+    let producer = producer_at(&bootstrap());
     for id in 0..6i64 {
         let value = format!(r#"{{"id":{id}}}"#);
         let trace = format!("t{id}");
@@ -1012,7 +1003,7 @@ fn a_killed_kafka_job_resumes_from_its_checkpoint() {
         "{}",
         String::from_utf8_lossy(&resumed.stderr)
     );
-    let expected_windows = second_windows_of_ids();
+    let expected_windows = common::second_windows_of_ids(4000);
     assert_eq!(common::committed_lines(&windows), expected_windows);
     let written: Vec<String> = consume(&sevens, 1).into_iter().map(|(_, _, v)| v).collect();
     let distinct: std::collections::BTreeSet<i64> =
@@ -1087,10 +1078,7 @@ fn the_raw_format_reads_and_writes_a_message_as_one_column() {
 #[test]
 fn the_raw_format_reads_and_writes_numbers_in_either_byte_order() {
     let t = topic("raw-num", 1);
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap())
-        .create()
-        .expect("producer");
+    let producer = producer_at(&bootstrap());
     let messages: [&[u8]; 3] = [
         &[0, 0, 1, 0xF4],
         &[0xFF, 0xFF, 0xFF, 0xFE],
@@ -1242,10 +1230,7 @@ fn an_at_least_once_job_survives_a_broker_restart() {
 fn timestamp_startup_and_bounded_modes_use_the_message_times() {
     // Ten messages at 2024-01-01 00:00:0<i> UTC (i = 0..9), partition 0.
     let t = topic("times", 1);
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap())
-        .create()
-        .unwrap();
+    let producer = producer_at(&bootstrap());
     for i in 0..10i64 {
         let v = format!(r#"{{"id":{i}}}"#);
         producer
@@ -1286,10 +1271,7 @@ fn an_idle_partition_stops_holding_the_watermark_after_the_idle_timeout() {
     let writer = {
         let (t, stop) = (t.clone(), std::sync::Arc::clone(&stop));
         std::thread::spawn(move || {
-            let producer: BaseProducer = ClientConfig::new()
-                .set("bootstrap.servers", bootstrap())
-                .create()
-                .unwrap();
+            let producer = producer_at(&bootstrap());
             let mut i = 0i64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) && i < 3000 {
                 let v = format!(
@@ -1412,10 +1394,7 @@ fn a_bounded_scan_of_a_transactional_topic_ends() {
 #[test]
 fn a_bad_key_or_value_drops_its_own_message_only() {
     let t = topic("kv-bad", 1);
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap())
-        .create()
-        .unwrap();
+    let producer = producer_at(&bootstrap());
     for (k, v) in [
         (r#"{"id":1}"#, r#"{"name":"a"}"#),
         (r#"{"id":"x"}"#, r#"{"name":"b"}"#), // bad key

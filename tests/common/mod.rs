@@ -372,3 +372,22 @@ pub fn committed_lines(dir: &Path) -> Vec<String> {
     lines.sort();
     lines
 }
+
+/// The 1-second tumbling windows of ids 1..=`last` at event time id * 10 ms, as
+/// `window_start,count,sum` sorted: window w holds ids 100w..100w+99 (window 0 from 1,
+/// the last one up to `last`); counts and sums by formula.
+pub fn second_windows_of_ids(last: i64) -> Vec<String> {
+    let mut windows: Vec<String> = (0..=last / 100)
+        .map(|w| {
+            let (lo, hi) = ((w * 100).max(1), (w * 100 + 99).min(last));
+            let n = hi - lo + 1;
+            format!(
+                "{},{n},{}",
+                sluice::format_timestamp_ms(w * 1000),
+                (lo + hi) * n / 2
+            )
+        })
+        .collect();
+    windows.sort();
+    windows
+}

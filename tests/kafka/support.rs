@@ -87,12 +87,17 @@ pub fn create_topic_at(address: &str, name: &str, partitions: i32) {
     }
 }
 
+/// A producer writing to the broker at `address`.
+pub fn producer_at(address: &str) -> BaseProducer {
+    ClientConfig::new()
+        .set("bootstrap.servers", address)
+        .create()
+        .expect("producer")
+}
+
 /// Writes `(partition, key, value)` messages and waits for their acknowledgement.
 pub fn produce(topic: &str, messages: &[(i32, Option<&str>, &str)]) {
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap())
-        .create()
-        .expect("producer");
+    let producer = producer_at(&bootstrap());
     for (p, k, v) in messages {
         let mut r: BaseRecord<'_, str, str> = BaseRecord::to(topic).partition(*p).payload(*v);
         if let Some(k) = k {
@@ -420,10 +425,7 @@ pub fn double_across_a_broker_restart(settings: &str, sink_options: &str) -> (Ow
     let (input, output) = (unique("restart-in"), unique("restart-out"));
     create_topic_at(&address, &input, 1);
     create_topic_at(&address, &output, 1);
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", &address)
-        .create()
-        .unwrap();
+    let producer = producer_at(&address);
     let produce_range = |from: i64, to: i64| {
         for id in from..=to {
             let v = id.to_string();
@@ -488,25 +490,6 @@ pub fn write_ids_while_running(topic: &str, partitions: i64) -> std::thread::Joi
             std::thread::sleep(Duration::from_millis(50));
         }
     })
-}
-
-/// The 1-second tumbling windows of ids 1..=4000 at event time id * 10 ms, as
-/// `window_start,count,sum` sorted: window w holds ids 100w..100w+99 (window 0 from 1,
-/// window 40 only 4000).
-pub fn second_windows_of_ids() -> Vec<String> {
-    let mut windows: Vec<String> = (0..=40i64)
-        .map(|w| {
-            let (lo, hi) = ((w * 100).max(1), (w * 100 + 99).min(4000));
-            let n = hi - lo + 1;
-            format!(
-                "{},{n},{}",
-                sluice::format_timestamp_ms(w * 1000),
-                (lo + hi) * n / 2
-            )
-        })
-        .collect();
-    windows.sort();
-    windows
 }
 
 /// `sluice run FILE` (with `--from-checkpoint latest` when `resume`), output discarded.
