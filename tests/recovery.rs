@@ -1175,6 +1175,33 @@ fn held_result_rows_survive_a_stop_between_manifest_and_release() {
     }
 }
 
+/// A failure in the last steps of a job (after the final checkpoint's manifest, before
+/// its commit; between two of its commits) restarts the job like any
+/// other failure: the restart restores the final checkpoint, commits what it holds and
+/// replays nothing, so the sink holds each row once.
+#[test]
+fn a_failure_after_the_final_manifest_restarts_and_commits_once() {
+    let dir = generated_case(TUMBLE_QUERY);
+    let expected = failure_free(&dir, TUMBLE_SINK);
+    for (points, parallelism) in [("after-manifest:3", 1), ("mid-commit:3", 2)] {
+        let mut settings = base_settings(&unique("final"));
+        settings.push(("parallelism.default", parallelism.to_string()));
+        settings.push(("sluice.test.checkpoint-after-rows", "100,200".into()));
+        settings.push(("sluice.test.failpoints", points.into()));
+        let out = temp_dir("final");
+        let r = run(&dir, &settings, Some((TUMBLE_SINK, out.as_path())));
+        assert_eq!(r.error, None, "{points}");
+        assert_eq!(data_rows(&r.csv, false), expected, "{points}");
+        assert_eq!(JobMetrics::get(&r.metrics.restarts), 1, "{points}");
+        assert_eq!(
+            r.metrics.restored_checkpoint_id.load(Ordering::Relaxed),
+            3,
+            "{points}: the restart restored the final checkpoint"
+        );
+        let _ = std::fs::remove_dir_all(&out);
+    }
+}
+
 /// The error that starting `query` (after `settings`, with the tables of `dir`) fails with.
 fn start_error(dir: &Path, settings: &[(&str, String)], query: &str) -> String {
     let mut engine = Engine::new(EngineConfig {

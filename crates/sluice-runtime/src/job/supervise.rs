@@ -94,14 +94,18 @@ impl Job {
                     if declined.is_ok() && finished.len() == attempt.shape.subtasks {
                         finished.sort_by_key(|(s, _)| *s);
                         let finals = std::mem::take(&mut finished).into_iter().map(|(_, c)| c);
+                        // A failure here (writing the final checkpoint, a commit) restarts
+                        // the job like any other: the restore commits what the final
+                        // checkpoint holds, or replays from the last periodic one.
                         let result = self.checkpoints.finish(finals.collect(), &attempt.shape);
-                        attempt.stop();
-                        if let Err(e) = result {
-                            let _ = self.out_tx.blocking_send(Err(e));
+                        if result.is_ok() {
+                            attempt.stop();
+                            return;
                         }
-                        return;
+                        result
+                    } else {
+                        declined
                     }
-                    declined
                 }
                 Event::Failed(e) => Err(e),
             };
