@@ -26,9 +26,13 @@
 //!   an inner join is dropped, one of a left join is emitted padded when released. A probe
 //!   with a NULL time joins nothing (padded at once for a left join).
 //!
-//! State per key ([`KeyedValues`]): the waiting probe rows and the versions (row-format
-//! bytes), and whether versions were dropped; `(time, key)` timers say which keys a
-//! watermark touches. Snapshot (common layout): one row per probe and per version.
+//! State: the waiting probe rows of all keys in one [`EventTimeBuffer`] (released in
+//! (time, arrival) order, so a watermark's answers come out sorted without a per-key
+//! timer per probe); per key ([`KeyedValues`]) the versions (row-format bytes, shared by
+//! the answers that join them), whether versions were dropped and how many probes wait.
+//! One `(time, key)` timer per key with versions to drop, at its second version's time
+//! (when the watermark reaches it the first can go). Snapshot (common layout): one row per
+//! probe and per version.
 
 use std::sync::Arc;
 
@@ -49,7 +53,7 @@ use crate::metrics::JobMetrics;
 use crate::operator::{Collector, Operator};
 use crate::operators::stateless::batch_with_schema;
 use crate::state::keyed::KeyedValues;
-use crate::state::time::EventTimeTimers;
+use crate::state::time::{EventTimeBuffer, EventTimeTimers};
 use crate::state::{key_converter, row_converter, SnapshotReader, SnapshotWriter};
 
 /// One input of a temporal join.
@@ -63,34 +67,37 @@ pub struct TemporalInput {
     pub time: usize,
 }
 
-/// A probe row waiting for the watermark.
+/// A probe row waiting for the watermark: its key's id and its row-format bytes.
 struct Probe {
-    time: i64,
-    /// Arrival number (output order of equal times; snapshot order).
-    seq: u64,
+    key: u32,
     row: Box<[u8]>,
 }
+
+/// A version's row-format bytes, shared by the answers that join it.
+type VersionRow = Arc<[u8]>;
 
 /// What a key holds.
 #[derive(Default)]
 struct KeyState {
-    /// Waiting probe rows, in arrival order.
-    probes: Vec<Probe>,
     /// Versions by ascending time, one per time: `None` is a deletion.
-    versions: Vec<(i64, Option<Box<[u8]>>)>,
+    versions: Vec<(i64, Option<VersionRow>)>,
     /// Older versions were dropped: a probe before the first held one cannot be answered.
     trimmed: bool,
+    /// Probes of this key waiting in the operator's buffer.
+    waiting: u32,
+    /// The time of the key's trim timer, if one is set (the second version's time).
+    trim_at: Option<i64>,
 }
 
 impl KeyState {
     /// The version valid at `t`: `Some(None)` none (no version yet, or deleted),
     /// `Some(Some(row))` a row, `None` unknown (dropped).
-    fn version_at(&self, t: i64) -> Option<Option<&[u8]>> {
+    fn version_at(&self, t: i64) -> Option<Option<&VersionRow>> {
         let at = self.versions.partition_point(|(v, _)| *v <= t);
         if at == 0 {
             return (!self.trimmed).then_some(None);
         }
-        Some(self.versions[at - 1].1.as_deref())
+        Some(self.versions[at - 1].1.as_ref())
     }
 
     /// Keeps the last version at or before `watermark` and the later ones; returns how
@@ -106,18 +113,22 @@ impl KeyState {
     }
 
     fn is_empty(&self) -> bool {
-        self.probes.is_empty() && self.versions.is_empty()
+        self.waiting == 0 && self.versions.is_empty()
+    }
+
+    /// When the watermark reaching it lets an older version go: the second version's
+    /// time.
+    fn next_trim(&self) -> Option<i64> {
+        self.versions.get(1).map(|(t, _)| *t)
     }
 }
 
 /// A probe answered: its row and time, and the version it joins (`None`: none).
 struct Answer {
-    time: i64,
-    seq: u64,
     /// The watermark before the release (the output row's row watermark).
     watermark: i64,
     probe: Box<[u8]>,
-    version: Option<Box<[u8]>>,
+    version: Option<VersionRow>,
 }
 
 /// The event-time temporal join operator (see the module docs).
@@ -132,9 +143,11 @@ pub struct TemporalJoinOperator {
     residual: Option<Arc<dyn PhysicalExpr>>,
     out_schema: SchemaRef,
     keys: KeyedValues<KeyState>,
+    /// Waiting probes of all keys.
+    probes: EventTimeBuffer<Probe>,
+    /// Trim timers (see [`KeyState::trim_at`]).
     timers: EventTimeTimers,
     watermark_ms: i64,
-    next_seq: u64,
     /// Probes and versions held (kept up to date, not counted per message).
     held: u64,
     /// Answers not yet emitted (emitted at the end of the batch or watermark).
@@ -193,9 +206,9 @@ impl TemporalJoinOperator {
             residual,
             out_schema,
             keys: KeyedValues::new(),
+            probes: EventTimeBuffer::new(),
             timers: EventTimeTimers::new(),
             watermark_ms: sluice_common::time::WATERMARK_MIN,
-            next_seq: 0,
             held: 0,
             staged: Vec::new(),
             metrics,
@@ -274,12 +287,8 @@ impl TemporalJoinOperator {
 
     /// A probe row; returns 1 when it is dropped as late.
     fn probe(&mut self, key: &[u8], null_key: bool, time: Option<i64>, row: &[u8]) -> u64 {
-        let seq = self.next_seq;
-        self.next_seq += 1;
         let watermark = self.watermark_ms;
-        let answer = |time, version| Answer {
-            time,
-            seq,
+        let answer = |version| Answer {
             watermark,
             probe: row.into(),
             version,
@@ -287,32 +296,32 @@ impl TemporalJoinOperator {
         let Some(t) = time.filter(|_| !null_key || self.left_outer) else {
             // A NULL time (or an inner join's NULL key) joins nothing.
             if self.left_outer {
-                self.staged.push(answer(i64::MIN, None));
+                self.staged.push(answer(None));
             }
             return 0;
         };
         if t > self.watermark_ms {
             let (id, _) = self.keys.id_or_insert_with(key, KeyState::default);
             self.held += 1;
-            self.keys[id as usize].probes.push(Probe {
-                time: t,
-                seq,
-                row: row.into(),
-            });
-            self.timers.set(t, id);
+            self.keys[id as usize].waiting += 1;
+            self.probes.push(
+                t,
+                Probe {
+                    key: id,
+                    row: row.into(),
+                },
+            );
             return 0;
         }
         // Late: answered now when the answer is known.
         let found = match self.keys.registry().find(key) {
             None => Some(None),
             Some(_) if null_key => Some(None),
-            Some(id) => self.keys[id as usize]
-                .version_at(t)
-                .map(|v| v.map(Box::<[u8]>::from)),
+            Some(id) => self.keys[id as usize].version_at(t).map(|v| v.cloned()),
         };
         match found {
             Some(version) => {
-                self.staged.push(answer(t, version));
+                self.staged.push(answer(version));
                 0
             }
             None => 1,
@@ -321,7 +330,7 @@ impl TemporalJoinOperator {
 
     /// A change of the versioned input at `t` (`None`: a deletion); returns 1 when it is
     /// dropped as late.
-    fn version(&mut self, key: &[u8], t: i64, row: Option<Box<[u8]>>) -> u64 {
+    fn version(&mut self, key: &[u8], t: i64, row: Option<VersionRow>) -> u64 {
         let (id, _) = self.keys.id_or_insert_with(key, KeyState::default);
         let state = &mut self.keys[id as usize];
         if state.trimmed && state.versions.first().is_some_and(|(v, _)| t < *v) {
@@ -335,56 +344,57 @@ impl TemporalJoinOperator {
                 self.held += 1;
             }
         }
-        self.timers.set(t, id);
+        Self::arm(&mut self.timers, id, state);
         0
     }
 
-    /// The watermark reached `w`: answers the probes it made final and drops versions no
-    /// probe can reach, for the keys whose timers are due.
-    fn advance(&mut self, w: i64) {
-        let mut due = Vec::new();
-        while let Some((_, id)) = self.timers.pop_due(|t| t <= w) {
-            due.push(id);
+    /// Sets `id`'s trim timer at its second version's time unless one as early is set.
+    fn arm(timers: &mut EventTimeTimers, id: u32, state: &mut KeyState) {
+        if let Some(t) = state.next_trim() {
+            if state.trim_at.is_none_or(|at| t < at) {
+                state.trim_at = Some(t);
+                timers.set(t, id);
+            }
         }
-        due.sort_unstable();
-        due.dedup();
+    }
+
+    /// The watermark reached `w`: answers the probes it made final (in time, then arrival
+    /// order), then drops the versions no probe can reach any more of the keys whose trim
+    /// timers are due.
+    fn advance(&mut self, w: i64) {
         let before = self.watermark_ms;
-        let mut released = Vec::new();
-        for id in due {
+        let mut ready = Vec::new();
+        self.probes.release(w, &mut ready);
+        self.staged.reserve(ready.len());
+        for (t, p) in ready {
+            let state = &mut self.keys[p.key as usize];
+            state.waiting -= 1;
+            let version = state.version_at(t).and_then(|v| v.cloned());
+            if state.is_empty() {
+                self.keys.forget(p.key, KeyState::default());
+            }
+            self.held -= 1;
+            self.staged.push(Answer {
+                watermark: before,
+                probe: p.row,
+                version,
+            });
+        }
+        while let Some((t, id)) = self.timers.pop_due(|t| t <= w) {
             if self.keys.registry().key(id).is_none() {
                 continue;
             }
             let state = &mut self.keys[id as usize];
-            let ready = if state.probes.iter().all(|p| p.time <= w) {
-                std::mem::take(&mut state.probes)
-            } else {
-                let (ready, waiting): (Vec<Probe>, Vec<Probe>) = std::mem::take(&mut state.probes)
-                    .into_iter()
-                    .partition(|p| p.time <= w);
-                state.probes = waiting;
-                ready
-            };
-            let mut gone = ready.len() as u64;
-            for p in ready {
-                let version = state
-                    .version_at(p.time)
-                    .and_then(|v| v.map(Box::<[u8]>::from));
-                released.push(Answer {
-                    time: p.time,
-                    seq: p.seq,
-                    watermark: before,
-                    probe: p.row,
-                    version,
-                });
+            if state.trim_at != Some(t) {
+                continue; // stale: an earlier timer replaced it
             }
-            gone += state.trim(w) as u64;
+            state.trim_at = None;
+            self.held -= state.trim(w) as u64;
+            Self::arm(&mut self.timers, id, state);
             if state.is_empty() {
                 self.keys.forget(id, KeyState::default());
             }
-            self.held -= gone;
         }
-        released.sort_unstable_by_key(|a| (a.time, a.seq));
-        self.staged.extend(released);
         self.watermark_ms = w;
     }
 
@@ -529,18 +539,19 @@ impl Operator for TemporalJoinOperator {
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let (mut probes, mut versions): (Vec<&[u8]>, Vec<&[u8]>) = (Vec::new(), Vec::new());
         let (mut probe_at, mut version_at) = (Vec::new(), Vec::new());
+        // Probes in release order: `seq` is the position in it.
+        for (seq, (t, p)) in self.probes.ordered().into_iter().enumerate() {
+            probe_at.push(Some(probes.len() as u32));
+            version_at.push(None);
+            probes.push(&p.row);
+            key_ids.push(p.key);
+            kinds.push(0u8);
+            times.push(t);
+            seqs.push(seq as i64);
+            trimmed.push(self.keys[p.key as usize].trimmed);
+        }
         for id in self.keys.live_ids() {
             let s = &self.keys[id as usize];
-            for p in &s.probes {
-                probe_at.push(Some(probes.len() as u32));
-                version_at.push(None);
-                probes.push(&p.row);
-                key_ids.push(id);
-                kinds.push(0u8);
-                times.push(p.time);
-                seqs.push(p.seq as i64);
-                trimmed.push(s.trimmed);
-            }
             for (t, v) in &s.versions {
                 probe_at.push(None);
                 version_at.push(v.as_ref().map(|r| {
@@ -576,6 +587,8 @@ impl Operator for TemporalJoinOperator {
     }
 
     fn restore_state(&mut self, snapshots: &[RecordBatch]) -> Result<()> {
+        // Probes are buffered after all snapshots are read, in their release order.
+        let mut probes: Vec<(i64, i64, Probe)> = Vec::new();
         for snap in snapshots {
             if snap.num_rows() == 0 {
                 continue;
@@ -612,29 +625,25 @@ impl Operator for TemporalJoinOperator {
                 let t = times.value(r);
                 let state = &mut self.keys[id as usize];
                 state.trimmed |= trimmed.value(r);
+                self.held += 1;
                 match kinds.value(r) {
                     0 => {
-                        let seq = seqs.value(r).max(0) as u64;
-                        self.next_seq = self.next_seq.max(seq + 1);
-                        self.held += 1;
-                        state.probes.push(Probe {
-                            time: t,
-                            seq,
-                            row: sides[0].row(r).data().into(),
-                        });
+                        state.waiting += 1;
+                        let row = sides[0].row(r).data().into();
+                        probes.push((t, seqs.value(r), Probe { key: id, row }));
                     }
                     k => {
                         let row = (k == 1).then(|| sides[1].row(r).data().into());
                         let at = state.versions.partition_point(|(v, _)| *v < t);
                         state.versions.insert(at, (t, row));
-                        self.held += 1;
+                        Self::arm(&mut self.timers, id, state);
                     }
                 }
-                self.timers.set(t, id);
             }
         }
-        for id in self.keys.live_ids() {
-            self.keys[id as usize].probes.sort_by_key(|p| p.seq);
+        probes.sort_by_key(|(t, seq, _)| (*t, *seq));
+        for (t, _, p) in probes {
+            self.probes.push(t, p);
         }
         Ok(())
     }
