@@ -769,10 +769,15 @@ impl Engine {
                     .fields()
                     .iter()
                     .zip(&t.columns)
-                    .map(|(f, c)| match (&c.computed, &c.metadata) {
-                        (Some(expr), _) => format!("  `{}` AS {expr}", f.name()),
-                        (None, Some(m)) => format!("  `{}` {} {m}", f.name(), c.type_text),
-                        (None, None) => format!("  `{}` {}", f.name(), c.type_text),
+                    .map(|(f, c)| {
+                        let not_null = if f.is_nullable() { "" } else { " NOT NULL" };
+                        match (&c.computed, &c.metadata) {
+                            (Some(expr), _) => format!("  `{}` AS {expr}", f.name()),
+                            (None, Some(m)) => {
+                                format!("  `{}` {}{not_null} {m}", f.name(), c.type_text)
+                            }
+                            (None, None) => format!("  `{}` {}{not_null}", f.name(), c.type_text),
+                        }
                     })
                     .collect();
                 if let Some((rowtime, _, text)) = &t.watermark {

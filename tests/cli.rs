@@ -459,16 +459,20 @@ fn progress_line_only_on_a_terminal() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `SHOW CREATE TABLE` prints DDL that creates the same table again (same DESCRIBE).
+/// `SHOW CREATE TABLE` prints DDL that creates the same table again (same DESCRIBE):
+/// NOT NULL columns (declared, or a primary key's, as Flink prints them), computed
+/// columns, the watermark and the key.
 #[test]
 fn show_create_table_round_trips() {
-    let ddl = "CREATE TABLE t (a INT, `ts` TIMESTAMP(3), b AS a + 1, \
-               WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH ('connector' = \
-               'filesystem', 'path' = 'it''s.csv', 'format' = 'csv');";
+    let ddl = "CREATE TABLE t (a INT, c STRING NOT NULL, `ts` TIMESTAMP(3), b AS a + 1, \
+               WATERMARK FOR ts AS ts - INTERVAL '1' SECOND, PRIMARY KEY (a) NOT ENFORCED) \
+               WITH ('connector' = 'filesystem', 'path' = 'it''s.csv', 'format' = 'csv');";
     let shown = sluice(&["run", "-e", &format!("{ddl} SHOW CREATE TABLE t")]);
     assert_eq!(shown.status.code(), Some(0));
     let printed = String::from_utf8_lossy(&shown.stdout).to_string();
     assert!(printed.starts_with("CREATE TABLE `t` ("), "{printed}");
+    assert!(printed.contains("`a` INT NOT NULL,"), "{printed}");
+    assert!(printed.contains("`c` STRING NOT NULL,"), "{printed}");
     let describe = |ddl: &str| {
         let out = sluice(&[
             "run",

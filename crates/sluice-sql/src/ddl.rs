@@ -139,7 +139,12 @@ pub fn merge_like(
             }
             // Overwritten by the new table's computed column (added below).
             Some(_) => {}
-            None => columns.push(c.clone()),
+            // A key column stays NOT NULL without its key (EXCLUDING CONSTRAINTS), as in
+            // Flink, where the key made its type NOT NULL.
+            None => columns.push(crate::parser::ColumnDef {
+                not_null: c.not_null || source.primary_key.contains(&c.name),
+                ..c.clone()
+            }),
         }
     }
     columns.extend(new.columns.iter().cloned());

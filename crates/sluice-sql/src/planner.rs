@@ -241,7 +241,10 @@ impl Planner {
                 );
             }
             if let Some(dt) = &c.data_type {
-                physical.push(Field::new(&c.name, dt.clone(), !c.not_null));
+                // Primary key columns are NOT NULL (Flink docs, CREATE TABLE, "PRIMARY KEY":
+                // "the columns of a primary key are implicitly NOT NULL").
+                let key = ct.primary_key.contains(&c.name);
+                physical.push(Field::new(&c.name, dt.clone(), !c.not_null && !key));
             }
         }
         let physical_schema = Arc::new(Schema::new(physical));
@@ -347,6 +350,17 @@ impl Planner {
         for k in &ct.primary_key {
             if schema.field_with_name(k).is_err() {
                 return plan_err!("PRIMARY KEY column '{k}' is not a column of '{}'", ct.name);
+            }
+            if ct
+                .columns
+                .iter()
+                .any(|c| &c.name == k && (c.computed.is_some() || c.metadata.is_some()))
+            {
+                return plan_err!(
+                    "Could not create a PRIMARY KEY with column '{k}' of '{}'. A PRIMARY KEY \
+                     constraint must be declared on physical columns.",
+                    ct.name
+                );
             }
         }
         for k in &ct.partition_keys {

@@ -197,6 +197,14 @@ impl ChunkDecoder {
                 return self.describe_bad_value(file, line, &BadValue { column, value });
             }
         }
+        if let Some(column) = not_null_violation(&self.schema, message) {
+            return format!(
+                "{file}:{line}:{}: no value for column '{}', which is NOT NULL (declared so, \
+                 or a PRIMARY KEY column)",
+                column + 1,
+                self.schema.field(column).name()
+            );
+        }
         if message.contains("incorrect number of fields") {
             let got = message.rsplit("got ").next().unwrap_or("?");
             return format!(
@@ -226,6 +234,24 @@ struct OpenFile {
     line: u64,
     header_pending: bool,
     eof: bool,
+}
+
+/// The column a NULL went into although it is NOT NULL, if `message` is Arrow's error for
+/// it: "Column 'x' is declared as non-nullable but contains null values" (building a
+/// batch; the CSV reader) or "Encountered unmasked nulls in non-nullable StructArray
+/// child: Field { "x": ... }" (the JSON reader).
+pub(crate) fn not_null_violation(schema: &SchemaRef, message: &str) -> Option<usize> {
+    let name = if let Some(rest) = message.split("Column '").nth(1) {
+        let (name, tail) = rest.split_once('\'')?;
+        tail.starts_with(" is declared as non-nullable")
+            .then_some(name)?
+    } else {
+        let rest = message
+            .split("non-nullable StructArray child: Field { \"")
+            .nth(1)?;
+        rest.split_once('"')?.0
+    };
+    schema.index_of(name).ok()
 }
 
 /// Feeds all of `bytes` to a push decoder (arrow-csv's or arrow-json's `decode`).
@@ -856,5 +882,30 @@ impl Source for CsvSource {
         file.header_pending = p.header_pending;
         self.position = Some(p);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion_common::arrow::datatypes::{DataType, Field, Schema};
+
+    #[test]
+    fn not_null_violations_name_their_column() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int32, false),
+            Field::new("v", DataType::Utf8, true),
+        ]));
+        let csv = "Invalid argument error: Column 'k' is declared as non-nullable but contains \
+                   null values";
+        assert_eq!(not_null_violation(&schema, csv), Some(0));
+        let json = "Json error: Encountered unmasked nulls in non-nullable StructArray child: \
+                    Field { \"v\": Utf8 }";
+        assert_eq!(not_null_violation(&schema, json), Some(1));
+        assert_eq!(
+            not_null_violation(&schema, "Column 'x' is declared as non-nullable"),
+            None
+        );
+        assert_eq!(not_null_violation(&schema, "something else"), None);
     }
 }
