@@ -1504,8 +1504,8 @@ pub(crate) fn df_error(e: DataFusionError, catalog: &Catalog) -> SluiceError {
             )
         }
         DataFusionError::Plan(m) if m.starts_with("unnest() can only be applied to") => {
-            "UNNEST takes an ARRAY (UNNEST of a MAP is not supported yet: \
-             UNNEST(MAP_KEYS(m), MAP_VALUES(m)) gives its entries)"
+            "UNNEST takes an ARRAY, or a MAP with a name for its keys and one for its values: \
+             UNNEST(m) AS t(k, v)"
                 .to_string()
         }
         DataFusionError::Plan(m) => m.clone(),

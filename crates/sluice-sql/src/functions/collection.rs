@@ -38,6 +38,14 @@ pub(crate) const FUNCTIONS: &[Def] = &[
     Def::new("cardinality", &[&[Arr], &[Map]], ret_int, cardinality),
     // `UNNEST(...) WITH ORDINALITY`'s positions: [1, ..., longest array's length].
     Def::new("$ordinals", &[&[Arr]], ret_ordinals, ordinals).variadic(),
+    // `UNNEST(x) AS t(c1, ..., ck)`'s column i of k: an ARRAY of ROW's field i, a MAP's
+    // keys (1) or values (2), an ARRAY itself (k = 1), as arrays zipped by UNNEST.
+    Def::new(
+        "$unnest_part",
+        &[&[Any, Int, Int]],
+        ret_unnest_part,
+        unnest_part,
+    ),
     Def::new("element", &[&[Arr]], ret_element, element),
     Def::new("array_append", &[&[Arr, Element]], ret_first, append),
     Def::new("array_prepend", &[&[Arr, Element]], ret_first, prepend),
@@ -507,6 +515,114 @@ fn make_row(c: &Call) -> Result<ArrayRef> {
 
 fn ret_ordinals(_: Types, _: Consts) -> Result<DataType> {
     Ok(array_type(DataType::Int32, false))
+}
+
+/// The arrays `UNNEST(x) AS t(c1, ..., ck)` zips, one per alias column (Flink SQL
+/// "Joins > Array Expansion": an ARRAY of ROW gives the rows' fields, a MAP its keys and
+/// values): the element fields of `x`, or `x` itself when it is an ARRAY of another type
+/// (then `k` = 1).
+fn unnest_columns(t: &DataType) -> Result<Vec<FieldRef>> {
+    match t {
+        DataType::List(item) => match item.data_type() {
+            DataType::Struct(fields) => Ok(fields.iter().cloned().collect()),
+            _ => Ok(vec![Arc::clone(item)]),
+        },
+        DataType::Map(_, _) => {
+            let (k, v) = map_fields(t).expect("a MAP");
+            Ok(vec![k, v])
+        }
+        other => plan_err!(
+            "UNNEST expands an ARRAY or a MAP, not {}",
+            sluice_common::types::flink_type_name(other)
+        ),
+    }
+}
+
+fn ret_unnest_part(t: Types, consts: Consts) -> Result<DataType> {
+    let constant = |i: usize| match consts
+        .get(i)
+        .copied()
+        .flatten()
+        .and_then(|v| v.cast_to(&DataType::Int64).ok())
+    {
+        Some(ScalarValue::Int64(Some(n))) if n > 0 => Ok(n as usize),
+        _ => plan_err!("$unnest_part needs constant positions"),
+    };
+    let (i, k) = (constant(1)?, constant(2)?);
+    let columns = unnest_columns(&t[0])?;
+    if columns.len() != k {
+        let names: Vec<String> = columns.iter().map(|f| format!("'{}'", f.name())).collect();
+        return plan_err!(
+            "List of column aliases must have same degree as table; UNNEST of {} has {} \
+             columns ({}), whereas alias list has {k} columns",
+            sluice_common::types::flink_type_name(&t[0]),
+            columns.len(),
+            names.join(", ")
+        );
+    }
+    Ok(array_type(columns[i - 1].data_type().clone(), true))
+}
+
+fn unnest_part(c: &Call) -> Result<ArrayRef> {
+    let x = &c.args[0];
+    if x.is_empty() {
+        return Ok(datafusion_common::arrow::array::new_empty_array(
+            c.return_type,
+        ));
+    }
+    let positions = ints(&c.args[1]);
+    let i = (0..positions.len())
+        .find_map(|r| int_at(positions, r))
+        .unwrap_or(1)
+        .max(1) as usize
+        - 1;
+    let (offsets, nulls, values) = match x.data_type() {
+        DataType::Map(_, _) => {
+            let m = x.as_map();
+            let part = if i == 0 { m.keys() } else { m.values() };
+            (m.offsets().clone(), m.nulls().cloned(), Arc::clone(part))
+        }
+        _ => {
+            let list = x.as_list::<i32>();
+            match list.values().as_struct_opt() {
+                // A NULL row gives no row, as in Flink (every part drops the same ones, so
+                // the parts stay aligned).
+                Some(rows) if rows.null_count() > 0 => {
+                    let mut offsets = vec![0i32];
+                    let mut kept = Vec::new();
+                    for r in 0..list.len() {
+                        let (start, end) = (list.value_offsets()[r], list.value_offsets()[r + 1]);
+                        kept.extend(
+                            (start as u32..end as u32).filter(|&e| rows.is_valid(e as usize)),
+                        );
+                        offsets.push(kept.len() as i32);
+                    }
+                    let values = take(rows.column(i).as_ref(), &UInt32Array::from(kept), None)?;
+                    (
+                        OffsetBuffer::new(offsets.into()),
+                        list.nulls().cloned(),
+                        values,
+                    )
+                }
+                Some(rows) => (
+                    list.offsets().clone(),
+                    list.nulls().cloned(),
+                    Arc::clone(rows.column(i)),
+                ),
+                None => (
+                    list.offsets().clone(),
+                    list.nulls().cloned(),
+                    Arc::clone(list.values()),
+                ),
+            }
+        }
+    };
+    Ok(Arc::new(ListArray::try_new(
+        out_field(c),
+        offsets,
+        values,
+        nulls,
+    )?))
 }
 
 fn ordinals(c: &Call) -> Result<ArrayRef> {

@@ -9,6 +9,9 @@
 //! [`OperatorSpec::Unnest`](sluice_common::plan::OperatorSpec) operator). `WITH
 //! ORDINALITY`, which DataFusion's planner does not take, is rewritten first into one more
 //! array, `$ordinals(...)` (`[1, ..., n]`), zipped with the others ([`ordinality`]).
+//! `UNNEST(x) AS t(c1, ..., ck)` of one ARRAY of ROW or MAP is rewritten first into the `k`
+//! arrays of its columns, `$unnest_part(x, i, k)` (the rows' fields; a map's keys and
+//! values), zipped the same way; the function checks that `x` has `k` columns.
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -24,8 +27,10 @@ use sluice_common::{not_supported, plan_err};
 
 use super::{Planned, Planner};
 
-/// Rewrites `UNNEST(a, ...) WITH ORDINALITY` into `UNNEST(a, ..., $ordinals(a, ...))`: the
-/// ordinal column (`INT`, from 1) comes last, as Flink's.
+/// Rewrites `UNNEST(x) [WITH ORDINALITY] AS t(c1, ..., ck)` of one expression into
+/// `UNNEST($unnest_part(x, 1, k), ..., $unnest_part(x, k, k))` (see the module docs), then
+/// `UNNEST(a, ...) WITH ORDINALITY` into `UNNEST(a, ..., $ordinals(a, ...))`: the ordinal
+/// column (`INT`, from 1) comes last, as Flink's.
 pub(super) fn ordinality(query: &mut ast::Query) {
     struct Ordinality;
     impl VisitorMut for Ordinality {
@@ -34,9 +39,23 @@ pub(super) fn ordinality(query: &mut ast::Query) {
             if let TableFactor::UNNEST {
                 array_exprs,
                 with_ordinality,
+                alias,
                 ..
             } = factor
             {
+                let names = alias.as_ref().map_or(0, |a| a.columns.len());
+                let k = names.saturating_sub(usize::from(*with_ordinality));
+                if array_exprs.len() == 1 && k >= 1 {
+                    let x = array_exprs.remove(0);
+                    let number =
+                        |n: usize| ast::Expr::value(ast::Value::Number(n.to_string(), false));
+                    for i in 1..=k {
+                        array_exprs.push(crate::functions::syntax::internal_call(
+                            "$unnest_part",
+                            vec![x.clone(), number(i), number(k)],
+                        ));
+                    }
+                }
                 if *with_ordinality {
                     *with_ordinality = false;
                     let ordinals =
@@ -175,6 +194,16 @@ fn over_outer(sub: &LogicalPlan, outer: &LogicalPlan, nulls: NullHandling) -> Re
     }
 }
 
+/// Whether column `i` of `input` is a `$unnest_part(...)` (a field of rows that are
+/// themselves ROWs: kept as ROW values).
+fn is_unnest_part(input: &LogicalPlan, i: usize) -> bool {
+    let LogicalPlan::Projection(p) = input else {
+        return false;
+    };
+    matches!(p.expr.get(i).map(|e| e.clone().unalias_nested().data),
+        Some(Expr::ScalarFunction(f)) if f.func.name() == "$unnest_part")
+}
+
 impl Planner {
     /// An `Unnest` node: its input, each of its `ARRAY` columns expanded (one level).
     pub(super) fn lower_unnest(
@@ -191,8 +220,21 @@ impl Planner {
             if how.depth != 1 {
                 return not_supported!("UNNEST of nested arrays at depth {}", how.depth);
             }
+            let data_type = in_schema.field(*i).data_type();
+            if let datafusion_common::arrow::datatypes::DataType::List(item) = data_type {
+                if matches!(
+                    item.data_type(),
+                    datafusion_common::arrow::datatypes::DataType::Struct(_)
+                ) && !is_unnest_part(&u.input, *i)
+                {
+                    return not_supported!(
+                        "UNNEST of an ARRAY of ROW without a name for each field (Sluice \
+                         expands one array of rows into its fields: UNNEST(x) AS t(a, b, ...))"
+                    );
+                }
+            }
             if !matches!(
-                in_schema.field(*i).data_type(),
+                data_type,
                 datafusion_common::arrow::datatypes::DataType::List(_)
             ) {
                 return not_supported!(
