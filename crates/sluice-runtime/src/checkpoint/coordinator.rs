@@ -319,6 +319,7 @@ impl Coordinator {
             pending_results,
             is_final,
         };
+        failpoints.check("upload", Some(id))?;
         storage.put_manifest(&manifest)?;
         Ok(total)
     }
@@ -430,6 +431,22 @@ impl Coordinator {
                 is_final: true,
             };
             self.complete(id, cut, committable, None)?;
+            let written = self
+                .coordination
+                .completed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains_key(&id);
+            if !written {
+                // Committing without it would leave nothing to restore but the last
+                // periodic checkpoint, whose replay writes again what a sink that cannot
+                // take output back already committed: nothing is committed, and the
+                // restart (which aborts this output) replays the end.
+                return Err(SluiceError::Execution(format!(
+                    "the final checkpoint {id} could not be written; the job restarts from \
+                     its last checkpoint"
+                )));
+            }
             rest
         } else {
             finals

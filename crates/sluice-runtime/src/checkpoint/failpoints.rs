@@ -16,7 +16,7 @@ use sluice_common::{Result, SluiceError};
 /// | `source-after-row:N` | the source, right after sending row `N` (once checkpoints already triggered have settled) |
 /// | `operator-after-update:N` | an operator task, after the `N`-th batch updated its state, before its output reaches the sink |
 /// | `barrier:ID` | an operator task, when barrier `ID` arrives (the checkpoint never completes) |
-/// | `upload:ID` | writing a state file of checkpoint `ID` (the checkpoint fails; the job goes on) |
+/// | `upload:ID` | writing a file of checkpoint `ID` (a state file, else its manifest: the checkpoint fails; the job goes on, or restarts when it is the final one) |
 /// | `after-manifest:ID` | the coordinator, after writing checkpoint `ID`'s manifest, before the sinks commit |
 /// | `kill-after-manifest:ID` | the same place, but the process dies at once (aborts, as if killed: no cleanup, no restart) |
 /// | `mid-commit:ID` | the coordinator, after committing the first of checkpoint `ID`'s pending commits, before the others |
