@@ -110,6 +110,8 @@ pub const LOCAL_TIME_ZONE: &str = "table.local-time-zone";
 /// `'table.exec.source.cdc-events-duplicate'` (Flink): change-data-capture events may repeat;
 /// each such table is read through a ChangelogNormalize by its primary key.
 pub const CDC_EVENTS_DUPLICATE: &str = "table.exec.source.cdc-events-duplicate";
+/// Flink's setting for NULLs written into NOT NULL sink columns: `ERROR` or `DROP`.
+pub const SINK_NOT_NULL_ENFORCER: &str = "table.exec.sink.not-null-enforcer";
 
 /// The system time zone, as Flink defaults to it: `TZ`, else `/etc/timezone`, else UTC.
 fn system_time_zone() -> String {
@@ -244,6 +246,10 @@ impl Engine {
         if k == CDC_EVENTS_DUPLICATE {
             self.planner
                 .set_cdc_events_duplicate(v.trim().eq_ignore_ascii_case("true"));
+        }
+        if k == SINK_NOT_NULL_ENFORCER {
+            self.planner
+                .set_drop_sink_null_rows(v.trim().eq_ignore_ascii_case("drop"));
         }
         if k == LOCAL_TIME_ZONE {
             let zone = sluice_common::time::normalize_time_zone(v).map_err(SluiceError::Config)?;
@@ -682,6 +688,9 @@ impl Engine {
                 }
                 if !self.settings.contains_key(CDC_EVENTS_DUPLICATE) {
                     self.planner.set_cdc_events_duplicate(false);
+                }
+                if !self.settings.contains_key(SINK_NOT_NULL_ENFORCER) {
+                    self.planner.set_drop_sink_null_rows(false);
                 }
                 if !self.settings.contains_key(LOCAL_TIME_ZONE) {
                     self.time_zone = system_time_zone();

@@ -228,6 +228,7 @@ pub const SESSION: &[OptionDecl] = &[
     opt("table.exec.state.ttl", DURATION, "", "keys of updating aggregates and rows of regular joins idle this long (processing time) are forgotten"),
     opt("table.exec.source.idle-timeout", DURATION, "", "a source subtask without rows this long stops holding back the watermark"),
     opt("table.exec.source.cdc-events-duplicate", BOOL, "false", "change-data-capture events may repeat: deduplicate by the primary key"),
+    opt("table.exec.sink.not-null-enforcer", Kind::Choice(&["ERROR", "DROP"]), "ERROR", "a NULL written into a NOT NULL sink column (declared, or a primary key's) fails the job, or drops its row"),
     opt("table.local-time-zone", TEXT, "the system's", "the session time zone (IANA name or offset) for TIMESTAMP_LTZ"),
     opt("sql-client.execution.result-mode", Kind::Choice(&["tableau", "changelog", "table"]), "tableau", "how the shell shows a query's result"),
 ];

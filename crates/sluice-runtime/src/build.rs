@@ -40,14 +40,24 @@ pub(crate) fn build_chain(
             OperatorSpec::Sink(spec) => {
                 let updating = node.inputs.first().is_some_and(|i| i.is_updating());
                 let schema = node.inputs.first().map_or(&node.schema, |i| &i.schema);
-                sink = Some(create_sink(
+                let inner = create_sink(
                     &spec.table,
                     &spec.options,
                     &spec.partition_keys,
                     Arc::new(schema.as_arrow().clone()),
                     ctx,
                     updating,
-                )?);
+                )?;
+                sink = Some(if spec.not_null.is_empty() {
+                    inner
+                } else {
+                    Box::new(crate::connectors::NotNullEnforcer {
+                        inner,
+                        columns: spec.not_null.clone(),
+                        drop: spec.drop_null_rows,
+                        table: spec.table.clone(),
+                    })
+                });
             }
             _ => operators.push((id, build_operator(node, env)?)),
         }

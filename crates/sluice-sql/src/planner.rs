@@ -59,6 +59,9 @@ pub struct Planner {
     /// `'table.exec.source.cdc-events-duplicate'`: change-data-capture events may repeat,
     /// so a ChangelogNormalize by primary key follows each such table.
     cdc_events_duplicate: bool,
+    /// `'table.exec.sink.not-null-enforcer' = 'DROP'`: a row with a NULL in a NOT NULL
+    /// column of a sink is dropped instead of failing the job.
+    drop_sink_null_rows: bool,
 }
 
 impl Default for Planner {
@@ -95,6 +98,7 @@ impl Planner {
             user_functions: Default::default(),
             time_zone: utc,
             cdc_events_duplicate: false,
+            drop_sink_null_rows: false,
         }
     }
 
@@ -103,6 +107,13 @@ impl Planner {
     /// read through a ChangelogNormalize by its primary key (required).
     pub fn set_cdc_events_duplicate(&mut self, duplicate: bool) {
         self.cdc_events_duplicate = duplicate;
+    }
+
+    /// `'table.exec.sink.not-null-enforcer'` (Flink, default `ERROR`): `DROP` drops a row
+    /// that has a NULL in a NOT NULL column of the sink it goes to, instead of failing the
+    /// job.
+    pub fn set_drop_sink_null_rows(&mut self, drop: bool) {
+        self.drop_sink_null_rows = drop;
     }
 
     /// Sets the session time zone (`SET 'table.local-time-zone' = '...'`).
@@ -620,6 +631,14 @@ impl Planner {
                 table: table.to_string(),
                 options: def.connector_options()?,
                 partition_keys,
+                not_null: target
+                    .fields()
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, f)| !f.is_nullable())
+                    .map(|(i, f)| (i, f.name().clone()))
+                    .collect(),
+                drop_null_rows: self.drop_sink_null_rows,
             }),
             schema,
             rowtime: None,

@@ -532,6 +532,13 @@ pub struct SinkSpec {
     pub options: ConnectorOptions,
     /// `PARTITIONED BY` columns: (index in the written rows, name), in declared order.
     pub partition_keys: Vec<(usize, String)>,
+    /// The NOT NULL columns of the table (declared so, or in its primary key): (index in
+    /// the written rows, name). A NULL written into one fails the job, or with
+    /// [`SinkSpec::drop_null_rows`] drops its row (Flink's
+    /// `'table.exec.sink.not-null-enforcer'`, `ERROR` or `DROP`).
+    pub not_null: Vec<(usize, String)>,
+    /// `'table.exec.sink.not-null-enforcer' = 'DROP'`.
+    pub drop_null_rows: bool,
 }
 
 /// A window of a window table function, in milliseconds.

@@ -28,7 +28,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use datafusion_common::arrow::array::RecordBatch;
+use datafusion_common::arrow::array::{Array, BooleanArray, RecordBatch};
 use datafusion_common::arrow::util::display::{ArrayFormatter, FormatOptions};
 use sluice_common::plan::ConnectorOptions;
 use sluice_common::{Result, SluiceError};
@@ -113,6 +113,55 @@ pub trait BatchSink: Send {
     /// The watermark (ms) reached the sink (a partitioned sink commits partitions by it).
     fn on_watermark(&mut self, watermark_ms: i64) {
         let _ = watermark_ms;
+    }
+}
+
+/// A sink's check of its NOT NULL columns (Flink's `SinkNotNullEnforcer`, set by
+/// `'table.exec.sink.not-null-enforcer'`): a row with a NULL in one of `columns` (index in
+/// the written rows, name) fails the job with Flink's message, or is dropped (`drop`).
+pub(crate) struct NotNullEnforcer {
+    pub inner: Box<dyn BatchSink>,
+    pub columns: Vec<(usize, String)>,
+    pub drop: bool,
+    pub table: String,
+}
+
+impl BatchSink for NotNullEnforcer {
+    fn write(&mut self, batch: &StreamBatch) -> Result<()> {
+        let mut keep: Option<BooleanArray> = None;
+        for (i, name) in &self.columns {
+            let column = batch.data.column(*i);
+            let Some(nulls) = column.logical_nulls().filter(|n| n.null_count() > 0) else {
+                continue;
+            };
+            if !self.drop {
+                return Err(SluiceError::Execution(format!(
+                    "Column '{name}' of sink '{}' is NOT NULL, however, a null value is being \
+                     written into it. You can set job configuration \
+                     'table.exec.sink.not-null-enforcer'='DROP' to suppress this exception and \
+                     drop such records silently.",
+                    self.table
+                )));
+            }
+            let valid = BooleanArray::new(nulls.inner().clone(), None);
+            keep = Some(match keep {
+                None => valid,
+                Some(k) => datafusion_common::arrow::compute::and(&k, &valid)?,
+            });
+        }
+        match keep {
+            None => self.inner.write(batch),
+            Some(mask) => self.inner.write(&batch.filter(&mask)?),
+        }
+    }
+    fn pre_commit(&mut self, checkpoint_id: u64) -> Result<Committable> {
+        self.inner.pre_commit(checkpoint_id)
+    }
+    fn finish(&mut self) -> Result<Committable> {
+        self.inner.finish()
+    }
+    fn on_watermark(&mut self, watermark_ms: i64) {
+        self.inner.on_watermark(watermark_ms)
     }
 }
 
