@@ -268,11 +268,13 @@ impl ChunkFormat for ChangelogJsonFormat {
             &option,
             |bytes, _records, line| {
                 self.parse(bytes).map_err(|e| {
+                    let what = super::csv_source::describe_missing_field(&self.schema, &e);
                     format!(
                         "{}:{line}:1: {} event: {}",
                         chunk.file,
                         self.envelope.name(),
-                        e.trim_start_matches("Json error: ")
+                        what.as_deref()
+                            .unwrap_or(e.trim_start_matches("Json error: "))
                     )
                 })
             },

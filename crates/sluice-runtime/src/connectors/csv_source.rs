@@ -254,6 +254,17 @@ pub(crate) fn not_null_violation(schema: &SchemaRef, message: &str) -> Option<us
     schema.index_of(name).ok()
 }
 
+/// "no value for field 'x', which is NOT NULL ..." when `message` is Arrow's error for a
+/// NULL in NOT NULL column `x` of `schema` (a JSON field: formats without columns).
+pub(crate) fn describe_missing_field(schema: &SchemaRef, message: &str) -> Option<String> {
+    not_null_violation(schema, message).map(|c| {
+        format!(
+            "no value for field '{}', which is NOT NULL (declared so, or a PRIMARY KEY column)",
+            schema.field(c).name()
+        )
+    })
+}
+
 /// Feeds all of `bytes` to a push decoder (arrow-csv's or arrow-json's `decode`).
 pub(crate) fn feed_all(
     bytes: &[u8],

@@ -76,22 +76,15 @@ impl ChunkFormat for JsonFormat {
             self.ignore_parse_errors,
             "json.ignore-parse-errors",
             |bytes, records, line| {
-                self.parse(bytes, records)
-                    .map_err(
-                        |e| match super::csv_source::not_null_violation(&self.schema, &e) {
-                            Some(c) => format!(
-                            "{}:{line}:1: no value for field '{}', which is NOT NULL (declared \
-                             so, or a PRIMARY KEY column)",
-                            chunk.file,
-                            self.schema.field(c).name()
-                        ),
-                            None => format!(
-                                "{}:{line}:1: {}",
-                                chunk.file,
-                                e.trim_start_matches("Json error: ")
-                            ),
-                        },
+                self.parse(bytes, records).map_err(|e| {
+                    let what = super::csv_source::describe_missing_field(&self.schema, &e);
+                    format!(
+                        "{}:{line}:1: {}",
+                        chunk.file,
+                        what.as_deref()
+                            .unwrap_or(e.trim_start_matches("Json error: "))
                     )
+                })
             },
         )
     }
