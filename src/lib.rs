@@ -188,6 +188,26 @@ impl Engine {
         );
     }
 
+    /// Registers a Rust table function (Flink's `TableFunction`) under `identifier`, bound
+    /// by `CREATE FUNCTION` as [`Engine::register_udf`]'s and called in `FROM` as Flink SQL
+    /// "Table Functions" says: `FROM t, LATERAL TABLE(f(t.x)) [AS] T(a, b)` (a row of `t`
+    /// for each row `f` emits for it, none when it emits none), `FROM t LEFT JOIN LATERAL
+    /// TABLE(f(t.x)) [AS] T(a, b) ON TRUE` (a row of NULLs when it emits none), and `FROM
+    /// TABLE(f(1))`.
+    ///
+    /// `udtf` is a scalar function whose value for a row is the list of rows it emits: an
+    /// `ARRAY<ROW<a .., b ..>>` (`List<Struct>`; its fields are the columns) or an `ARRAY<T>`
+    /// (one column, named `f0` as Flink names an atomic result); a NULL list emits nothing.
+    /// Without column names in the alias the columns take the field names, which needs
+    /// the function's return type without argument types (a fixed signature, as
+    /// `create_udf`'s); otherwise the alias must name them. It runs once per input row.
+    pub fn register_udtf(&mut self, identifier: &str, udtf: datafusion_expr::ScalarUDF) {
+        self.planner.user_functions().register(
+            identifier,
+            sluice_sql::functions::user::UserFunction::Table(Arc::new(udtf)),
+        );
+    }
+
     /// Opens the channel that feeds table `table` (declared `WITH ('connector' =
     /// 'channel')`): the application pushes Arrow batches of the table's declared columns
     /// into the returned sender; dropping every sender ends the input. Call it before

@@ -22,6 +22,15 @@ use std::path::{Path, PathBuf};
 use common::{compare_csv_multiset, files_under, rows_as_csv, SluiceDb};
 
 fn run_slt(path: &Path, slt_root: &Path, recovery: Option<u64>) -> Result<(), String> {
+    // Without substitution `$__TEST_DIR__` is a literal directory under tests/slt/, which
+    // outlives the run (a second run then reads the first one's files).
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    if text.contains("__TEST_DIR__") && !text.contains("control substitution on") {
+        return Err(format!(
+            "{}: uses __TEST_DIR__ without 'control substitution on' before it",
+            path.display()
+        ));
+    }
     let dir = slt_root.to_path_buf();
     let mut runner = sqllogictest::Runner::new(move || {
         let dir = dir.clone();

@@ -166,3 +166,191 @@ fn names_are_bound_shown_shadowed_and_dropped() {
     e.sql("DROP FUNCTION IF EXISTS twice").unwrap();
     assert!(e.collect("SELECT twice(1)").is_err());
 }
+
+/// Rows `split_words` has been called with (all tests: only grows).
+static SPLIT_ROWS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Flink's documentation example (SQL "Table Functions"): `split_words(s)` emits a row
+/// `(word STRING, length INT)` per space-separated word of `s`; none for '' or NULL.
+fn split_words() -> sluice::datafusion_expr::ScalarUDF {
+    use sluice::arrow::array::{Int32Builder, ListBuilder, StringBuilder, StructBuilder};
+    use sluice::arrow::datatypes::{Field, Fields};
+    let fields = Fields::from(vec![
+        Field::new("word", DataType::Utf8, true),
+        Field::new("length", DataType::Int32, true),
+    ]);
+    let row = DataType::Struct(fields.clone());
+    create_udf(
+        "split_words",
+        vec![DataType::Utf8],
+        DataType::List(Arc::new(Field::new_list_field(row.clone(), true))),
+        Volatility::Immutable,
+        Arc::new(move |args: &[ColumnarValue]| {
+            let a = args[0].to_array(1)?;
+            SPLIT_ROWS.fetch_add(a.len(), std::sync::atomic::Ordering::SeqCst);
+            let mut out = ListBuilder::new(StructBuilder::from_fields(fields.clone(), a.len()))
+                .with_field(Arc::new(Field::new_list_field(row.clone(), true)));
+            for s in a.as_string::<i32>().iter() {
+                if let Some(s) = s {
+                    for w in s.split(' ').filter(|w| !w.is_empty()) {
+                        let rows = out.values();
+                        rows.field_builder::<StringBuilder>(0)
+                            .unwrap()
+                            .append_value(w);
+                        rows.field_builder::<Int32Builder>(1)
+                            .unwrap()
+                            .append_value(w.len() as i32);
+                        rows.append(true);
+                    }
+                }
+                out.append(s.is_some());
+            }
+            Ok(ColumnarValue::Array(Arc::new(out.finish())))
+        }),
+    )
+}
+
+/// `range_to(n)`: the BIGINTs 1..=n, an atomic result (one column, `f0`).
+fn range_to() -> sluice::datafusion_expr::ScalarUDF {
+    use sluice::arrow::array::{Int64Builder, ListBuilder};
+    use sluice::arrow::datatypes::Field;
+    create_udf(
+        "range_to",
+        vec![DataType::Int64],
+        DataType::List(Arc::new(Field::new_list_field(DataType::Int64, true))),
+        Volatility::Immutable,
+        Arc::new(|args: &[ColumnarValue]| {
+            let a = args[0].to_array(1)?;
+            let mut out = ListBuilder::new(Int64Builder::new());
+            for n in a.as_primitive::<Int64Type>().iter() {
+                for i in 1..=n.unwrap_or(0) {
+                    out.values().append_value(i);
+                }
+                out.append(n.is_some());
+            }
+            Ok(ColumnarValue::Array(Arc::new(out.finish())))
+        }),
+    )
+}
+
+fn table_engine() -> Engine {
+    let mut e = engine();
+    e.register_udtf("com.example.SplitFunction", split_words());
+    e.register_udtf("com.example.RangeTo", range_to());
+    e.register_udtf("com.example.NotATable", twice());
+    e.sql("CREATE FUNCTION SplitFunction AS 'com.example.SplitFunction'")
+        .unwrap();
+    e.sql("CREATE FUNCTION range_to AS 'com.example.RangeTo'")
+        .unwrap();
+    e
+}
+
+/// Every row of `batches` as strings, sorted.
+fn rows(batches: &[RecordBatch]) -> Vec<Vec<String>> {
+    let mut out: Vec<Vec<String>> = batches
+        .iter()
+        .flat_map(|b| (0..b.num_rows()).map(move |i| sluice::format::row_values(b, i).unwrap()))
+        .collect();
+    out.sort();
+    out
+}
+
+fn strings(rows: &[&[&str]]) -> Vec<Vec<String>> {
+    let mut out: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| r.iter().map(|v| v.to_string()).collect())
+        .collect();
+    out.sort();
+    out
+}
+
+const WORDS: &str =
+    "(VALUES (1, 'hello world'), (2, 'a'), (3, ''), (4, CAST(NULL AS STRING))) AS v(id, myField)";
+
+#[test]
+fn a_table_function_emits_rows_per_input_row_as_flink_documents() {
+    let mut e = table_engine();
+    // Flink SQL "Table Functions": the columns take the result's field names.
+    let before = SPLIT_ROWS.load(std::sync::atomic::Ordering::SeqCst);
+    let got = e
+        .collect(&format!(
+            "SELECT id, word, length FROM {WORDS}, LATERAL TABLE(SplitFunction(myField))"
+        ))
+        .unwrap();
+    assert_eq!(
+        rows(&got),
+        strings(&[&["1", "hello", "5"], &["1", "world", "5"], &["2", "a", "1"]])
+    );
+    // Once per input row, not once per column it gives.
+    let calls = SPLIT_ROWS.load(std::sync::atomic::Ordering::SeqCst) - before;
+    assert!(
+        calls <= 4,
+        "{calls} rows passed to the function for 4 input rows"
+    );
+
+    // Renamed columns; LEFT JOIN ... ON TRUE keeps rows it emits nothing for.
+    let got = e
+        .collect(&format!(
+            "SELECT id, newWord, newLength FROM {WORDS} \
+             LEFT JOIN LATERAL TABLE(SplitFunction(myField)) AS T(newWord, newLength) ON TRUE"
+        ))
+        .unwrap();
+    assert_eq!(
+        rows(&got),
+        strings(&[
+            &["1", "hello", "5"],
+            &["1", "world", "5"],
+            &["2", "a", "1"],
+            &["3", "", ""],
+            &["4", "", ""],
+        ])
+    );
+    // Those are NULLs (row_values prints NULL as nothing).
+    assert_eq!(ints(&got, 2).iter().filter(|v| v.is_none()).count(), 2);
+}
+
+#[test]
+fn a_table_function_of_one_column_and_without_lateral() {
+    let mut e = table_engine();
+    let got = e
+        .collect(
+            "SELECT n, f0 FROM (VALUES (CAST(2 AS BIGINT)), (CAST(0 AS BIGINT))) AS v(n), \
+             LATERAL TABLE(range_to(n))",
+        )
+        .unwrap();
+    assert_eq!(rows(&got), strings(&[&["2", "1"], &["2", "2"]]));
+    let got = e
+        .collect("SELECT x * 10 AS y FROM TABLE(range_to(3)) AS t(x)")
+        .unwrap();
+    assert_eq!(rows(&got), strings(&[&["10"], &["20"], &["30"]]));
+    // Aggregated downstream, by a column it gives.
+    let got = e
+        .collect(&format!(
+            "SELECT length, COUNT(*) AS c FROM {WORDS}, LATERAL TABLE(SplitFunction(myField)) \
+             GROUP BY length"
+        ))
+        .unwrap();
+    let table = sluice::format::fold_changelog(&got).unwrap().unwrap();
+    assert_eq!(rows(&[table]), strings(&[&["1", "1"], &["5", "2"]]));
+}
+
+#[test]
+fn table_function_mistakes_are_clear_errors() {
+    let mut e = table_engine();
+    // Calcite's degree error when the alias names fewer columns than the rows have.
+    let err = e
+        .collect(&format!(
+            "SELECT * FROM {WORDS}, LATERAL TABLE(SplitFunction(myField)) AS T(w)"
+        ))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("same degree"), "{err}");
+    // A function registered as a table function must return an ARRAY of its rows.
+    e.sql("CREATE FUNCTION not_a_table AS 'com.example.NotATable'")
+        .unwrap();
+    let err = e
+        .collect("SELECT * FROM (VALUES (1)) AS v(x), LATERAL TABLE(not_a_table(x))")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not the ARRAY of the rows it emits"), "{err}");
+}

@@ -629,6 +629,12 @@ pub const FORMATS: &[FormatDecl] = &[
                 "skip (and count) lines that do not parse instead of failing",
             ),
             opt(
+                "csv.array-element-delimiter",
+                TEXT,
+                ";",
+                "separates the elements of an ARRAY and the fields of a ROW in one field",
+            ),
+            opt(
                 "csv.header",
                 BOOL,
                 "",

@@ -324,6 +324,9 @@ impl ContextProvider for SqlContext<'_> {
     }
 
     fn get_function_meta(&self, name: &str) -> Option<Arc<ScalarUDF>> {
+        if let Some(table) = name.strip_prefix(crate::functions::user::TABLE_FUNCTION_PREFIX) {
+            return self.user.table(table);
+        }
         self.user
             .scalar(name, true)
             .or_else(|| self.functions.scalars.get(name).cloned())

@@ -479,6 +479,7 @@ impl Planner {
         ordered::inline_named_windows(&mut ast_query);
         ordered::fetch_as_limit(&mut ast_query);
         crate::names::name_select_items(&mut ast_query);
+        unnest::table_functions(&mut ast_query, &self.user_functions)?;
         unnest::ordinality(&mut ast_query);
         let plan = to_rel
             .sql_statement_to_plan(ast::Statement::Query(ast_query))
@@ -608,7 +609,12 @@ impl Planner {
                     flink_type_name(field.data_type())
                 );
             } else {
-                let casted = col.cast_to(field.data_type(), &node.schema)?;
+                // Flink's casts (a ROW by position, numbers as Java's, ...).
+                let casted = crate::functions::cast::flink_casts_in_expr(
+                    col.cast_to(field.data_type(), &node.schema)?,
+                    &node.schema,
+                    self.time_zone,
+                )?;
                 casted.alias(field.name())
             };
             exprs.push(expr);
@@ -1387,11 +1393,26 @@ fn fixed_delay_ms(expr: &Expr, rowtime: &str) -> Option<i64> {
 /// implicitly: numbers into numbers, timestamps into timestamps, NULL and anything into
 /// STRING. Other pairs (e.g. STRING into INT) need an explicit CAST, as in Flink.
 fn insert_compatible(from: &DataType, to: &DataType) -> bool {
-    from == to
-        || matches!(from, DataType::Null)
-        || matches!(to, DataType::Utf8)
-        || (from.is_numeric() && to.is_numeric())
-        || (matches!(from, DataType::Timestamp(_, _)) && matches!(to, DataType::Timestamp(_, _)))
+    match (from, to) {
+        // A ROW is written into a ROW of as many fields field by field, by position (its
+        // names do not matter: `ROW(1, 'a')` fills `ROW<a INT, b STRING>`), an ARRAY
+        // element by element, as Flink's implicit casts of structured values.
+        (DataType::Struct(a), DataType::Struct(b)) => {
+            a.len() == b.len()
+                && a.iter()
+                    .zip(b.iter())
+                    .all(|(x, y)| insert_compatible(x.data_type(), y.data_type()))
+        }
+        (DataType::List(a), DataType::List(b)) => insert_compatible(a.data_type(), b.data_type()),
+        _ => {
+            from == to
+                || matches!(from, DataType::Null)
+                || matches!(to, DataType::Utf8)
+                || (from.is_numeric() && to.is_numeric())
+                || (matches!(from, DataType::Timestamp(_, _))
+                    && matches!(to, DataType::Timestamp(_, _)))
+        }
+    }
 }
 
 fn unalias(e: &Expr) -> &Expr {

@@ -97,8 +97,12 @@ impl ChunkDecoder {
         time_zone: sluice_common::time::Tz,
     ) -> Result<Self> {
         let null_regex = options.null_regex()?;
+        let nested = super::text_columns::NestedText {
+            delimiter: options.array_delimiter.clone(),
+            null_array_is_empty: options.null_literal.as_deref().is_none_or(str::is_empty),
+        };
         Ok(ChunkDecoder {
-            text: TextColumns::new(Arc::clone(&schema), time_zone),
+            text: TextColumns::with_nested(Arc::clone(&schema), time_zone, Some(nested)),
             schema,
             options,
             null_regex,

@@ -4,6 +4,7 @@
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use datafusion_common::arrow::array::RecordBatch;
 use datafusion_common::arrow::csv::WriterBuilder;
@@ -29,6 +30,9 @@ pub struct CsvOptions {
     pub null_literal: Option<String>,
     /// `'csv.ignore-parse-errors'`: skip and count bad rows instead of failing.
     pub ignore_parse_errors: bool,
+    /// `'csv.array-element-delimiter'` (default `;`): separates the elements of an
+    /// `ARRAY` and the fields of a `ROW` in one field, as Flink's CSV format.
+    pub array_delimiter: String,
 }
 
 impl CsvOptions {
@@ -57,6 +61,15 @@ impl CsvOptions {
             quote: one_char("csv.quote-character", b'"')?,
             null_literal: options.get("csv.null-literal").cloned(),
             ignore_parse_errors: bool_option(options, "csv.ignore-parse-errors", false)?,
+            array_delimiter: match options.get("csv.array-element-delimiter") {
+                Some(d) if d.is_empty() => {
+                    return Err(SluiceError::Config(
+                        "'csv.array-element-delimiter' must not be empty".to_string(),
+                    ))
+                }
+                Some(d) => d.clone(),
+                None => ";".to_string(),
+            },
         })
     }
 
@@ -133,7 +146,7 @@ pub struct DirectorySink {
     /// `part-<job id>-<subtask>`.
     prefix: String,
     extension: &'static str,
-    json: bool,
+    format: LineFormat,
     two_phase: bool,
     attempt: u32,
     /// The open file: writer, the name it has while written, the name it gets.
@@ -149,7 +162,7 @@ impl DirectorySink {
     pub fn new(
         dir: &Path,
         prefix: String,
-        json: bool,
+        format: LineFormat,
         two_phase: bool,
         attempt: u32,
     ) -> Result<Self> {
@@ -159,8 +172,8 @@ impl DirectorySink {
         Ok(DirectorySink {
             dir: dir.to_path_buf(),
             prefix,
-            extension: if json { "json" } else { "csv" },
-            json,
+            extension: format.extension(),
+            format,
             two_phase,
             attempt,
             open: None,
@@ -314,6 +327,53 @@ pub fn discard_committed_after(
     Ok(removed)
 }
 
+/// How a file sink writes rows: one line (record) per row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LineFormat {
+    /// JSON lines ([`json_bytes`]).
+    Json,
+    /// CSV ([`csv_bytes`]) with `'csv.array-element-delimiter'`.
+    Csv {
+        /// Joins the elements of an ARRAY and the fields of a ROW.
+        array_delimiter: String,
+    },
+}
+
+impl LineFormat {
+    /// `'format' = 'json'` (`json`) or CSV with the table's `csv.*` options.
+    ///
+    /// # Errors
+    /// A bad `csv.*` option.
+    pub fn of(json: bool, options: &ConnectorOptions) -> Result<Self> {
+        Ok(if json {
+            LineFormat::Json
+        } else {
+            LineFormat::Csv {
+                array_delimiter: CsvOptions::from_options(options)?.array_delimiter,
+            }
+        })
+    }
+
+    /// The file name extension.
+    pub fn extension(&self) -> &'static str {
+        match self {
+            LineFormat::Json => "json",
+            LineFormat::Csv { .. } => "csv",
+        }
+    }
+
+    /// The lines of `batch`, each ending with a line end.
+    ///
+    /// # Errors
+    /// Arrow cannot write a column's type.
+    pub fn bytes(&self, batch: &RecordBatch) -> Result<Vec<u8>> {
+        match self {
+            LineFormat::Json => json_bytes(batch),
+            LineFormat::Csv { array_delimiter } => csv_bytes(batch, false, array_delimiter),
+        }
+    }
+}
+
 /// JSON-lines bytes of a batch, in Sluice's output conventions.
 pub fn json_bytes(batch: &RecordBatch) -> Result<Vec<u8>> {
     use datafusion_common::arrow::json::writer::{
@@ -332,19 +392,101 @@ pub fn json_bytes(batch: &RecordBatch) -> Result<Vec<u8>> {
     Ok(strip_zero_millis(out))
 }
 
-/// CSV bytes of a batch, in Sluice's output conventions.
-pub fn csv_bytes(batch: &RecordBatch, header: bool) -> Result<Vec<u8>> {
+/// The timestamp spelling of Sluice's text outputs (`.000` is then stripped).
+const TIMESTAMP_TEXT: &str = "%Y-%m-%d %H:%M:%S%.3f";
+
+/// CSV bytes of a batch, in Sluice's output conventions; `ARRAY` and `ROW` columns as
+/// Flink's CSV format writes them: elements and fields joined by `array_delimiter`
+/// (`'csv.array-element-delimiter'`), a NULL element or field empty.
+pub fn csv_bytes(batch: &RecordBatch, header: bool, array_delimiter: &str) -> Result<Vec<u8>> {
+    let nested_text;
+    let batch = if batch
+        .schema()
+        .fields()
+        .iter()
+        .any(|f| f.data_type().is_nested())
+    {
+        nested_text = nested_as_text(batch, array_delimiter)?;
+        &nested_text
+    } else {
+        batch
+    };
     let mut out = Vec::new();
     {
         let mut w = WriterBuilder::new()
             .with_header(header)
-            .with_timestamp_format("%Y-%m-%d %H:%M:%S%.3f".to_string())
-            .with_timestamp_tz_format("%Y-%m-%d %H:%M:%S%.3f".to_string())
+            .with_timestamp_format(TIMESTAMP_TEXT.to_string())
+            .with_timestamp_tz_format(TIMESTAMP_TEXT.to_string())
             .with_null(String::new())
             .build(&mut out);
         w.write(batch)?;
     }
     Ok(strip_zero_millis(out))
+}
+
+/// `batch` with each `ARRAY` and `ROW` column as `STRING` text (see [`csv_bytes`]).
+fn nested_as_text(batch: &RecordBatch, delimiter: &str) -> Result<RecordBatch> {
+    use datafusion_common::arrow::array::{Array, ArrayRef, AsArray, StringArray};
+    use datafusion_common::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion_common::arrow::util::display::{ArrayFormatter, FormatOptions};
+    let options = FormatOptions::new()
+        .with_null("")
+        .with_timestamp_format(Some(TIMESTAMP_TEXT))
+        .with_timestamp_tz_format(Some(TIMESTAMP_TEXT));
+    let mut fields = Vec::new();
+    let mut columns: Vec<ArrayRef> = Vec::new();
+    for (f, column) in batch.schema().fields().iter().zip(batch.columns()) {
+        let parts: Option<Vec<(ArrayFormatter, Vec<std::ops::Range<usize>>)>> = match column
+            .data_type()
+        {
+            DataType::List(_) => {
+                let list = column.as_list::<i32>();
+                let ranges = (0..list.len())
+                    .map(|r| list.value_offsets()[r] as usize..list.value_offsets()[r + 1] as usize)
+                    .collect();
+                Some(vec![(
+                    ArrayFormatter::try_new(list.values().as_ref(), &options)?,
+                    ranges,
+                )])
+            }
+            DataType::Struct(_) => Some(
+                column
+                    .as_struct()
+                    .columns()
+                    .iter()
+                    .map(|c| {
+                        let ranges = (0..c.len()).map(|r| r..r + 1).collect();
+                        Ok((ArrayFormatter::try_new(c.as_ref(), &options)?, ranges))
+                    })
+                    .collect::<Result<Vec<_>>>()?,
+            ),
+            _ => None,
+        };
+        let Some(parts) = parts else {
+            fields.push(f.as_ref().clone());
+            columns.push(Arc::clone(column));
+            continue;
+        };
+        let text: StringArray = (0..column.len())
+            .map(|r| {
+                column.is_valid(r).then(|| {
+                    parts
+                        .iter()
+                        .flat_map(|(format, ranges)| {
+                            ranges[r].clone().map(move |i| format.value(i).to_string())
+                        })
+                        .collect::<Vec<_>>()
+                        .join(delimiter)
+                })
+            })
+            .collect();
+        fields.push(Field::new(f.name(), DataType::Utf8, true));
+        columns.push(Arc::new(text));
+    }
+    Ok(RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        columns,
+    )?)
 }
 
 /// Drops `.000` from timestamps: they print as `HH:MM:SS` unless the milliseconds are
@@ -381,11 +523,7 @@ impl BatchSink for DirectorySink {
                 .map_err(|e| SluiceError::io(format!("creating '{}'", path.display()), e))?;
             self.open = Some((std::io::BufWriter::new(f), path, target));
         }
-        let bytes = if self.json {
-            json_bytes(batch)?
-        } else {
-            csv_bytes(batch, false)?
-        };
+        let bytes = self.format.bytes(batch)?;
         let (w, _, _) = self.open.as_mut().expect("a file is open");
         w.write_all(&bytes)
             .map_err(|e| SluiceError::io(format!("writing into '{}'", self.dir.display()), e))

@@ -289,17 +289,18 @@ fn file_format(options: &ConnectorOptions, table: &str) -> Result<FileFormat> {
     }
 }
 
-/// Sluice's CSV format has no text form for `ARRAY`, `MAP` and `ROW` columns yet (Flink's
-/// writes arrays with `'csv.array-element-delimiter'`): a clear error rather than arrow's.
+/// Flink's CSV format holds `ARRAY` and `ROW` of scalar types (elements and fields
+/// separated by `'csv.array-element-delimiter'`), not MAP, MULTISET or deeper nesting: a
+/// clear error for those rather than arrow's.
 fn csv_cannot_hold_nested(
     schema: &datafusion_common::arrow::datatypes::Schema,
     table: &str,
 ) -> Result<()> {
     for f in schema.fields() {
-        if f.data_type().is_nested() {
+        if let Some(what) = text_columns::TextColumns::csv_cannot_hold(f.data_type()) {
             return Err(SluiceError::NotSupported(format!(
-                "column '{}' of table '{table}' is {}: the 'csv' format cannot hold ARRAY, MAP \
-                 or ROW columns yet; use 'format' = 'json'",
+                "column '{}' of table '{table}' is {}: the 'csv' format holds ARRAY and ROW \
+                 of scalar types, not {what} (as Flink's); use 'format' = 'json'",
                 f.name(),
                 sluice_common::types::flink_type_name(f.data_type())
             )));
@@ -494,7 +495,7 @@ pub fn create_sink(
                 return Ok(Box::new(partitioned::PartitionedSink::new(
                     &path,
                     format!("part-{}-{}", ctx.job_id, ctx.subtask),
-                    format == FileFormat::Json,
+                    filesystem::LineFormat::of(format == FileFormat::Json, options)?,
                     ctx.two_phase_sinks && sink_exactly_once(options, table)?,
                     ctx.attempt,
                     partition_keys.to_vec(),
@@ -504,7 +505,7 @@ pub fn create_sink(
             Ok(Box::new(filesystem::DirectorySink::new(
                 &path,
                 format!("part-{}-{}", ctx.job_id, ctx.subtask),
-                format == FileFormat::Json,
+                filesystem::LineFormat::of(format == FileFormat::Json, options)?,
                 ctx.two_phase_sinks && sink_exactly_once(options, table)?,
                 ctx.attempt,
             )?))

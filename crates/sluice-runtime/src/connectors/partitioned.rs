@@ -51,7 +51,7 @@ struct Partition {
 pub struct PartitionedSink {
     dir: PathBuf,
     prefix: String,
-    json: bool,
+    format: super::filesystem::LineFormat,
     two_phase: bool,
     attempt: u32,
     keys: Vec<(usize, String)>,
@@ -89,7 +89,7 @@ impl PartitionedSink {
     pub fn new(
         dir: &Path,
         prefix: String,
-        json: bool,
+        format: super::filesystem::LineFormat,
         two_phase: bool,
         attempt: u32,
         keys: Vec<(usize, String)>,
@@ -148,7 +148,7 @@ impl PartitionedSink {
         Ok(PartitionedSink {
             dir: dir.to_path_buf(),
             prefix,
-            json,
+            format,
             two_phase,
             attempt,
             keys,
@@ -333,7 +333,7 @@ impl BatchSink for PartitionedSink {
                 let sink = DirectorySink::new(
                     &self.dir.join(&path),
                     self.prefix.clone(),
-                    self.json,
+                    self.format.clone(),
                     self.two_phase,
                     self.attempt,
                 )?;

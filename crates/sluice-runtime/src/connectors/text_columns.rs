@@ -3,13 +3,21 @@
 //!   spelling, a few integer operations), else arrow's general parser;
 //! - `TIMESTAMP_LTZ(0..3)`: the same text as a wall-clock time in the session time zone,
 //!   unless it carries its own offset (`Z`, `+02:00`), which makes it an instant;
-//! - `DECIMAL(p, s)`: rounded half-up to the scale, as Flink (arrow-csv truncates).
+//! - `DECIMAL(p, s)`: rounded half-up to the scale, as Flink (arrow-csv truncates);
+//! - in CSV, `ARRAY` and `ROW` of those or of other scalar types, as Flink's CSV format
+//!   (its `CsvToRowDataConverters`) reads them: elements and fields separated by
+//!   `'csv.array-element-delimiter'`; an empty field is an empty ARRAY or a NULL ROW;
+//!   a ROW with more parts than fields keeps the first ones, one with fewer is an error;
+//!   a string element keeps its spaces, other elements are trimmed, and an empty
+//!   non-string element is an error, as Flink's.
 
 use std::sync::Arc;
 
 use datafusion_common::arrow::array::{
-    Array, ArrayRef, AsArray, RecordBatch, StringArray, TimestampMillisecondArray,
+    Array, ArrayRef, AsArray, ListArray, RecordBatch, StringArray, StructArray,
+    TimestampMillisecondArray,
 };
+use datafusion_common::arrow::buffer::{NullBuffer, OffsetBuffer};
 use datafusion_common::arrow::compute::{cast_with_options, CastOptions};
 use datafusion_common::arrow::datatypes::{
     DataType, Field, Schema, SchemaRef, TimeUnit, TimestampMillisecondType,
@@ -22,6 +30,18 @@ enum TextKind {
     Timestamp,
     LocalZoned,
     Decimal,
+    /// A CSV `ARRAY` or `ROW`.
+    Nested,
+}
+
+/// How CSV spells `ARRAY` and `ROW` values in one field.
+#[derive(Clone)]
+pub(crate) struct NestedText {
+    /// `'csv.array-element-delimiter'` (Flink's default `;`).
+    pub(crate) delimiter: String,
+    /// Whether a NULL field is an empty ARRAY (no `'csv.null-literal'`: the field was
+    /// empty, which Flink reads as `[]`) rather than a NULL one.
+    pub(crate) null_array_is_empty: bool,
 }
 
 /// A value that does not convert: row, column index, and its text.
@@ -37,11 +57,21 @@ pub(crate) struct TextColumns {
     parse_schema: SchemaRef,
     columns: Vec<(usize, TextKind)>,
     time_zone: Tz,
+    nested: Option<NestedText>,
 }
 
 impl TextColumns {
     /// For a table of `schema` read in the session time zone `time_zone`.
     pub(crate) fn new(schema: SchemaRef, time_zone: Tz) -> Self {
+        Self::with_nested(schema, time_zone, None)
+    }
+
+    /// For a CSV table: also its `ARRAY` and `ROW` columns, as `nested` spells them.
+    pub(crate) fn with_nested(
+        schema: SchemaRef,
+        time_zone: Tz,
+        nested: Option<NestedText>,
+    ) -> Self {
         let mut columns = Vec::new();
         let fields: Vec<Field> = schema
             .fields()
@@ -54,6 +84,9 @@ impl TextColumns {
                         Some(TextKind::LocalZoned)
                     }
                     DataType::Decimal128(_, _) => Some(TextKind::Decimal),
+                    DataType::List(_) | DataType::Struct(_) if nested.is_some() => {
+                        Some(TextKind::Nested)
+                    }
                     _ => None,
                 };
                 match kind {
@@ -70,6 +103,23 @@ impl TextColumns {
             schema,
             columns,
             time_zone,
+            nested,
+        }
+    }
+
+    /// Why the CSV format cannot hold a column of type `t`, if it cannot: Flink's CSV
+    /// format reads `ARRAY` and `ROW` of scalar types only (one delimiter, one level).
+    pub(crate) fn csv_cannot_hold(t: &DataType) -> Option<&'static str> {
+        match t {
+            DataType::List(item) if item.data_type().is_nested() => {
+                Some("an ARRAY of nested values")
+            }
+            DataType::Struct(fields) if fields.iter().any(|f| f.data_type().is_nested()) => {
+                Some("a ROW with nested fields")
+            }
+            DataType::List(_) | DataType::Struct(_) => None,
+            t if t.is_nested() => Some("a MAP or MULTISET"),
+            _ => None,
         }
     }
 
@@ -89,12 +139,9 @@ impl TextColumns {
             return Ok(batch);
         }
         let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
-        for &(c, kind) in &self.columns {
+        for &(c, _) in &self.columns {
             let text: &StringArray = columns[c].as_string::<i32>();
-            columns[c] = match kind {
-                TextKind::Decimal => self.decimal(text, c)?,
-                _ => self.timestamp(text, c, kind == TextKind::LocalZoned)?,
-            };
+            columns[c] = self.convert_text(text, self.schema.field(c).data_type(), c)?;
         }
         let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
         RecordBatch::try_new_with_options(Arc::clone(&self.schema), columns, &options).map_err(
@@ -106,10 +153,124 @@ impl TextColumns {
         )
     }
 
+    /// `text` (of column `c`) as values of `target`.
+    fn convert_text(
+        &self,
+        text: &StringArray,
+        target: &DataType,
+        c: usize,
+    ) -> Result<ArrayRef, BadText> {
+        match target {
+            DataType::Timestamp(TimeUnit::Millisecond, tz) => {
+                self.timestamp(text, c, target, tz.is_some())
+            }
+            DataType::Decimal128(_, _) => self.cast_text(text, c, target),
+            DataType::List(item) => self.array(text, c, item),
+            DataType::Struct(fields) => self.row(text, c, fields),
+            DataType::Utf8 => Ok(Arc::new(text.clone())),
+            _ => self.cast_text(text, c, target),
+        }
+    }
+
+    /// Splits `text` (of column `c`) into ARRAY elements of `item`'s type.
+    fn array(&self, text: &StringArray, c: usize, item: &Arc<Field>) -> Result<ArrayRef, BadText> {
+        let nested = self.nested.as_ref().expect("nested columns only in CSV");
+        let mut elements: Vec<&str> = Vec::new();
+        let mut lengths = Vec::with_capacity(text.len());
+        let mut valid = Vec::with_capacity(text.len());
+        for row in 0..text.len() {
+            let before = elements.len();
+            if text.is_valid(row) && !text.value(row).is_empty() {
+                elements.extend(text.value(row).split(nested.delimiter.as_str()));
+            }
+            lengths.push(elements.len() - before);
+            valid.push(text.is_valid(row) || nested.null_array_is_empty);
+        }
+        let offsets = OffsetBuffer::from_lengths(lengths);
+        let values = self
+            .convert_text(&StringArray::from(elements), item.data_type(), c)
+            .map_err(|mut bad| {
+                // The element's row, for the message: the row whose range holds it.
+                let e = bad.row as i32;
+                bad.row = offsets
+                    .windows(2)
+                    .position(|w| w[0] <= e && e < w[1])
+                    .unwrap_or(0);
+                bad.value = text.value(bad.row).to_string();
+                bad
+            })?;
+        let nulls = NullBuffer::from(valid);
+        let nulls = (nulls.null_count() > 0).then_some(nulls);
+        ListArray::try_new(Arc::clone(item), offsets, values, nulls)
+            .map(|a| Arc::new(a) as ArrayRef)
+            .map_err(|e| BadText {
+                row: 0,
+                column: c,
+                value: e.to_string(),
+            })
+    }
+
+    /// Splits `text` (of column `c`) into the values of a ROW of `fields`.
+    fn row(
+        &self,
+        text: &StringArray,
+        c: usize,
+        fields: &datafusion_common::arrow::datatypes::Fields,
+    ) -> Result<ArrayRef, BadText> {
+        let nested = self.nested.as_ref().expect("nested columns only in CSV");
+        let mut parts: Vec<Vec<Option<&str>>> = vec![Vec::with_capacity(text.len()); fields.len()];
+        let mut valid = Vec::with_capacity(text.len());
+        for row in 0..text.len() {
+            let value = text
+                .is_valid(row)
+                .then(|| text.value(row))
+                .filter(|v| !v.is_empty());
+            valid.push(value.is_some());
+            match value {
+                None => parts.iter_mut().for_each(|p| p.push(None)),
+                Some(v) => {
+                    let mut split = v.split(nested.delimiter.as_str());
+                    for p in parts.iter_mut() {
+                        match split.next() {
+                            Some(s) => p.push(Some(s)),
+                            // Fewer parts than fields: Flink's "Row length mismatch".
+                            None => {
+                                return Err(BadText {
+                                    row,
+                                    column: c,
+                                    value: v.to_string(),
+                                })
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let arrays = fields
+            .iter()
+            .zip(parts)
+            .map(|(f, p)| self.convert_text(&StringArray::from(p), f.data_type(), c))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|mut bad| {
+                bad.value = text.value(bad.row).to_string();
+                bad
+            })?;
+        let nulls = NullBuffer::from(valid);
+        let nulls = (nulls.null_count() > 0).then_some(nulls);
+        StructArray::try_new(fields.clone(), arrays, nulls)
+            .map(|a| Arc::new(a) as ArrayRef)
+            .map_err(|e| BadText {
+                row: 0,
+                column: c,
+                value: e.to_string(),
+            })
+    }
+
     fn timestamp(
         &self,
         text: &StringArray,
         c: usize,
+        target: &DataType,
         local_zoned: bool,
     ) -> Result<ArrayRef, BadText> {
         let mut values = Vec::with_capacity(text.len());
@@ -143,14 +304,20 @@ impl TextColumns {
             }
         }
         let array = TimestampMillisecondArray::from(values);
-        Ok(match self.schema.field(c).data_type() {
+        Ok(match target {
             DataType::Timestamp(_, Some(tz)) => Arc::new(array.with_timezone(tz.clone())),
             _ => Arc::new(array),
         })
     }
 
-    fn decimal(&self, text: &StringArray, c: usize) -> Result<ArrayRef, BadText> {
-        let target = self.schema.field(c).data_type();
+    /// `text` cast to `target` (decimals rounded half-up; other scalars by arrow's cast),
+    /// trimmed; the first value that does not convert fails.
+    fn cast_text(
+        &self,
+        text: &StringArray,
+        c: usize,
+        target: &DataType,
+    ) -> Result<ArrayRef, BadText> {
         let strict = CastOptions {
             safe: false,
             ..Default::default()

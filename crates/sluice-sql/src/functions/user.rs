@@ -1,6 +1,7 @@
 //! User-defined functions (Flink SQL "CREATE FUNCTION"; issue 18): an embedding
-//! application registers DataFusion `ScalarUDF`s and `AggregateUDF`s under an identifier
-//! (`Engine::register_udf` / `register_udaf`; Flink's is a class name), and
+//! application registers DataFusion `ScalarUDF`s and `AggregateUDF`s, and table functions,
+//! under an identifier (`Engine::register_udf` / `register_udaf` / `register_udtf`; Flink's
+//! is a class name), and
 //! `CREATE [TEMPORARY [SYSTEM]] FUNCTION name AS 'identifier'` binds a SQL name to one.
 //! Lookup order, as Flink's: a `SYSTEM` function shadows the built-in of its name; other
 //! bound names come after the built-ins.
@@ -18,7 +19,15 @@ pub enum UserFunction {
     Scalar(Arc<ScalarUDF>),
     /// An aggregate function (retractable if its accumulator says so).
     Aggregate(Arc<AggregateUDF>),
+    /// A table function (Flink's `TableFunction`, called as `LATERAL TABLE(f(...))`): a
+    /// scalar function whose value for a row is the ARRAY of the rows it emits for it, an
+    /// `ARRAY<ROW<...>>` (one column per field) or an `ARRAY<T>` (one column, `f0`).
+    Table(Arc<ScalarUDF>),
 }
+
+/// The prefix of the internal name under which a bound table function is resolved
+/// (`LATERAL TABLE(f(x))` is planned as `UNNEST("$table:f"(x))`, planner/unnest.rs).
+pub(crate) const TABLE_FUNCTION_PREFIX: &str = "$table:";
 
 /// The registered functions and the SQL names bound to them in one session.
 #[derive(Default, Clone, Debug)]
@@ -52,7 +61,7 @@ impl UserFunctions {
             return Err(SluiceError::Plan(format!(
                 "CREATE FUNCTION {name}: no function is registered under '{identifier}'; an \
                  application registers Rust functions with Engine::register_udf / \
-                 register_udaf (registered: {})",
+                 register_udaf / register_udtf (registered: {})",
                 if known.is_empty() {
                     "none".to_string()
                 } else {
@@ -95,6 +104,14 @@ impl UserFunctions {
     pub(crate) fn scalar(&self, name: &str, system: bool) -> Option<Arc<ScalarUDF>> {
         match self.bound.get(&name.to_lowercase()) {
             Some((UserFunction::Scalar(f), s)) if *s || !system => Some(Arc::clone(f)),
+            _ => None,
+        }
+    }
+
+    /// The table function bound to `name`.
+    pub(crate) fn table(&self, name: &str) -> Option<Arc<ScalarUDF>> {
+        match self.bound.get(&name.to_lowercase()) {
+            Some((UserFunction::Table(f), _)) => Some(Arc::clone(f)),
             _ => None,
         }
     }

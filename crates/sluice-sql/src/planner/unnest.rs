@@ -12,6 +12,14 @@
 //! `UNNEST(x) AS t(c1, ..., ck)` of one ARRAY of ROW or MAP is rewritten first into the `k`
 //! arrays of its columns, `$unnest_part(x, i, k)` (the rows' fields; a map's keys and
 //! values), zipped the same way; the function checks that `x` has `k` columns.
+//!
+//! A user-defined table function (Flink SQL "Table Functions": `LATERAL TABLE(f(x)) AS
+//! T(a, b)`, `TABLE(f(1))`) is a scalar function whose value is the ARRAY of the rows it
+//! emits ([`UserFunction::Table`](crate::functions::user::UserFunction)):
+//! [`table_functions`] rewrites the call into `UNNEST("$table:f"(x)) AS T(a, b)`, naming
+//! the columns after the result's fields when the alias does not. A `$unnest_part`
+//! argument that is not a column is computed once below the expansion, so the function
+//! runs once per row whatever the number of its columns.
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -26,6 +34,127 @@ use sluice_common::plan::{OperatorSpec, PlanNode, UnnestNulls};
 use sluice_common::{not_supported, plan_err};
 
 use super::{Planned, Planner};
+
+/// Rewrites every call of a bound table function in `FROM` (`LATERAL TABLE(f(...))`,
+/// `TABLE(f(...))`) into `UNNEST` of its rows (see the module docs). Other `TABLE(...)`
+/// calls (window TVFs) are left alone.
+///
+/// # Errors
+/// A table function without column names in its alias whose result fields cannot be
+/// known before planning (its signature is not fixed), or whose result is not an ARRAY.
+pub(super) fn table_functions(
+    query: &mut ast::Query,
+    user: &crate::functions::user::UserFunctions,
+) -> sluice_common::Result<()> {
+    struct Tables<'a> {
+        user: &'a crate::functions::user::UserFunctions,
+    }
+    impl VisitorMut for Tables<'_> {
+        type Break = sluice_common::SluiceError;
+        fn pre_visit_table_factor(
+            &mut self,
+            factor: &mut TableFactor,
+        ) -> ControlFlow<sluice_common::SluiceError> {
+            let (call, alias, ordinality) = match factor {
+                TableFactor::Function {
+                    lateral: true,
+                    name,
+                    args,
+                    with_ordinality,
+                    alias,
+                } if name.to_string().eq_ignore_ascii_case("TABLE") && args.len() == 1 => {
+                    match &args[0] {
+                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(
+                            ast::Expr::Function(f),
+                        )) => (f.clone(), alias.take(), *with_ordinality),
+                        _ => return ControlFlow::Continue(()),
+                    }
+                }
+                TableFactor::TableFunction {
+                    expr: ast::Expr::Function(f),
+                    alias,
+                } => (f.clone(), alias.take(), false),
+                _ => return ControlFlow::Continue(()),
+            };
+            let restore = |factor: &mut TableFactor, alias: Option<ast::TableAlias>| match factor {
+                TableFactor::Function { alias: a, .. }
+                | TableFactor::TableFunction { alias: a, .. } => *a = alias,
+                _ => {}
+            };
+            let name = call.name.to_string();
+            let Some(udtf) = self.user.table(&name) else {
+                restore(factor, alias);
+                return ControlFlow::Continue(());
+            };
+            let mut alias = alias.unwrap_or_else(|| ast::TableAlias {
+                explicit: true,
+                name: ast::Ident::new(name.clone()),
+                columns: vec![],
+                at: None,
+            });
+            if alias.columns.is_empty() {
+                match table_function_columns(&name, &udtf) {
+                    Ok(columns) => {
+                        alias.columns = columns
+                            .into_iter()
+                            .map(ast::TableAliasColumnDef::from_name)
+                            .collect()
+                    }
+                    Err(e) => return ControlFlow::Break(e),
+                }
+                if ordinality {
+                    alias
+                        .columns
+                        .push(ast::TableAliasColumnDef::from_name("ordinality"));
+                }
+            }
+            let mut call = call;
+            call.name = ast::ObjectName::from(vec![ast::Ident::with_quote(
+                '"',
+                format!("{}{name}", crate::functions::user::TABLE_FUNCTION_PREFIX),
+            )]);
+            *factor = TableFactor::UNNEST {
+                alias: Some(alias),
+                array_exprs: vec![ast::Expr::Function(call)],
+                with_offset: false,
+                with_offset_alias: None,
+                with_ordinality: ordinality,
+            };
+            ControlFlow::Continue(())
+        }
+    }
+    match query.visit(&mut Tables { user }) {
+        ControlFlow::Break(e) => Err(e),
+        ControlFlow::Continue(()) => Ok(()),
+    }
+}
+
+/// The column names of table function `udtf`'s rows: the fields of its `ARRAY<ROW<...>>`
+/// result, or `f0` for an `ARRAY<T>` (Flink's name for an atomic result).
+fn table_function_columns(
+    name: &str,
+    udtf: &datafusion_expr::ScalarUDF,
+) -> sluice_common::Result<Vec<String>> {
+    use datafusion_common::arrow::datatypes::DataType;
+    let arg_types = match &udtf.signature().type_signature {
+        datafusion_expr::TypeSignature::Exact(types) => types.clone(),
+        _ => vec![],
+    };
+    match udtf.return_type(&arg_types) {
+        Ok(DataType::List(item) | DataType::LargeList(item)) => Ok(match item.data_type() {
+            DataType::Struct(fields) => fields.iter().map(|f| f.name().clone()).collect(),
+            _ => vec!["f0".to_string()],
+        }),
+        Ok(other) => plan_err!(
+            "table function '{name}' returns {}, not the ARRAY of the rows it emits",
+            sluice_common::types::flink_type_name(&other)
+        ),
+        Err(_) => plan_err!(
+            "table function '{name}': its result columns are known only from its arguments; \
+             name them in the alias: LATERAL TABLE({name}(...)) AS T(a, b, ...)"
+        ),
+    }
+}
 
 /// Rewrites `UNNEST(x) [WITH ORDINALITY] AS t(c1, ..., ck)` of one expression into
 /// `UNNEST($unnest_part(x, 1, k), ..., $unnest_part(x, k, k))` (see the module docs), then
@@ -169,6 +298,7 @@ fn over_outer(sub: &LogicalPlan, outer: &LogicalPlan, nulls: NullHandling) -> Re
             for e in &p.expr {
                 exprs.push(strip(e)?);
             }
+            let (input, exprs) = unnest_sources_once(input, exprs)?;
             LogicalPlanBuilder::from(input).project(exprs)?.build()
         }
         LogicalPlan::Unnest(u) => {
@@ -192,6 +322,48 @@ fn over_outer(sub: &LogicalPlan, outer: &LogicalPlan, nulls: NullHandling) -> Re
             datafusion_common::not_impl_err!("Not yet supported: {} inside UNNEST", other.display())
         }
     }
+}
+
+/// `exprs` over `input` with each distinct `$unnest_part` source that is not a column
+/// computed once, as a column of a projection added to `input` (a table function's call
+/// or a MAP constructor then runs once per row, not once per column it gives).
+fn unnest_sources_once(input: LogicalPlan, exprs: Vec<Expr>) -> Result<(LogicalPlan, Vec<Expr>)> {
+    let mut sources: Vec<Expr> = Vec::new();
+    let exprs = exprs
+        .into_iter()
+        .map(|e| {
+            e.transform_up(|e| match e {
+                Expr::ScalarFunction(mut f)
+                    if f.func.name() == "$unnest_part" && !matches!(f.args[0], Expr::Column(_)) =>
+                {
+                    let i = match sources.iter().position(|s| *s == f.args[0]) {
+                        Some(i) => i,
+                        None => {
+                            sources.push(f.args[0].clone());
+                            sources.len() - 1
+                        }
+                    };
+                    f.args[0] = Expr::Column(Column::from_name(format!("$unnest_source{i}")));
+                    Ok(Transformed::yes(Expr::ScalarFunction(f)))
+                }
+                other => Ok(Transformed::no(other)),
+            })
+            .map(|t| t.data)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if sources.is_empty() {
+        return Ok((input, exprs));
+    }
+    let mut below: Vec<Expr> = input
+        .schema()
+        .iter()
+        .map(|(q, f)| Expr::Column(Column::new(q.cloned(), f.name())))
+        .collect();
+    for (i, e) in sources.into_iter().enumerate() {
+        below.push(e.alias(format!("$unnest_source{i}")));
+    }
+    let input = LogicalPlanBuilder::from(input).project(below)?.build()?;
+    Ok((input, exprs))
 }
 
 /// Whether column `i` of `input` is a `$unnest_part(...)` (a field of rows that are

@@ -399,7 +399,9 @@ impl KafkaSink {
                 Ok(lines)
             }
             _ => {
-                let mut lines = one_per_line(csv_bytes(batch, false)?);
+                let delimiter = crate::connectors::filesystem::CsvOptions::from_options(options)?
+                    .array_delimiter;
+                let mut lines = one_per_line(csv_bytes(batch, false, &delimiter)?);
                 if lines.last().is_some_and(|l| l.is_empty()) {
                     lines.pop();
                 }
@@ -409,7 +411,7 @@ impl KafkaSink {
                 // A quoted field holds a line end: one record at a time.
                 (0..n)
                     .map(|i| {
-                        let mut b = csv_bytes(&batch.slice(i, 1), false)?;
+                        let mut b = csv_bytes(&batch.slice(i, 1), false, &delimiter)?;
                         while b.last().is_some_and(|c| *c == b'\n' || *c == b'\r') {
                             b.pop();
                         }
