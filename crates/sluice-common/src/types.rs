@@ -39,6 +39,15 @@ pub fn flink_type_name(dt: &DataType) -> String {
         DataType::List(f) | DataType::LargeList(f) => {
             format!("ARRAY<{}>", field_type_name(f))
         }
+        DataType::Map(entries, _) if entries.name() == MULTISET_ENTRIES => {
+            match entries.data_type() {
+                DataType::Struct(kv) if !kv.is_empty() => {
+                    // Elements are never NULL inside: no `NOT NULL` to show.
+                    format!("MULTISET<{}>", flink_type_name(kv[0].data_type()))
+                }
+                other => other.to_string(),
+            }
+        }
         DataType::Map(entries, _) => match entries.data_type() {
             DataType::Struct(kv) if kv.len() == 2 => format!(
                 "MAP<{}, {}>",
@@ -88,6 +97,32 @@ pub fn map_type(key: DataType, value: DataType, value_nullable: bool) -> DataTyp
         )),
         false,
     )
+}
+
+/// The entries field name that marks a `Map` as a `MULTISET` (see [`multiset_type`]).
+pub const MULTISET_ENTRIES: &str = "multiset";
+
+/// Flink's `MULTISET<element>` as Arrow: a `Map` of `multiset: Struct<element, count
+/// INT>` (each distinct element and how many times it occurs, as Flink's own
+/// `MapData` of element to count); the entries' name tells it from a `MAP<element, INT>`.
+/// NULL elements are not held (Flink's `COLLECT` skips them).
+pub fn multiset_type(element: DataType) -> DataType {
+    DataType::Map(
+        Arc::new(Field::new(
+            MULTISET_ENTRIES,
+            DataType::Struct(Fields::from(vec![
+                Field::new("element", element, false),
+                Field::new("count", DataType::Int32, false),
+            ])),
+            false,
+        )),
+        false,
+    )
+}
+
+/// Whether `dt` is a `MULTISET` ([`multiset_type`]).
+pub fn is_multiset(dt: &DataType) -> bool {
+    matches!(dt, DataType::Map(entries, _) if entries.name() == MULTISET_ENTRIES)
 }
 
 /// Flink's `ROW<name type, ...>` as Arrow: a `Struct` of the named fields.

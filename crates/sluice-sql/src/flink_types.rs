@@ -35,13 +35,20 @@ pub fn parse_flink_type(p: &mut Parser) -> Result<(DataType, String)> {
     Ok(parsed)
 }
 
-/// A type that may be followed by `ARRAY` (Flink's postfix array syntax). `closes` counts
+/// A type that may be followed by `ARRAY` or `MULTISET` (Flink's postfix syntax). `closes` counts
 /// `>` already consumed as part of a `>>` token.
 fn nested_type(p: &mut Parser, closes: &mut u32) -> Result<(DataType, String)> {
     let (mut dt, mut text) = one_type(p, closes)?;
-    while *closes == 0 && parse_word(p, "ARRAY") {
-        dt = array_type(dt, true);
-        text = format!("ARRAY<{text}>");
+    loop {
+        if *closes == 0 && parse_word(p, "ARRAY") {
+            dt = array_type(dt, true);
+            text = format!("ARRAY<{text}>");
+        } else if *closes == 0 && parse_word(p, "MULTISET") {
+            dt = sluice_common::types::multiset_type(dt);
+            text = format!("MULTISET<{text}>");
+        } else {
+            break;
+        }
     }
     Ok((dt, text))
 }
@@ -148,10 +155,15 @@ fn one_type(p: &mut Parser, closes: &mut u32) -> Result<(DataType, String)> {
             }
             Ok((row_type(fields), format!("ROW<{}>", texts.join(", "))))
         }
-        "MULTISET" => Err(err_at(
-            tok.span.start,
-            "MULTISET types are not supported yet (issue 18)",
-        )),
+        "MULTISET" => {
+            p.expect_token(&Token::Lt).map_err(sql_err)?;
+            let (element, text, _) = member_type(p, closes)?;
+            close_angle(p, closes)?;
+            Ok((
+                sluice_common::types::multiset_type(element),
+                format!("MULTISET<{text}>"),
+            ))
+        }
         _ => scalar_type(p, &tok, upper),
     }
 }

@@ -527,6 +527,9 @@ fn unnest_columns(t: &DataType) -> Result<Vec<FieldRef>> {
             DataType::Struct(fields) => Ok(fields.iter().cloned().collect()),
             _ => Ok(vec![Arc::clone(item)]),
         },
+        DataType::Map(_, _) if sluice_common::types::is_multiset(t) => {
+            plan_err!("UNNEST of a MULTISET is not supported yet (only of an ARRAY or a MAP)")
+        }
         DataType::Map(_, _) => {
             let (k, v) = map_fields(t).expect("a MAP");
             Ok(vec![k, v])

@@ -21,6 +21,7 @@ mod json;
 mod json_agg;
 pub(crate) mod literals;
 mod misc;
+mod multiset;
 mod planner;
 mod regex;
 pub(crate) mod rewrite;
@@ -89,7 +90,6 @@ const DEVIATIONS: &[(&str, &str)] = &[
     ("variance", "var"),
 ];
 
-const COLLECTIONS: &str = "needs the ARRAY, MAP and ROW types (issue 18)";
 const OVER: &str = "Sluice has ROW_NUMBER, RANK and DENSE_RANK for Top-N and deduplication, and aggregates and LAG over OVER windows";
 const JSON: &str = "JSON functions are not built yet (issue 17)";
 const LATER: &str = "not built yet (issue 17)";
@@ -114,8 +114,10 @@ pub(crate) const GROUP_WINDOW_AUXILIARIES: &[&str] = &[
 /// Functions of Flink 2.3's list (`tests/functions/flink-2.3-functions.txt`) that Sluice
 /// does not have, with the reason; calling one is a "not supported" error naming it.
 pub const NOT_SUPPORTED: &[(&str, &str)] = &[
-    ("collect", COLLECTIONS),
-    ("multiset", COLLECTIONS),
+    (
+        "multiset",
+        "MULTISET values come from COLLECT (a MULTISET constructor is not supported)",
+    ),
     ("object_of", "structured types are not supported"),
     ("object_update", "structured types are not supported"),
     ("parse_json", "the VARIANT type is not supported"),
@@ -201,6 +203,7 @@ impl FunctionRegistry {
             aggregates.insert(flink.to_string(), Arc::clone(f));
         }
         aggregates.insert("avg".to_string(), aggregates::FlinkAvg::udaf());
+        aggregates.insert("collect".to_string(), multiset::Collect::udaf());
         for (name, pick) in [
             ("first_value", aggregates::Pick::First),
             ("last_value", aggregates::Pick::Last),

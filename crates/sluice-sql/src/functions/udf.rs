@@ -70,7 +70,10 @@ impl Arg {
             Arg::DateOrTimestamp if string => Some(Date32),
             Arg::Any | Arg::Common | Arg::Element => Some(t.clone()),
             Arg::Array if matches!(t, List(_)) => Some(t.clone()),
-            Arg::Map if matches!(t, Map(_, _)) => Some(t.clone()),
+            // A MULTISET is a `Map` inside, not a MAP: Flink's MAP functions refuse it.
+            Arg::Map if matches!(t, Map(_, _)) && !sluice_common::types::is_multiset(t) => {
+                Some(t.clone())
+            }
             Arg::Bitmap if matches!(t, LargeBinary | Null) => Some(LargeBinary),
             Arg::Bytes if matches!(t, Binary | BinaryView | FixedSizeBinary(_) | Null) => {
                 Some(Binary)
