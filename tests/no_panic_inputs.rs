@@ -151,6 +151,9 @@ const INPUTS: &[(&str, &str, &str)] = &[
     ("products_debezium.json", "id INT, name STRING, weight DOUBLE, PRIMARY KEY (id) NOT ENFORCED", "'format' = 'debezium-json'"),
     ("products_canal.json", "id INT, name STRING, weight DOUBLE", "'format' = 'canal-json'"),
     ("ltz.csv", "id INT, ts TIMESTAMP_LTZ(3)", "'format' = 'csv'"),
+    ("nested.csv", "id INT, tags ARRAY<STRING>, r ROW<n STRING, c INT>, ds ARRAY<DOUBLE>", "'format' = 'csv'"),
+    ("nested_typed.csv", "id INT, ts ARRAY<TIMESTAMP(3)>, r ROW<d DECIMAL(5, 2), s STRING>, b ARRAY<BOOLEAN>", "'format' = 'csv'"),
+    ("multiset.json", "k STRING, m MULTISET<STRING>", "'format' = 'json'"),
 ];
 
 #[test]
