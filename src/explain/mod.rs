@@ -6,6 +6,7 @@ use sluice_common::plan::{GroupOutput, OperatorSpec, OverCall, OverFrame, PlanNo
 use sluice_common::Result;
 use sluice_runtime::graph::{Exchange, JobGraph, StageKind, Upstream};
 
+mod sql;
 mod text;
 
 /// How a plan would run, for EXPLAIN: the session's parallelism and key groups.
@@ -64,7 +65,7 @@ fn explained(graph: &JobGraph, ctx: &ExplainContext) -> (Vec<ExplainedNode>, Vec
                             "merge".to_string()
                         }
                         Exchange::Single => "forward".to_string(),
-                        hash => hash.describe(&|t| clean(&t)),
+                        hash => hash.describe(&|e| clean(&sql::sql(e))),
                     },
                     _ => "forward".to_string(),
                 };
@@ -74,7 +75,7 @@ fn explained(graph: &JobGraph, ctx: &ExplainContext) -> (Vec<ExplainedNode>, Vec
         let keys: Option<Vec<Vec<String>>> = op.keys.as_ref().map(|per_input| {
             per_input
                 .iter()
-                .map(|k| k.exprs.iter().map(|e| clean(&e.to_string())).collect())
+                .map(|k| k.exprs.iter().map(|e| clean(&sql::sql(e))).collect())
                 .collect()
         });
         nodes.push(ExplainedNode {
@@ -346,10 +347,10 @@ fn label(node: &PlanNode) -> String {
                     .unwrap_or("?")
             )
         }
-        OperatorSpec::Filter { predicate } => format!("Filter: {predicate}"),
+        OperatorSpec::Filter { predicate } => format!("Filter: {}", sql::sql(predicate)),
         OperatorSpec::Project { exprs } => format!(
             "Project: {}",
-            exprs.iter().map(text::expr).collect::<Vec<_>>().join(", ")
+            exprs.iter().map(sql::sql).collect::<Vec<_>>().join(", ")
         ),
         OperatorSpec::Expand { projections } => {
             format!("Expand: {} grouping sets", projections.len())
@@ -381,12 +382,12 @@ fn label(node: &PlanNode) -> String {
                 .left_keys
                 .iter()
                 .zip(&l.right_keys)
-                .map(|(a, b)| format!("{a} = {b}"))
+                .map(|(a, b)| format!("{} = {}", sql::sql(a), sql::sql(b)))
                 .collect();
             let residual = l
                 .residual
                 .as_ref()
-                .map(|r| format!(", residual=[{r}]"))
+                .map(|r| format!(", residual=[{}]", sql::sql(r)))
                 .unwrap_or_default();
             let cache = l
                 .table
@@ -414,13 +415,13 @@ fn label(node: &PlanNode) -> String {
                     } else {
                         "="
                     };
-                    format!("{l} {op} {r}")
+                    format!("{} {op} {}", sql::sql(l), sql::sql(r))
                 })
                 .collect();
             let residual = j
                 .residual
                 .as_ref()
-                .map(|r| format!(", residual=[{r}]"))
+                .map(|r| format!(", residual=[{}]", sql::sql(r)))
                 .unwrap_or_default();
             let null_aware = if j.null_aware {
                 " (null-aware: NOT IN, a NULL key matches every key)"
@@ -496,7 +497,7 @@ fn label(node: &PlanNode) -> String {
                     GroupOutput::WindowStart => "window_start".to_string(),
                     GroupOutput::WindowEnd => "window_end".to_string(),
                     GroupOutput::WindowTime => "window_time".to_string(),
-                    GroupOutput::Key(k) => a.keys[*k].to_string(),
+                    GroupOutput::Key(k) => sql::sql(&a.keys[*k]),
                 })
                 .collect();
             let assign = match a.windows {
@@ -509,20 +510,17 @@ fn label(node: &PlanNode) -> String {
                 groups.join(", "),
                 a.aggregates
                     .iter()
-                    .map(|e| e.to_string())
+                    .map(sql::sql)
                     .collect::<Vec<_>>()
                     .join(", ")
             )
         }
         OperatorSpec::GroupAggregate { keys, aggregates } => format!(
             "GroupAggregate: groupBy=[{}], aggregates=[{}], changelog output",
-            keys.iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
+            keys.iter().map(sql::sql).collect::<Vec<_>>().join(", "),
             aggregates
                 .iter()
-                .map(|e| e.to_string())
+                .map(sql::sql)
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
@@ -541,8 +539,10 @@ fn label(node: &PlanNode) -> String {
             o.calls
                 .iter()
                 .map(|c| match c {
-                    OverCall::Aggregate(e) => e.to_string(),
-                    OverCall::Lag { value, offset, .. } => format!("LAG({value}, {offset})"),
+                    OverCall::Aggregate(e) => sql::sql(e),
+                    OverCall::Lag { value, offset, .. } => {
+                        format!("LAG({}, {offset})", sql::sql(value))
+                    }
                 })
                 .collect::<Vec<_>>()
                 .join(", ")

@@ -3,29 +3,9 @@
 //! (`Utf8("x")` → `'x'`, `Int64(2)` → `2`, `Boolean(true)` → `TRUE`; others, such as
 //! decimals and timestamps, keep DataFusion's spelling), a ROW field access reads `bid.price` (not
 //! `get_field(bid, 'price')`), `count(Int64(1))` reads `COUNT(*)`, and a chain of aliases
-//! keeps its last name.
-
-use datafusion_expr::Expr;
-
-/// An expression as EXPLAIN shows it: `inner AS name` for an alias (the last of a chain;
-/// none when the name is the text itself), otherwise [`tidy`] of its display.
-pub(super) fn expr(e: &Expr) -> String {
-    match e {
-        Expr::Alias(a) => {
-            let mut inner = &*a.expr;
-            while let Expr::Alias(b) = inner {
-                inner = &b.expr;
-            }
-            let text = tidy(&inner.to_string());
-            if text == a.name {
-                text
-            } else {
-                format!("{text} AS {}", a.name)
-            }
-        }
-        other => tidy(&other.to_string()),
-    }
-}
+//! keeps its last name. Expressions themselves are rendered from their tree
+//! ([`super::sql`]); this text rewrite is for the nodes that renderer does not know and for
+//! text built from displays elsewhere.
 
 /// DataFusion's expression text made SQL-like (module docs). Text it does not recognise
 /// is kept.

@@ -179,17 +179,13 @@ pub enum Exchange {
 }
 
 impl Exchange {
-    /// EXPLAIN's name for it.
-    pub fn describe(&self, clean: &dyn Fn(String) -> String) -> String {
+    /// EXPLAIN's name for it, each key expression shown by `render`.
+    pub fn describe(&self, render: &dyn Fn(&Expr) -> String) -> String {
         match self {
             Exchange::Single => "single".into(),
             Exchange::Hash(k) => format!(
                 "hash[{}]",
-                k.exprs
-                    .iter()
-                    .map(|e| clean(e.to_string()))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                k.exprs.iter().map(render).collect::<Vec<_>>().join(", ")
             ),
         }
     }
