@@ -20,7 +20,8 @@ pub(super) fn sql(e: &Expr) -> String {
                 inner = &a.expr;
             }
             let text = sql(inner);
-            if text == *name {
+            // DataFusion names an unnamed expression after its own display.
+            if text == *name || text.eq_ignore_ascii_case(&super::text::tidy(name)) {
                 text
             } else {
                 format!("{text} AS {name}")
@@ -67,6 +68,13 @@ pub(super) fn sql(e: &Expr) -> String {
             list(&l.list)
         ),
         Expr::Case(c) => case(c),
+        // A number the planner coerced to another numeric type reads as written.
+        Expr::Cast(Cast { expr, field })
+            if field.data_type().is_numeric()
+                && matches!(&**expr, Expr::Literal(v, _) if v.data_type().is_numeric()) =>
+        {
+            sql(expr)
+        }
         Expr::Cast(Cast { expr, field }) => {
             format!(
                 "CAST({} AS {})",
@@ -128,6 +136,13 @@ fn function(f: &ScalarFunction) -> String {
     match (name, f.args.as_slice()) {
         ("get_field", [x, Expr::Literal(ScalarValue::Utf8(Some(field)), _)]) => {
             format!("{}.{field}", operand(x, u8::MAX))
+        }
+        ("$cast", [x @ Expr::Literal(v, _)]) if v.data_type().is_numeric() => {
+            match f.func.return_type(&[]) {
+                Ok(t) if t.is_numeric() => sql(x),
+                Ok(t) => format!("CAST({} AS {})", sql(x), flink_type_name(&t)),
+                Err(_) => format!("CAST({})", sql(x)),
+            }
         }
         ("$cast", [x]) => match f.func.return_type(&[]) {
             Ok(t) => format!("CAST({} AS {})", sql(x), flink_type_name(&t)),
@@ -270,7 +285,9 @@ fn interval(months: i64, days: i64, nanos: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion_expr::{col, lit};
+    use datafusion_common::arrow::datatypes::DataType;
+    use datafusion_common::DFSchema;
+    use datafusion_expr::{col, lit, ExprSchemable};
 
     #[test]
     fn literals_read_as_sql() {
@@ -308,5 +325,12 @@ mod tests {
         assert_eq!(sql(&e), "a = 'x' AND b > 1.5");
         let e = col("a").between(lit(1i32), lit(3i32)).alias("in_range");
         assert_eq!(sql(&e), "a BETWEEN 1 AND 3 AS in_range");
+        // Coerced numbers read as written; an alias that is the display is dropped.
+        let e = col("c").eq(lit(10i32)
+            .cast_to(&DataType::Int64, &DFSchema::empty())
+            .unwrap());
+        assert_eq!(sql(&e), "c = 10");
+        let e = col("c").eq(lit(10i64)).alias("c = Int64(10)");
+        assert_eq!(sql(&e), "c = 10");
     }
 }
