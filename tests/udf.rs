@@ -353,4 +353,17 @@ fn table_function_mistakes_are_clear_errors() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("not the ARRAY of the rows it emits"), "{err}");
+    // A scalar function (or an unknown name) is no table function.
+    for f in ["UPPER", "nosuch"] {
+        let err = e
+            .collect(&format!(
+                "SELECT * FROM {WORDS}, LATERAL TABLE({f}(myField)) AS T(w)"
+            ))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!("'{f}' is not a table function")),
+            "{err}"
+        );
+    }
 }

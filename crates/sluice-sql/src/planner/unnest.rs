@@ -82,7 +82,15 @@ pub(super) fn table_functions(
                 _ => {}
             };
             let name = call.name.to_string();
+            let lateral = matches!(factor, TableFactor::Function { .. });
             let Some(udtf) = self.user.table(&name) else {
+                if lateral {
+                    return ControlFlow::Break(sluice_common::SluiceError::Plan(format!(
+                        "'{name}' is not a table function: LATERAL TABLE(...) calls a \
+                         function bound with CREATE FUNCTION to one an application \
+                         registered with Engine::register_udtf"
+                    )));
+                }
                 restore(factor, alias);
                 return ControlFlow::Continue(());
             };
