@@ -289,21 +289,55 @@ fn file_format(options: &ConnectorOptions, table: &str) -> Result<FileFormat> {
     }
 }
 
-/// Flink's CSV format holds `ARRAY` and `ROW` of scalar types (elements and fields
-/// separated by `'csv.array-element-delimiter'`), not MAP, MULTISET or deeper nesting: a
-/// clear error for those rather than arrow's.
-fn csv_cannot_hold_nested(
+/// Whether `format` can hold the columns of `schema` (table `table`): Flink's CSV format
+/// holds `ARRAY` and `ROW` of scalar types (elements and fields separated by
+/// `'csv.array-element-delimiter'`), not MAP, MULTISET or deeper nesting; its JSON format
+/// writes a MAP or MULTISET only with STRING keys (`writing`). A clear error for the others
+/// rather than arrow's at the first row.
+pub(crate) fn check_format_types(
+    format: FileFormat,
     schema: &datafusion_common::arrow::datatypes::Schema,
     table: &str,
+    writing: bool,
 ) -> Result<()> {
+    use datafusion_common::arrow::datatypes::DataType;
+    fn non_string_key(t: &DataType) -> bool {
+        match t {
+            DataType::Map(entries, _) => match entries.data_type() {
+                DataType::Struct(kv) => {
+                    !matches!(kv[0].data_type(), DataType::Utf8 | DataType::LargeUtf8)
+                        || kv.iter().any(|f| non_string_key(f.data_type()))
+                }
+                _ => false,
+            },
+            DataType::List(f) | DataType::LargeList(f) => non_string_key(f.data_type()),
+            DataType::Struct(fields) => fields.iter().any(|f| non_string_key(f.data_type())),
+            _ => false,
+        }
+    }
     for f in schema.fields() {
-        if let Some(what) = text_columns::TextColumns::csv_cannot_hold(f.data_type()) {
-            return Err(SluiceError::NotSupported(format!(
-                "column '{}' of table '{table}' is {}: the 'csv' format holds ARRAY and ROW \
-                 of scalar types, not {what} (as Flink's); use 'format' = 'json'",
-                f.name(),
-                sluice_common::types::flink_type_name(f.data_type())
-            )));
+        let type_name = || sluice_common::types::flink_type_name(f.data_type());
+        match format {
+            FileFormat::Csv => {
+                if let Some(what) = text_columns::TextColumns::csv_cannot_hold(f.data_type()) {
+                    return Err(SluiceError::NotSupported(format!(
+                        "column '{}' of table '{table}' is {}: the 'csv' format holds ARRAY and \
+                         ROW of scalar types, not {what} (as Flink's); use 'format' = 'json'",
+                        f.name(),
+                        type_name()
+                    )));
+                }
+            }
+            FileFormat::Json if writing && non_string_key(f.data_type()) => {
+                return Err(SluiceError::NotSupported(format!(
+                    "column '{}' of table '{table}' is {}: the 'json' format writes a MAP or \
+                     MULTISET with STRING keys only, as Flink's (\"JSON format doesn't support \
+                     non-string as key type of map\")",
+                    f.name(),
+                    type_name()
+                )));
+            }
+            _ => {}
         }
     }
     Ok(())
@@ -351,7 +385,7 @@ pub fn create_source(
                 sluice_common::time::parse_time_zone(&ctx.time_zone).map_err(SluiceError::Config)?;
             let mut source = match format {
                 FileFormat::Csv => {
-                    csv_cannot_hold_nested(&physical_schema, table)?;
+                    check_format_types(format, &physical_schema, table, false)?;
                     let csv = filesystem::CsvOptions::from_options(options)?;
                     csv_source::CsvSource::new(&path, physical_schema, csv, tz, ctx.batch_size, metrics)?
                         .split(ctx.source_subtask, ctx.source_parallelism)
@@ -490,6 +524,7 @@ pub fn create_sink(
                     envelope.name()
                 )));
             }
+            check_format_types(format, &schema, table, true)?;
             let path = resolve(ctx, option(options, "path", table)?);
             if !partition_keys.is_empty() {
                 return Ok(Box::new(partitioned::PartitionedSink::new(

@@ -438,7 +438,7 @@ impl PartitionedSource {
             sluice_common::time::parse_time_zone(&ctx.time_zone).map_err(SluiceError::Config)?;
         let source = match format {
             super::FileFormat::Csv => {
-                super::csv_cannot_hold_nested(&data, table)?;
+                super::check_format_types(format, &data, table, false)?;
                 let csv = super::filesystem::CsvOptions::from_options(options)?;
                 super::csv_source::CsvSource::new(path, data, csv, tz, ctx.batch_size, metrics)?
             }

@@ -8,7 +8,7 @@
 //!   (its `CsvToRowDataConverters`) reads them: elements and fields separated by
 //!   `'csv.array-element-delimiter'`; an empty field is an empty ARRAY or a NULL ROW;
 //!   a ROW with more parts than fields keeps the first ones, one with fewer is an error;
-//!   a string element keeps its spaces, other elements are trimmed, and an empty
+//!   a string element keeps its spaces, numbers and booleans are trimmed (as Flink parses them), and an empty
 //!   non-string element is an error, as Flink's.
 
 use std::sync::Arc;
@@ -32,6 +32,8 @@ enum TextKind {
     Decimal,
     /// A CSV `ARRAY` or `ROW`.
     Nested,
+    /// A `MULTISET` (JSON): read as a map, then made canonical ([`canonical_multisets`]).
+    Multiset,
 }
 
 /// How CSV spells `ARRAY` and `ROW` values in one field.
@@ -94,6 +96,10 @@ impl TextColumns {
                         columns.push((i, k));
                         f.as_ref().clone().with_data_type(DataType::Utf8)
                     }
+                    None if sluice_common::types::is_multiset(f.data_type()) => {
+                        columns.push((i, TextKind::Multiset));
+                        f.as_ref().clone()
+                    }
                     None => f.as_ref().clone(),
                 }
             })
@@ -139,7 +145,15 @@ impl TextColumns {
             return Ok(batch);
         }
         let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
-        for &(c, _) in &self.columns {
+        for &(c, kind) in &self.columns {
+            if kind == TextKind::Multiset {
+                columns[c] = canonical_multisets(&columns[c]).map_err(|e| BadText {
+                    row: 0,
+                    column: c,
+                    value: e.to_string(),
+                })?;
+                continue;
+            }
             let text: &StringArray = columns[c].as_string::<i32>();
             columns[c] = self.convert_text(text, self.schema.field(c).data_type(), c)?;
         }
@@ -342,6 +356,64 @@ impl TextColumns {
             }
         }
     }
+}
+
+/// MULTISET values as Sluice holds them (what `COLLECT` gives): each element once, in
+/// ascending order; elements whose count is not positive dropped. A file may spell one in
+/// any order, or name an element twice (the last count holds).
+fn canonical_multisets(column: &ArrayRef) -> Result<ArrayRef, datafusion_common::DataFusionError> {
+    use datafusion_common::arrow::array::{Int32Array, MapArray};
+    use datafusion_common::arrow::datatypes::Int32Type;
+    use datafusion_common::ScalarValue;
+    let map = column.as_map();
+    let DataType::Map(entries, sorted) = column.data_type() else {
+        return Ok(Arc::clone(column));
+    };
+    let mut elements: Vec<ScalarValue> = Vec::new();
+    let mut counts: Vec<i32> = Vec::new();
+    let mut lengths = Vec::with_capacity(map.len());
+    for row in 0..map.len() {
+        let mut pairs: Vec<(ScalarValue, i32)> = Vec::new();
+        if map.is_valid(row) {
+            let entry = map.value(row);
+            let (keys, values) = (entry.column(0), entry.column(1).as_primitive::<Int32Type>());
+            for i in 0..keys.len() {
+                let key = ScalarValue::try_from_array(keys, i)?;
+                // A key named twice: the last one counts, as Flink's JSON parser reads it.
+                match pairs.iter_mut().find(|(k, _)| *k == key) {
+                    Some((_, n)) => *n = values.value(i),
+                    None => pairs.push((key, values.value(i))),
+                }
+            }
+        }
+        pairs.retain(|(_, n)| *n > 0);
+        pairs.sort_by(|(a, _), (b, _)| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+        lengths.push(pairs.len());
+        for (k, n) in pairs {
+            elements.push(k);
+            counts.push(n);
+        }
+    }
+    let DataType::Struct(fields) = entries.data_type() else {
+        return Ok(Arc::clone(column));
+    };
+    let keys = if elements.is_empty() {
+        datafusion_common::arrow::array::new_empty_array(fields[0].data_type())
+    } else {
+        ScalarValue::iter_to_array(elements)?
+    };
+    let pairs = StructArray::try_new(
+        fields.clone(),
+        vec![keys, Arc::new(Int32Array::from(counts))],
+        None,
+    )?;
+    Ok(Arc::new(MapArray::try_new(
+        Arc::clone(entries),
+        OffsetBuffer::from_lengths(lengths),
+        pairs,
+        map.nulls().cloned(),
+        *sorted,
+    )?))
 }
 
 /// Whether timestamp text ends with its own offset (`Z`, `+02:00`, `-0500`).

@@ -52,6 +52,11 @@ impl AggregateUDFImpl for Collect {
         Ok(multiset_type(arg_types[0].clone()))
     }
 
+    /// Never NULL: an empty group gives the empty multiset (Flink: `NOT NULL`).
+    fn is_nullable(&self) -> bool {
+        false
+    }
+
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
         let element = args.input_fields[0].data_type().clone();
         Ok(vec![
@@ -74,7 +79,7 @@ impl AggregateUDFImpl for Collect {
         }
         Ok(Box::new(CollectAccumulator {
             element: args.expr_fields[0].data_type().clone(),
-            counts: Vec::new(),
+            counts: std::collections::HashMap::new(),
         }))
     }
 
@@ -87,16 +92,24 @@ impl AggregateUDFImpl for Collect {
 #[derive(Debug)]
 struct CollectAccumulator {
     element: DataType,
-    counts: Vec<(ScalarValue, i32)>,
+    counts: std::collections::HashMap<ScalarValue, i32>,
 }
 
 impl CollectAccumulator {
     fn add(&mut self, v: ScalarValue, n: i32) {
-        match self.counts.iter_mut().find(|(x, _)| *x == v) {
-            Some((_, c)) => *c += n,
-            None => self.counts.push((v, n)),
+        let c = self.counts.entry(v).or_insert(0);
+        *c += n;
+        if *c <= 0 {
+            self.counts.retain(|_, c| *c > 0);
         }
-        self.counts.retain(|(_, c)| *c > 0);
+    }
+
+    /// The values and their counts, in ascending order of value.
+    fn sorted(&self) -> Vec<(ScalarValue, i32)> {
+        let mut all: Vec<(ScalarValue, i32)> =
+            self.counts.iter().map(|(v, c)| (v.clone(), *c)).collect();
+        all.sort_by(|(a, _), (b, _)| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+        all
     }
 
     fn add_all(&mut self, values: &ArrayRef, n: i32) -> Result<()> {
@@ -106,15 +119,6 @@ impl CollectAccumulator {
             }
         }
         Ok(())
-    }
-
-    fn elements(&self) -> Result<ArrayRef> {
-        if self.counts.is_empty() {
-            return Ok(datafusion_common::arrow::array::new_empty_array(
-                &self.element,
-            ));
-        }
-        ScalarValue::iter_to_array(self.counts.iter().map(|(v, _)| v.clone()))
     }
 }
 
@@ -132,21 +136,21 @@ impl Accumulator for CollectAccumulator {
     }
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        self.counts
-            .sort_by(|(a, _), (b, _)| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
         let DataType::Map(entries, _) = multiset_type(self.element.clone()) else {
             unreachable!("a multiset is a map")
         };
         let DataType::Struct(fields) = entries.data_type() else {
             unreachable!("map entries are a struct")
         };
-        let counts = Int32Array::from_iter_values(self.counts.iter().map(|(_, c)| *c));
-        let pairs = StructArray::try_new(
-            fields.clone(),
-            vec![self.elements()?, Arc::new(counts)],
-            None,
-        )?;
-        let offsets = OffsetBuffer::from_lengths([self.counts.len()]);
+        let sorted = self.sorted();
+        let elements = if sorted.is_empty() {
+            datafusion_common::arrow::array::new_empty_array(&self.element)
+        } else {
+            ScalarValue::iter_to_array(sorted.iter().map(|(v, _)| v.clone()))?
+        };
+        let counts = Int32Array::from_iter_values(sorted.iter().map(|(_, c)| *c));
+        let pairs = StructArray::try_new(fields.clone(), vec![elements, Arc::new(counts)], None)?;
+        let offsets = OffsetBuffer::from_lengths([sorted.len()]);
         let map = MapArray::try_new(entries, offsets, pairs, None, false)?;
         Ok(ScalarValue::Map(Arc::new(map)))
     }
@@ -156,9 +160,9 @@ impl Accumulator for CollectAccumulator {
     }
 
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
-        let elements: Vec<ScalarValue> = self.counts.iter().map(|(v, _)| v.clone()).collect();
-        let counts: Vec<ScalarValue> = self
-            .counts
+        let sorted = self.sorted();
+        let elements: Vec<ScalarValue> = sorted.iter().map(|(v, _)| v.clone()).collect();
+        let counts: Vec<ScalarValue> = sorted
             .iter()
             .map(|(_, c)| ScalarValue::Int32(Some(*c)))
             .collect();

@@ -82,11 +82,19 @@ pub(super) fn table_functions(
                 _ => {}
             };
             let name = call.name.to_string();
+            // Looked up by the unquoted name (`"SplitFunction"` is `SplitFunction`).
+            let bare = match call.name.0.as_slice() {
+                [ast::ObjectNamePart::Identifier(i)] => i.value.clone(),
+                _ => name.clone(),
+            };
             let lateral = matches!(factor, TableFactor::Function { .. });
-            let Some(udtf) = self.user.table(&name) else {
-                if lateral {
+            let window_tvf = ["TUMBLE", "HOP", "CUMULATE", "SESSION"]
+                .iter()
+                .any(|w| bare.eq_ignore_ascii_case(w));
+            let Some(udtf) = self.user.table(&bare) else {
+                if lateral || !window_tvf {
                     return ControlFlow::Break(sluice_common::SluiceError::Plan(format!(
-                        "'{name}' is not a table function: LATERAL TABLE(...) calls a \
+                        "'{name}' is not a table function: TABLE(...) calls a \
                          function bound with CREATE FUNCTION to one an application \
                          registered with Engine::register_udtf"
                     )));
@@ -96,12 +104,12 @@ pub(super) fn table_functions(
             };
             let mut alias = alias.unwrap_or_else(|| ast::TableAlias {
                 explicit: true,
-                name: ast::Ident::new(name.clone()),
+                name: ast::Ident::new(bare.clone()),
                 columns: vec![],
                 at: None,
             });
             if alias.columns.is_empty() {
-                match table_function_columns(&name, &udtf) {
+                match table_function_columns(&bare, &udtf) {
                     Ok(columns) => {
                         alias.columns = columns
                             .into_iter()
@@ -119,7 +127,7 @@ pub(super) fn table_functions(
             let mut call = call;
             call.name = ast::ObjectName::from(vec![ast::Ident::with_quote(
                 '"',
-                format!("{}{name}", crate::functions::user::TABLE_FUNCTION_PREFIX),
+                format!("{}{bare}", crate::functions::user::TABLE_FUNCTION_PREFIX),
             )]);
             *factor = TableFactor::UNNEST {
                 alias: Some(alias),
@@ -144,11 +152,18 @@ fn table_function_columns(
     udtf: &datafusion_expr::ScalarUDF,
 ) -> sluice_common::Result<Vec<String>> {
     use datafusion_common::arrow::datatypes::DataType;
+    // Only a fixed signature says the argument types (another signature's function may
+    // expect some and must not be asked without them).
     let arg_types = match &udtf.signature().type_signature {
-        datafusion_expr::TypeSignature::Exact(types) => types.clone(),
-        _ => vec![],
+        datafusion_expr::TypeSignature::Exact(types) => Some(types.clone()),
+        datafusion_expr::TypeSignature::Nullary => Some(vec![]),
+        _ => None,
     };
-    match udtf.return_type(&arg_types) {
+    let returned = match arg_types {
+        Some(types) => udtf.return_type(&types),
+        None => datafusion_common::plan_err!("no fixed signature"),
+    };
+    match returned {
         Ok(DataType::List(item) | DataType::LargeList(item)) => Ok(match item.data_type() {
             DataType::Struct(fields) => fields.iter().map(|f| f.name().clone()).collect(),
             _ => vec!["f0".to_string()],

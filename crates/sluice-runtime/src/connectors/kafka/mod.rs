@@ -226,12 +226,14 @@ pub(crate) fn decoder(
     schema: SchemaRef,
     options: &ConnectorOptions,
     time_zone: &str,
+    table: &str,
 ) -> Result<Arc<dyn csv_source::ChunkFormat>> {
     let tz = sluice_common::time::parse_time_zone(time_zone).map_err(SluiceError::Config)?;
     let format = match format {
         Format::Raw => return Ok(Arc::new(raw::RawFormat::new(schema, options)?)),
         Format::File(f) => f,
     };
+    super::check_format_types(format, &schema, table, false)?;
     Ok(match format {
         FileFormat::Csv => {
             let csv = filesystem::CsvOptions::from_options(options)?;

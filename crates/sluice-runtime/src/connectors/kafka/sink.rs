@@ -286,12 +286,20 @@ impl KafkaSink {
             )));
         }
         let layout = Layout::new(options, &schema, table)?;
-        for format in std::iter::once(&layout.value.2).chain(layout.key.as_ref().map(|k| &k.2)) {
-            if let Format::File(FileFormat::Changelog(e)) = format {
-                return Err(SluiceError::NotSupported(format!(
-                    "writing Kafka table '{table}' in '{}' (write 'json' or 'csv')",
-                    e.name()
-                )));
+        let parts = std::iter::once((&layout.value.1, &layout.value.2))
+            .chain(layout.key.as_ref().map(|k| (&k.1, &k.2)));
+        for (part_schema, format) in parts {
+            match format {
+                Format::File(FileFormat::Changelog(e)) => {
+                    return Err(SluiceError::NotSupported(format!(
+                        "writing Kafka table '{table}' in '{}' (write 'json' or 'csv')",
+                        e.name()
+                    )))
+                }
+                Format::File(f) => {
+                    crate::connectors::check_format_types(*f, part_schema, table, true)?
+                }
+                Format::Raw => {}
             }
         }
         let guarantee = guarantee(options, table)?;

@@ -184,6 +184,7 @@ impl KafkaSource {
             Arc::clone(value_schema),
             value_options,
             time_zone,
+            table,
         )?;
         let key = match &layout.key {
             Some((_, schema, format, key_options)) => Some(decoder(
@@ -191,6 +192,7 @@ impl KafkaSource {
                 Arc::clone(schema),
                 key_options,
                 time_zone,
+                table,
             )?),
             None => None,
         };
