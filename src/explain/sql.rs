@@ -144,10 +144,13 @@ fn function(f: &ScalarFunction) -> String {
                 Err(_) => format!("CAST({})", sql(x)),
             }
         }
-        ("$cast", [x]) => match f.func.return_type(&[]) {
-            Ok(t) => format!("CAST({} AS {})", sql(x), flink_type_name(&t)),
-            Err(_) => format!("CAST({})", sql(x)),
-        },
+        ("$cast" | "$try_cast", [x]) => {
+            let cast = if name == "$cast" { "CAST" } else { "TRY_CAST" };
+            match f.func.return_type(&[]) {
+                Ok(t) => format!("{cast}({} AS {})", sql(x), flink_type_name(&t)),
+                Err(_) => format!("{cast}({})", sql(x)),
+            }
+        }
         (_, [a, b]) if decimal_operator(f).is_some() => {
             let op = decimal_operator(f).expect("checked");
             let p = op.precedence();

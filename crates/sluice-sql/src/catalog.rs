@@ -323,6 +323,10 @@ impl ContextProvider for SqlContext<'_> {
         &self.functions.planners
     }
 
+    fn get_type_planner(&self) -> Option<Arc<dyn datafusion_expr::planner::TypePlanner>> {
+        Some(Arc::new(crate::flink_types::FlinkTypePlanner))
+    }
+
     fn get_function_meta(&self, name: &str) -> Option<Arc<ScalarUDF>> {
         if let Some(table) = name.strip_prefix(crate::functions::user::TABLE_FUNCTION_PREFIX) {
             return self.user.table(table);

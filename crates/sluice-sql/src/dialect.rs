@@ -19,6 +19,12 @@
 //!   [`FlinkDialect::parse_infix`] reads it as the internal call `$is_json(x, 'KIND')`,
 //!   under `NOT` for `IS NOT JSON`.
 //!
+//! - Its type grammar has no Flink `ROW<...>`, `MAP<k, v>` or `MULTISET<t>`;
+//!   [`FlinkDialect::parse_prefix`] reads `CAST` / `TRY_CAST` to a nested type with Flink's
+//!   type parser ([`crate::flink_types`]) and carries the type as its Flink spelling
+//!   ([`crate::flink_types::FLINK_TYPE`]), which [`crate::flink_types::FlinkTypePlanner`]
+//!   turns into the Arrow type.
+//!
 //! An empty select list (`SELECT FROM t`) is refused, as in Calcite. Every other rule is
 //! `GenericDialect`'s: its settings are forwarded one by one, and the
 //! parser's own dialect checks see a `GenericDialect` ([`Dialect::dialect`]).
@@ -112,6 +118,47 @@ impl Dialect for FlinkDialect {
         } else {
             Expr::IsDistinctFrom(left, right)
         }))
+    }
+
+    /// `CAST(x AS ROW<...>)` (and `MAP`, `MULTISET`, `ARRAY`, `TRY_CAST`): see the module
+    /// docs. Every other cast is sqlparser's.
+    fn parse_prefix(&self, parser: &mut Parser) -> Option<Result<Expr, ParserError>> {
+        use datafusion_sql::sqlparser::ast::{CastKind, DataType, Ident, ObjectName};
+        let kind = match &parser.peek_token().token {
+            Token::Word(w) if w.keyword == Keyword::CAST => CastKind::Cast,
+            Token::Word(w) if w.keyword == Keyword::TRY_CAST => CastKind::TryCast,
+            _ => return None,
+        };
+        let parsed = parser.maybe_parse(|p| {
+            p.next_token();
+            p.expect_token(&Token::LParen)?;
+            let expr = p.parse_expr()?;
+            p.expect_keyword_is(Keyword::AS)?;
+            let nested = matches!(&p.peek_token().token, Token::Word(w)
+                if ["ROW", "MAP", "MULTISET", "ARRAY"].iter().any(|n| w.value.eq_ignore_ascii_case(n)));
+            if !nested {
+                // Not ours: rewound, sqlparser reads it.
+                return Err(ParserError::ParserError(String::new()));
+            }
+            let (_, text) = crate::flink_types::parse_flink_type(p)
+                .map_err(|e| ParserError::ParserError(e.to_string()))?;
+            p.expect_token(&Token::RParen)?;
+            Ok(Expr::Cast {
+                kind: kind.clone(),
+                expr: Box::new(expr),
+                data_type: DataType::Custom(
+                    ObjectName::from(vec![Ident::new(crate::flink_types::FLINK_TYPE)]),
+                    vec![text],
+                ),
+                array: false,
+                format: None,
+            })
+        });
+        match parsed {
+            Ok(Some(e)) => Some(Ok(e)),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        }
     }
 
     /// Calcite's order: `BETWEEN`, `LIKE`, `SIMILAR TO` and `IN` (sqlparser's `Between`

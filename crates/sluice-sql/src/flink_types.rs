@@ -16,6 +16,35 @@ use sluice_common::Result;
 
 use crate::parser::{err_at, parse_word, sql_err, unexpected};
 
+/// The name of the `Custom` sqlparser type that carries a Flink type sqlparser cannot
+/// read (its one argument is the Flink spelling); see `dialect.rs`.
+pub(crate) const FLINK_TYPE: &str = "$flink_type";
+
+/// Plans [`FLINK_TYPE`] types (DataFusion's hook for types of its own): the Flink spelling
+/// parsed again.
+#[derive(Debug)]
+pub(crate) struct FlinkTypePlanner;
+
+impl datafusion_expr::planner::TypePlanner for FlinkTypePlanner {
+    fn plan_type_field(
+        &self,
+        sql_type: &datafusion_sql::sqlparser::ast::DataType,
+    ) -> datafusion_common::Result<Option<datafusion_common::arrow::datatypes::FieldRef>> {
+        let datafusion_sql::sqlparser::ast::DataType::Custom(name, args) = sql_type else {
+            return Ok(None);
+        };
+        if name.to_string() != FLINK_TYPE || args.len() != 1 {
+            return Ok(None);
+        }
+        let mut p = Parser::new(&crate::dialect::FlinkDialect)
+            .try_with_sql(&args[0])
+            .map_err(|e| datafusion_common::DataFusionError::Plan(e.to_string()))?;
+        let (dt, _) = parse_flink_type(&mut p)
+            .map_err(|e| datafusion_common::DataFusionError::Plan(e.to_string()))?;
+        Ok(Some(std::sync::Arc::new(Field::new("", dt, true))))
+    }
+}
+
 /// Parses a Flink SQL data type into its Arrow type and its Flink spelling.
 ///
 /// `TIMESTAMP(p)` is milliseconds for p <= 3, microseconds for p <= 6 (the default

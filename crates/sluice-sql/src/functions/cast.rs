@@ -56,10 +56,12 @@ fn is_flink_rule(from: &DataType, to: &DataType) -> bool {
         (f, Decimal128(_, _)) if f.is_numeric() => true,
         (_, Time32(_) | Time64(_)) => true,
         (Timestamp(_, Some(_)), Timestamp(_, None) | Date32) => true,
-        // Flink's rows are structural: fields match by position, whatever their names.
+        // Flink's rows are structural: fields match by position, whatever their names
+        // (also inside an ARRAY).
         (Struct(a), Struct(b)) => {
             a.len() == b.len() && a.iter().zip(b.iter()).any(|(x, y)| x.name() != y.name())
         }
+        (List(a), List(b)) => is_flink_rule(a.data_type(), b.data_type()),
         _ => false,
     }
 }
@@ -73,34 +75,43 @@ fn int_width(t: &DataType) -> u32 {
     }
 }
 
-/// `CAST(x AS to)` with Flink's rules.
+/// `CAST(x AS to)` with Flink's rules; `TRY_CAST` (`try_cast`): a value that does not
+/// convert is NULL instead of an error.
 pub(crate) struct FlinkCast {
     to: DataType,
     zone: Tz,
+    try_cast: bool,
     signature: Signature,
 }
 
 impl std::fmt::Debug for FlinkCast {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "FlinkCast({})", self.to)
+        write!(f, "{}({})", self.name(), self.to)
     }
 }
 impl PartialEq for FlinkCast {
     fn eq(&self, o: &Self) -> bool {
-        self.to == o.to && self.zone.to_string() == o.zone.to_string()
+        self.to == o.to
+            && self.try_cast == o.try_cast
+            && self.zone.to_string() == o.zone.to_string()
     }
 }
 impl Eq for FlinkCast {}
 impl Hash for FlinkCast {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.to.hash(state);
+        self.try_cast.hash(state);
         self.zone.to_string().hash(state);
     }
 }
 
 impl ScalarUDFImpl for FlinkCast {
     fn name(&self) -> &str {
-        "$cast"
+        if self.try_cast {
+            "$try_cast"
+        } else {
+            "$cast"
+        }
     }
 
     fn signature(&self) -> &Signature {
@@ -112,7 +123,23 @@ impl ScalarUDFImpl for FlinkCast {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        super::udf::on_arrays(&args, true, |a, _| flink_cast(&a[0], &self.to, &self.zone))
+        super::udf::on_arrays(&args, true, |a, _| {
+            match flink_cast(&a[0], &self.to, &self.zone) {
+                Err(_) if self.try_cast => {
+                    // Row by row, to find the values that do not convert.
+                    let rows = (0..a[0].len())
+                        .map(|i| {
+                            flink_cast(&a[0].slice(i, 1), &self.to, &self.zone).or_else(|_| {
+                                Ok(datafusion_common::arrow::array::new_null_array(&self.to, 1))
+                            })
+                        })
+                        .collect::<Result<Vec<ArrayRef>>>()?;
+                    let refs: Vec<&dyn Array> = rows.iter().map(|r| r.as_ref()).collect();
+                    Ok(datafusion_common::arrow::compute::concat(&refs)?)
+                }
+                other => other,
+            }
+        })
     }
 }
 
@@ -218,13 +245,23 @@ fn flink_cast(a: &ArrayRef, to: &DataType, zone: &Tz) -> Result<ArrayRef> {
             });
             cast(&out, to)?
         }
+        (List(_), List(item)) => {
+            let list = a.as_list::<i32>();
+            let values = member_cast(list.values(), item.data_type(), zone)?;
+            Arc::new(datafusion_common::arrow::array::ListArray::try_new(
+                Arc::clone(item),
+                list.offsets().clone(),
+                values,
+                list.nulls().cloned(),
+            )?)
+        }
         (Struct(_), Struct(fields)) => {
             let s = a.as_struct();
             let columns = s
                 .columns()
                 .iter()
                 .zip(fields.iter())
-                .map(|(c, f)| flink_cast(c, f.data_type(), zone))
+                .map(|(c, f)| member_cast(c, f.data_type(), zone))
                 .collect::<Result<Vec<_>>>()?;
             Arc::new(datafusion_common::arrow::array::StructArray::try_new(
                 fields.clone(),
@@ -269,6 +306,22 @@ fn flink_cast(a: &ArrayRef, to: &DataType, zone: &Tz) -> Result<ArrayRef> {
         }
         _ => cast(a, to)?,
     })
+}
+
+/// A member of a ROW or ARRAY cast: by Flink's rule where one applies, else by Arrow's
+/// cast, failing on a value that does not convert (as a top-level `CAST` does).
+fn member_cast(a: &ArrayRef, to: &DataType, zone: &Tz) -> Result<ArrayRef> {
+    if a.data_type() == to {
+        return Ok(Arc::clone(a));
+    }
+    if is_flink_rule(a.data_type(), to) {
+        return flink_cast(a, to, zone);
+    }
+    let strict = CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    Ok(cast_with_options(a, to, &strict)?)
 }
 
 /// Each value of an `ARRAY`, `MAP`, `ROW` or `BITMAP` column as Flink's `CAST(... AS
@@ -391,6 +444,21 @@ pub(crate) fn java_integer(a: &ArrayRef, t: &DataType) -> Result<ArrayRef> {
 /// One expression over `schema` with its Flink-rule casts replaced.
 fn casts_in(e: Expr, schema: &DFSchema, zone: Tz) -> Result<Transformed<Expr>> {
     e.transform_up(|e| match e {
+        // TRY_CAST of a ROW (or an ARRAY of them) by position.
+        Expr::TryCast(c)
+            if matches!(c.field.data_type(), DataType::Struct(_) | DataType::List(_))
+                && is_flink_rule(&c.expr.get_type(schema)?, c.field.data_type()) =>
+        {
+            let udf = ScalarUDF::new_from_impl(FlinkCast {
+                to: c.field.data_type().clone(),
+                zone,
+                try_cast: true,
+                signature: Signature::any(1, Volatility::Immutable),
+            });
+            Ok(Transformed::yes(Expr::ScalarFunction(
+                ScalarFunction::new_udf(Arc::new(udf), vec![*c.expr]),
+            )))
+        }
         Expr::Cast(c) => {
             let from = c.expr.get_type(schema)?;
             if !is_flink_rule(&from, c.field.data_type()) {
@@ -399,6 +467,7 @@ fn casts_in(e: Expr, schema: &DFSchema, zone: Tz) -> Result<Transformed<Expr>> {
             let udf = ScalarUDF::new_from_impl(FlinkCast {
                 to: c.field.data_type().clone(),
                 zone,
+                try_cast: false,
                 signature: Signature::any(1, Volatility::Immutable),
             });
             Ok(Transformed::yes(Expr::ScalarFunction(
