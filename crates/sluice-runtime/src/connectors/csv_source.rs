@@ -525,11 +525,11 @@ impl CsvSource {
         let header = match options.header {
             Some(true) => HeaderRow::Skip,
             Some(false) => HeaderRow::Data,
+            // A STRING column (or an ARRAY of them) could hold its own name as data.
             None if schema.fields().iter().any(|f| {
-                !matches!(
-                    f.data_type(),
-                    datafusion_common::arrow::datatypes::DataType::Utf8
-                )
+                use datafusion_common::arrow::datatypes::DataType;
+                !matches!(f.data_type(), DataType::Utf8)
+                    && !matches!(f.data_type(), DataType::List(item) if *item.data_type() == DataType::Utf8)
             }) =>
             {
                 let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
