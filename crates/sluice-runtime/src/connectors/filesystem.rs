@@ -379,6 +379,8 @@ pub fn json_bytes(batch: &RecordBatch) -> Result<Vec<u8>> {
     use datafusion_common::arrow::json::writer::{
         LineDelimited, WriterBuilder as JsonWriterBuilder,
     };
+    let (batch, timestamps_left) = timestamps_as_text(batch)?;
+    let batch = &batch;
     let mut out = Vec::new();
     {
         let mut w = JsonWriterBuilder::new()
@@ -389,7 +391,88 @@ pub fn json_bytes(batch: &RecordBatch) -> Result<Vec<u8>> {
         w.write(batch)?;
         w.finish()?;
     }
-    Ok(strip_zero_millis(out))
+    Ok(if timestamps_left {
+        strip_zero_millis(out)
+    } else {
+        out
+    })
+}
+
+/// Zone names whose wall-clock time is UTC's (a TIMESTAMP_LTZ column carries the session
+/// time zone's name).
+const UTC_NAMES: &[&str] = &[
+    "UTC",
+    "Etc/UTC",
+    "+00:00",
+    "+0000",
+    "Z",
+    "GMT",
+    "Etc/GMT",
+    "UCT",
+    "Etc/UCT",
+    "Zulu",
+    "Etc/Zulu",
+    "Universal",
+    "Etc/Universal",
+];
+
+/// `batch` with its millisecond timestamp columns (without a zone, or in UTC, as
+/// TIMESTAMP_LTZ columns are held) as text in Sluice's spelling, `YYYY-MM-DD HH:MM:SS` and
+/// `.fff` only when the milliseconds are not zero (`format_timestamp_ms`: a few integer
+/// operations, where arrow's writers run chrono's strftime and the `.000` must be stripped
+/// from the whole output after); and whether a timestamp is left to the writer (of another
+/// unit or zone, or inside an ARRAY or ROW).
+fn timestamps_as_text(batch: &RecordBatch) -> Result<(RecordBatch, bool)> {
+    use datafusion_common::arrow::array::{Array, AsArray, StringBuilder};
+    use datafusion_common::arrow::datatypes::{
+        DataType, Field, Schema, TimeUnit, TimestampMillisecondType,
+    };
+    fn has_timestamp(t: &DataType) -> bool {
+        match t {
+            DataType::Timestamp(_, _) => true,
+            DataType::List(f) | DataType::LargeList(f) | DataType::Map(f, _) => {
+                has_timestamp(f.data_type())
+            }
+            DataType::Struct(fields) => fields.iter().any(|f| has_timestamp(f.data_type())),
+            _ => false,
+        }
+    }
+    let schema = batch.schema();
+    let ours = |t: &DataType| {
+        matches!(t, DataType::Timestamp(TimeUnit::Millisecond, tz)
+            if tz.as_deref().is_none_or(|z| UTC_NAMES.contains(&z)))
+    };
+    if !schema.fields().iter().any(|f| ours(f.data_type())) {
+        let left = schema.fields().iter().any(|f| has_timestamp(f.data_type()));
+        return Ok((batch.clone(), left));
+    }
+    let mut fields = Vec::with_capacity(schema.fields().len());
+    let mut columns = Vec::with_capacity(schema.fields().len());
+    let mut left = false;
+    for (f, column) in schema.fields().iter().zip(batch.columns()) {
+        if !ours(f.data_type()) {
+            left |= has_timestamp(f.data_type());
+            fields.push(f.as_ref().clone());
+            columns.push(Arc::clone(column));
+            continue;
+        }
+        let ts = column.as_primitive::<TimestampMillisecondType>();
+        let mut text = StringBuilder::with_capacity(ts.len(), ts.len() * 23);
+        for i in 0..ts.len() {
+            if ts.is_null(i) {
+                text.append_null();
+            } else {
+                text.append_value(sluice_common::time::format_timestamp_ms(ts.value(i)));
+            }
+        }
+        fields.push(Field::new(f.name(), DataType::Utf8, f.is_nullable()));
+        columns.push(Arc::new(text.finish()) as _);
+    }
+    let options = datafusion_common::arrow::record_batch::RecordBatchOptions::new()
+        .with_row_count(Some(batch.num_rows()));
+    let batch =
+        RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), columns, &options)?;
+    Ok((batch, left))
 }
 
 /// The timestamp spelling of Sluice's text outputs (`.000` is then stripped).
@@ -399,6 +482,8 @@ const TIMESTAMP_TEXT: &str = "%Y-%m-%d %H:%M:%S%.3f";
 /// Flink's CSV format writes them: elements and fields joined by `array_delimiter`
 /// (`'csv.array-element-delimiter'`), a NULL element or field empty.
 pub fn csv_bytes(batch: &RecordBatch, header: bool, array_delimiter: &str) -> Result<Vec<u8>> {
+    let (batch, timestamps_left) = timestamps_as_text(batch)?;
+    let batch = &batch;
     let nested_text;
     let batch = if batch
         .schema()
@@ -421,7 +506,11 @@ pub fn csv_bytes(batch: &RecordBatch, header: bool, array_delimiter: &str) -> Re
             .build(&mut out);
         w.write(batch)?;
     }
-    Ok(strip_zero_millis(out))
+    Ok(if timestamps_left {
+        strip_zero_millis(out)
+    } else {
+        out
+    })
 }
 
 /// `batch` with each `ARRAY` and `ROW` column as `STRING` text (see [`csv_bytes`]).
