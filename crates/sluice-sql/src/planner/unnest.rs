@@ -40,8 +40,10 @@ use super::{Planned, Planner};
 /// calls (window TVFs) are left alone.
 ///
 /// # Errors
-/// A table function without column names in its alias whose result fields cannot be
-/// known before planning (its signature is not fixed), or whose result is not an ARRAY.
+/// `LATERAL TABLE(f(...))` or `TABLE(f(...))` of an `f` that is no bound table function
+/// (nor, for `TABLE`, a window TVF); a table function without column names in its alias
+/// whose result fields cannot be known before planning (its signature is not fixed), or
+/// whose result is not an ARRAY.
 pub(super) fn table_functions(
     query: &mut ast::Query,
     user: &crate::functions::user::UserFunctions,
