@@ -443,36 +443,27 @@ pub(crate) fn java_integer(a: &ArrayRef, t: &DataType) -> Result<ArrayRef> {
 
 /// One expression over `schema` with its Flink-rule casts replaced.
 fn casts_in(e: Expr, schema: &DFSchema, zone: Tz) -> Result<Transformed<Expr>> {
+    let call = |x: Box<Expr>, to: &DataType, try_cast: bool| {
+        let udf = ScalarUDF::new_from_impl(FlinkCast {
+            to: to.clone(),
+            zone,
+            try_cast,
+            signature: Signature::any(1, Volatility::Immutable),
+        });
+        Ok(Transformed::yes(Expr::ScalarFunction(
+            ScalarFunction::new_udf(Arc::new(udf), vec![*x]),
+        )))
+    };
     e.transform_up(|e| match e {
         // TRY_CAST of a ROW (or an ARRAY of them) by position.
         Expr::TryCast(c)
             if matches!(c.field.data_type(), DataType::Struct(_) | DataType::List(_))
                 && is_flink_rule(&c.expr.get_type(schema)?, c.field.data_type()) =>
         {
-            let udf = ScalarUDF::new_from_impl(FlinkCast {
-                to: c.field.data_type().clone(),
-                zone,
-                try_cast: true,
-                signature: Signature::any(1, Volatility::Immutable),
-            });
-            Ok(Transformed::yes(Expr::ScalarFunction(
-                ScalarFunction::new_udf(Arc::new(udf), vec![*c.expr]),
-            )))
+            call(c.expr, c.field.data_type(), true)
         }
-        Expr::Cast(c) => {
-            let from = c.expr.get_type(schema)?;
-            if !is_flink_rule(&from, c.field.data_type()) {
-                return Ok(Transformed::no(Expr::Cast(c)));
-            }
-            let udf = ScalarUDF::new_from_impl(FlinkCast {
-                to: c.field.data_type().clone(),
-                zone,
-                try_cast: false,
-                signature: Signature::any(1, Volatility::Immutable),
-            });
-            Ok(Transformed::yes(Expr::ScalarFunction(
-                ScalarFunction::new_udf(Arc::new(udf), vec![*c.expr]),
-            )))
+        Expr::Cast(c) if is_flink_rule(&c.expr.get_type(schema)?, c.field.data_type()) => {
+            call(c.expr, c.field.data_type(), false)
         }
         other => Ok(Transformed::no(other)),
     })
