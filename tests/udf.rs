@@ -167,12 +167,10 @@ fn names_are_bound_shown_shadowed_and_dropped() {
     assert!(e.collect("SELECT twice(1)").is_err());
 }
 
-/// Rows `split_words` has been called with (all tests: only grows).
-static SPLIT_ROWS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
 /// Flink's documentation example (SQL "Table Functions"): `split_words(s)` emits a row
 /// `(word STRING, length INT)` per space-separated word of `s`; none for '' or NULL.
-fn split_words() -> sluice::datafusion_expr::ScalarUDF {
+/// `rows` counts the rows it is called with.
+fn split_words(rows: Arc<std::sync::atomic::AtomicUsize>) -> sluice::datafusion_expr::ScalarUDF {
     use sluice::arrow::array::{Int32Builder, ListBuilder, StringBuilder, StructBuilder};
     use sluice::arrow::datatypes::{Field, Fields};
     let fields = Fields::from(vec![
@@ -187,7 +185,7 @@ fn split_words() -> sluice::datafusion_expr::ScalarUDF {
         Volatility::Immutable,
         Arc::new(move |args: &[ColumnarValue]| {
             let a = args[0].to_array(1)?;
-            SPLIT_ROWS.fetch_add(a.len(), std::sync::atomic::Ordering::SeqCst);
+            rows.fetch_add(a.len(), std::sync::atomic::Ordering::SeqCst);
             let mut out = ListBuilder::new(StructBuilder::from_fields(fields.clone(), a.len()))
                 .with_field(Arc::new(Field::new_list_field(row.clone(), true)));
             for s in a.as_string::<i32>().iter() {
@@ -233,9 +231,10 @@ fn range_to() -> sluice::datafusion_expr::ScalarUDF {
     )
 }
 
-fn table_engine() -> Engine {
+/// An engine with the table functions bound; its `SplitFunction` counts into `rows`.
+fn table_engine_counting(rows: Arc<std::sync::atomic::AtomicUsize>) -> Engine {
     let mut e = engine();
-    e.register_udtf("com.example.SplitFunction", split_words());
+    e.register_udtf("com.example.SplitFunction", split_words(rows));
     e.register_udtf("com.example.RangeTo", range_to());
     e.register_udtf("com.example.NotATable", twice());
     e.sql("CREATE FUNCTION SplitFunction AS 'com.example.SplitFunction'")
@@ -243,6 +242,10 @@ fn table_engine() -> Engine {
     e.sql("CREATE FUNCTION range_to AS 'com.example.RangeTo'")
         .unwrap();
     e
+}
+
+fn table_engine() -> Engine {
+    table_engine_counting(Arc::default())
 }
 
 /// Every row of `batches` as strings, sorted.
@@ -269,9 +272,9 @@ const WORDS: &str =
 
 #[test]
 fn a_table_function_emits_rows_per_input_row_as_flink_documents() {
-    let mut e = table_engine();
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut e = table_engine_counting(Arc::clone(&calls));
     // Flink SQL "Table Functions": the columns take the result's field names.
-    let before = SPLIT_ROWS.load(std::sync::atomic::Ordering::SeqCst);
     let got = e
         .collect(&format!(
             "SELECT id, word, length FROM {WORDS}, LATERAL TABLE(SplitFunction(myField))"
@@ -282,9 +285,9 @@ fn a_table_function_emits_rows_per_input_row_as_flink_documents() {
         strings(&[&["1", "hello", "5"], &["1", "world", "5"], &["2", "a", "1"]])
     );
     // Once per input row, not once per column it gives.
-    let calls = SPLIT_ROWS.load(std::sync::atomic::Ordering::SeqCst) - before;
-    assert!(
-        calls <= 4,
+    let calls = calls.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(
+        calls, 4,
         "{calls} rows passed to the function for 4 input rows"
     );
 
