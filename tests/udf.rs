@@ -285,11 +285,17 @@ fn a_table_function_emits_rows_per_input_row_as_flink_documents() {
         strings(&[&["1", "hello", "5"], &["1", "world", "5"], &["2", "a", "1"]])
     );
     // Once per input row, not once per column it gives.
-    let calls = calls.load(std::sync::atomic::Ordering::SeqCst);
+    let counted = calls.load(std::sync::atomic::Ordering::SeqCst);
     assert_eq!(
-        calls, 4,
-        "{calls} rows passed to the function for 4 input rows"
+        counted, 4,
+        "{counted} rows passed to the function for 4 input rows"
     );
+    // Without an outer table too: one call for the one row of `TABLE(f('...'))`.
+    let got = e
+        .collect("SELECT word, length FROM TABLE(SplitFunction('a bb'))")
+        .unwrap();
+    assert_eq!(rows(&got), strings(&[&["a", "1"], &["bb", "2"]]));
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 4 + 1);
 
     // Renamed columns; LEFT JOIN ... ON TRUE keeps rows it emits nothing for.
     let got = e

@@ -227,11 +227,32 @@ pub(super) fn ordinality(query: &mut ast::Query) {
 /// relation (see the module docs). Other lateral subqueries are left for the planner to
 /// refuse.
 pub(super) fn decorrelate(plan: LogicalPlan) -> Result<LogicalPlan> {
+    let plan = plan
+        .transform_up_with_subqueries(|node| match node {
+            LogicalPlan::Join(join) => match unnest_join(&join)? {
+                Some(p) => Ok(Transformed::yes(p)),
+                None => Ok(Transformed::no(LogicalPlan::Join(join))),
+            },
+            other => Ok(Transformed::no(other)),
+        })?
+        .data;
+    // Then every expansion (lateral or not) computes its `$unnest_part` sources once.
     plan.transform_up_with_subqueries(|node| match node {
-        LogicalPlan::Join(join) => match unnest_join(&join)? {
-            Some(p) => Ok(Transformed::yes(p)),
-            None => Ok(Transformed::no(LogicalPlan::Join(join))),
-        },
+        LogicalPlan::Unnest(u) => {
+            let LogicalPlan::Projection(p) = u.input.as_ref() else {
+                return Ok(Transformed::no(LogicalPlan::Unnest(u)));
+            };
+            let (input, exprs) = unnest_sources_once((*p.input).clone(), p.expr.clone())?;
+            if exprs == p.expr {
+                return Ok(Transformed::no(LogicalPlan::Unnest(u)));
+            }
+            let projection = LogicalPlanBuilder::from(input).project(exprs)?.build()?;
+            Ok(Transformed::yes(
+                LogicalPlanBuilder::from(projection)
+                    .unnest_columns_with_options(u.exec_columns.clone(), u.options.clone())?
+                    .build()?,
+            ))
+        }
         other => Ok(Transformed::no(other)),
     })
     .map(|t| t.data)
@@ -323,7 +344,6 @@ fn over_outer(sub: &LogicalPlan, outer: &LogicalPlan, nulls: NullHandling) -> Re
             for e in &p.expr {
                 exprs.push(strip(e)?);
             }
-            let (input, exprs) = unnest_sources_once(input, exprs)?;
             LogicalPlanBuilder::from(input).project(exprs)?.build()
         }
         LogicalPlan::Unnest(u) => {
