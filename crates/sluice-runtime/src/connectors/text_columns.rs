@@ -53,6 +53,23 @@ pub(crate) struct BadText {
     pub(crate) value: String,
 }
 
+impl BadText {
+    /// An error about column `column` as a whole (its message as the value).
+    fn of_column(column: usize, error: impl std::fmt::Display) -> Self {
+        BadText {
+            row: 0,
+            column,
+            value: error.to_string(),
+        }
+    }
+}
+
+/// A null buffer from validity flags, `None` when every value is valid.
+fn nulls_of(valid: Vec<bool>) -> Option<NullBuffer> {
+    let nulls = NullBuffer::from(valid);
+    (nulls.null_count() > 0).then_some(nulls)
+}
+
 /// The conversions of one table's text columns.
 pub(crate) struct TextColumns {
     schema: SchemaRef,
@@ -147,24 +164,16 @@ impl TextColumns {
         let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
         for &(c, kind) in &self.columns {
             if kind == TextKind::Multiset {
-                columns[c] = canonical_multisets(&columns[c]).map_err(|e| BadText {
-                    row: 0,
-                    column: c,
-                    value: e.to_string(),
-                })?;
+                columns[c] =
+                    canonical_multisets(&columns[c]).map_err(|e| BadText::of_column(c, e))?;
                 continue;
             }
             let text: &StringArray = columns[c].as_string::<i32>();
             columns[c] = self.convert_text(text, self.schema.field(c).data_type(), c)?;
         }
         let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-        RecordBatch::try_new_with_options(Arc::clone(&self.schema), columns, &options).map_err(
-            |e| BadText {
-                row: 0,
-                column: 0,
-                value: e.to_string(),
-            },
-        )
+        RecordBatch::try_new_with_options(Arc::clone(&self.schema), columns, &options)
+            .map_err(|e| BadText::of_column(0, e))
     }
 
     /// `text` (of column `c`) as values of `target`.
@@ -213,15 +222,9 @@ impl TextColumns {
                 bad.value = text.value(bad.row).to_string();
                 bad
             })?;
-        let nulls = NullBuffer::from(valid);
-        let nulls = (nulls.null_count() > 0).then_some(nulls);
-        ListArray::try_new(Arc::clone(item), offsets, values, nulls)
+        ListArray::try_new(Arc::clone(item), offsets, values, nulls_of(valid))
             .map(|a| Arc::new(a) as ArrayRef)
-            .map_err(|e| BadText {
-                row: 0,
-                column: c,
-                value: e.to_string(),
-            })
+            .map_err(|e| BadText::of_column(c, e))
     }
 
     /// Splits `text` (of column `c`) into the values of a ROW of `fields`.
@@ -269,15 +272,9 @@ impl TextColumns {
                 bad.value = text.value(bad.row).to_string();
                 bad
             })?;
-        let nulls = NullBuffer::from(valid);
-        let nulls = (nulls.null_count() > 0).then_some(nulls);
-        StructArray::try_new(fields.clone(), arrays, nulls)
+        StructArray::try_new(fields.clone(), arrays, nulls_of(valid))
             .map(|a| Arc::new(a) as ArrayRef)
-            .map_err(|e| BadText {
-                row: 0,
-                column: c,
-                value: e.to_string(),
-            })
+            .map_err(|e| BadText::of_column(c, e))
     }
 
     fn timestamp(
