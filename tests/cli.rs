@@ -416,6 +416,14 @@ fn explain_goldens() {
         lookup.contains("LookupJoin: LEFT OUTER, table=customers"),
         "{lookup}"
     );
+    // Projection pushdown: a JSON table read by two scans (one through a view) is read
+    // once, decoding only the columns and ROW fields either reads; the view's unread
+    // column is gone from its projection.
+    let projection = golden("projection.sql", 2, "projection_p2.txt");
+    assert!(
+        projection.contains("reads=[id, person.name, person.city, note]"),
+        "{projection}"
+    );
     let bad = sluice(&["run", "-e", "EXPLAIN FORMAT JSON SELECT 1"]);
     assert_eq!(bad.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("must be TEXT or DOT"));

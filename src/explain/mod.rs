@@ -44,7 +44,7 @@ fn explained(graph: &JobGraph, ctx: &ExplainContext) -> (Vec<ExplainedNode>, Vec
         .sources
         .iter()
         .map(|g| ExplainedNode {
-            label: label(g.node),
+            label: source_label(&g.spec),
             parallelism: g.parallelism,
             inputs: Vec::new(),
             state: None,
@@ -329,24 +329,56 @@ fn wrap(text: &str) -> String {
     out
 }
 
+/// A source's line: its table, connector, watermark and, when it decodes fewer than all
+/// its physical columns, the columns and `ROW` fields it reads (`reads=[a, r.f]`).
+fn source_label(s: &sluice_common::plan::SourceSpec) -> String {
+    let wm = s
+        .watermark
+        .as_ref()
+        .map(|w| format!(", watermark=[{}]", w.text))
+        .unwrap_or_else(|| ", no watermark".to_string());
+    let reads = s
+        .read_schema
+        .as_ref()
+        .map(|r| {
+            let mut names = Vec::new();
+            for f in r.fields() {
+                field_paths(f, "", &mut names);
+            }
+            format!(", reads=[{}]", names.join(", "))
+        })
+        .unwrap_or_default();
+    format!(
+        "Source: table={}, connector={}{wm}{reads}",
+        s.table,
+        s.options
+            .get("connector")
+            .map(|s| s.as_str())
+            .unwrap_or("?")
+    )
+}
+
+/// `prefix.field`, or its leaf fields when it is a `ROW` (`r.a`, `r.b`).
+fn field_paths(
+    field: &datafusion_common::arrow::datatypes::Field,
+    prefix: &str,
+    out: &mut Vec<String>,
+) {
+    let path = format!("{prefix}{}", field.name());
+    match field.data_type() {
+        datafusion_common::arrow::datatypes::DataType::Struct(children) => {
+            for c in children {
+                field_paths(c, &format!("{path}."), out);
+            }
+        }
+        _ => out.push(path),
+    }
+}
+
 /// The operator's name and arguments.
 fn label(node: &PlanNode) -> String {
     let line = match &node.spec {
-        OperatorSpec::Source(s) => {
-            let wm = s
-                .watermark
-                .as_ref()
-                .map(|w| format!(", watermark=[{}]", w.text))
-                .unwrap_or_else(|| ", no watermark".to_string());
-            format!(
-                "Source: table={}, connector={}{wm}",
-                s.table,
-                s.options
-                    .get("connector")
-                    .map(|s| s.as_str())
-                    .unwrap_or("?")
-            )
-        }
+        OperatorSpec::Source(s) => source_label(s),
         OperatorSpec::Filter { predicate } => format!("Filter: {}", sql::sql(predicate)),
         OperatorSpec::Project { exprs } => format!(
             "Project: {}",

@@ -31,7 +31,10 @@
 
 use std::collections::BTreeMap;
 
-use datafusion_common::DFSchema;
+use std::sync::Arc;
+
+use datafusion_common::arrow::datatypes::{DataType, Field, FieldRef, Fields};
+use datafusion_common::{DFSchema, DFSchemaRef};
 use datafusion_expr::Expr;
 use sluice_common::plan::{OperatorSpec, PlanNode, SourceSpec};
 use sluice_common::{Result, SluiceError};
@@ -143,8 +146,8 @@ pub fn routing_keys(node: &PlanNode) -> Option<Vec<RoutingKeys>> {
 pub struct SourceGroup<'p> {
     /// The `Source` plan node.
     pub node: &'p PlanNode,
-    /// Its spec.
-    pub spec: &'p SourceSpec,
+    /// Its spec; `read_schema` is the union of what the group's scans read.
+    pub spec: SourceSpec,
     /// Source subtasks (`'scan.parallelism'`).
     pub parallelism: usize,
     /// The number of its subtask 0 among all source subtasks of the job (source subtasks
@@ -465,15 +468,26 @@ struct Builder<'p> {
 impl<'p> Builder<'p> {
     fn visit(&mut self, node: &'p PlanNode) -> Result<Upstream> {
         if let OperatorSpec::Source(spec) = &node.spec {
-            // Not the node's schema qualifiers: `FROM t a JOIN t b` reads `t` once.
-            let key = format!("{spec:?} {:?} {:?}", node.schema.as_arrow(), node.rowtime);
+            // Not the node's schema qualifiers: `FROM t a JOIN t b` reads `t` once; nor
+            // what each scan reads of it: the group reads the union.
+            let unpruned = SourceSpec {
+                read_schema: None,
+                ..spec.clone()
+            };
+            let key = format!(
+                "{unpruned:?} {:?} {:?}",
+                node.schema.as_arrow(),
+                node.rowtime
+            );
             if let Some(g) = self.source_keys.iter().position(|k| *k == key) {
+                let group = &mut self.sources[g].spec;
+                group.read_schema = union_read_schema(&group.read_schema, &spec.read_schema);
                 return Ok(Upstream::Source(g));
             }
             let first_subtask = self.sources.iter().map(|g| g.parallelism).sum();
             self.sources.push(SourceGroup {
                 node,
-                spec,
+                spec: spec.clone(),
                 parallelism: source_parallelism(spec)?,
                 first_subtask,
                 stage: 0,
@@ -494,4 +508,60 @@ impl<'p> Builder<'p> {
         });
         Ok(Upstream::Operator(self.operators.len() - 1))
     }
+}
+
+/// What two scans of one table read together (`None`: every column).
+fn union_read_schema(a: &Option<DFSchemaRef>, b: &Option<DFSchemaRef>) -> Option<DFSchemaRef> {
+    let (Some(a), Some(b)) = (a, b) else {
+        return None;
+    };
+    let qualifier = a.iter().next().and_then(|(q, _)| q.cloned());
+    let fields = union_fields(a.fields(), b.fields())
+        .iter()
+        .map(|f| (qualifier.clone(), Arc::clone(f)))
+        .collect();
+    DFSchema::new_with_metadata(fields, a.metadata().clone())
+        .ok()
+        .map(Arc::new)
+}
+
+/// The fields of two narrowings of one list of fields (both in its order), merged by name
+/// in that order; a `ROW` read by both has the fields either reads.
+fn union_fields(a: &Fields, b: &Fields) -> Fields {
+    let mut out: Vec<FieldRef> = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        match (a.get(i), b.get(j)) {
+            (Some(x), Some(y)) if x.name() == y.name() => {
+                out.push(match (x.data_type(), y.data_type()) {
+                    (DataType::Struct(fx), DataType::Struct(fy)) if fx != fy => Arc::new(
+                        Field::new(
+                            x.name(),
+                            DataType::Struct(union_fields(fx, fy)),
+                            x.is_nullable(),
+                        )
+                        .with_metadata(x.metadata().clone()),
+                    ),
+                    _ => Arc::clone(x),
+                });
+                i += 1;
+                j += 1;
+            }
+            // The one the other lacks comes first in the common order.
+            (Some(x), Some(_)) if !b[j..].iter().any(|f| f.name() == x.name()) => {
+                out.push(Arc::clone(x));
+                i += 1;
+            }
+            (_, Some(y)) => {
+                out.push(Arc::clone(y));
+                j += 1;
+            }
+            (Some(x), None) => {
+                out.push(Arc::clone(x));
+                i += 1;
+            }
+            (None, None) => break,
+        }
+    }
+    Fields::from(out)
 }

@@ -293,6 +293,9 @@ impl SourceDriver {
             &spec.options,
             &spec.partition_keys,
             Arc::new(spec.physical_schema.as_arrow().clone()),
+            spec.read_schema
+                .as_ref()
+                .map(|s| Arc::new(s.as_arrow().clone())),
             connectors,
             Arc::clone(&ctx.metrics),
         )?;

@@ -42,6 +42,7 @@ mod grouping_sets;
 mod joins;
 mod legacy_windows;
 mod ordered;
+mod prune;
 mod temporal;
 mod unnest;
 mod values;
@@ -513,8 +514,8 @@ impl Planner {
         let plan = self.logical_plan(query)?;
         let mut node = self.lower(&plan)?.node;
         Self::check_runnable(&node)?;
-        let needed = vec![true; node.schema.fields().len()];
-        ordered::prune_rank_columns(&mut node, &needed);
+        let needed = prune::all_needed(node.schema.fields().len());
+        prune::prune_columns(&mut node, &needed);
         node.schema = crate::names::final_names(&node.schema)?;
         Ok(node)
     }
@@ -930,6 +931,7 @@ impl Planner {
                 columns: def.column_exprs.clone(),
                 watermark,
                 partition_keys: def.definition.partition_keys.clone(),
+                read_schema: None,
             };
             let rowtime = def.watermark.as_ref().map(|(i, _, _)| *i);
             let mut node = PlanNode {

@@ -484,6 +484,13 @@ pub struct SourceSpec {
     /// `PARTITIONED BY` columns (physical columns whose values are the `<column>=<value>`
     /// directories a filesystem table's files are under).
     pub partition_keys: Vec<String>,
+    /// The physical columns and `ROW` fields the plan reads (projection pushdown with
+    /// nested fields, as Flink's `SupportsProjectionPushDown`): `physical_schema` with
+    /// the unread columns and fields left out, in the same order. A connector that reads
+    /// by name (JSON) decodes only these and fills the rest with NULL; others read every
+    /// column. `None`: every column is read. Scans of one table in one job read the union
+    /// of their `read_schema`s.
+    pub read_schema: Option<DFSchemaRef>,
 }
 
 impl SourceSpec {

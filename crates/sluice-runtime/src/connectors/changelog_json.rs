@@ -102,7 +102,7 @@ impl ChangelogJsonFormat {
         Ok(ChangelogJsonFormat {
             envelope,
             schema: Arc::new(Schema::new(fields)),
-            rows: JsonFormat::new(physical, time_zone, false),
+            rows: JsonFormat::new(physical, None, time_zone, false),
             ignore_parse_errors,
             schema_include,
             database_include: pattern("database.include")?,

@@ -8,28 +8,46 @@
 
 use std::sync::Arc;
 
-use datafusion_common::arrow::array::RecordBatch;
-use datafusion_common::arrow::datatypes::SchemaRef;
+use datafusion_common::arrow::array::{
+    new_null_array, Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions, StructArray,
+};
+use datafusion_common::arrow::datatypes::{DataType, SchemaRef};
 use datafusion_common::arrow::json::ReaderBuilder;
 use sluice_common::Result;
 
 use crate::connectors::csv_source::{decode_records, feed_all, Chunk, ChunkFormat};
-use crate::connectors::text_columns::TextColumns;
+use crate::connectors::text_columns::{BadText, TextColumns};
 use sluice_common::time::Tz;
 
 /// Decodes chunks of JSON lines into batches of the table's physical columns.
 pub(crate) struct JsonFormat {
+    /// The batches' columns: the table's physical columns.
     schema: SchemaRef,
-    /// Timestamp and decimal fields: read as JSON strings, converted by us.
+    /// The columns and fields decoded (`schema`, or fewer: the plan's read schema, the
+    /// rest NULL); timestamp and decimal fields read as JSON strings, converted by us.
     text: TextColumns,
+    /// Whether `text` decodes fewer columns or fields than `schema` has.
+    narrowed: bool,
     ignore_parse_errors: bool,
 }
 
 impl JsonFormat {
-    pub(crate) fn new(schema: SchemaRef, time_zone: Tz, ignore_parse_errors: bool) -> Self {
+    /// A format giving batches of `schema`, decoding only the columns and `ROW` fields of
+    /// `read` (a narrowing of `schema`, in its order) when given.
+    pub(crate) fn new(
+        schema: SchemaRef,
+        read: Option<SchemaRef>,
+        time_zone: Tz,
+        ignore_parse_errors: bool,
+    ) -> Self {
+        let narrowed = read.as_ref().is_some_and(|r| r != &schema);
+        let decoded = read
+            .filter(|_| narrowed)
+            .unwrap_or_else(|| Arc::clone(&schema));
         JsonFormat {
-            text: TextColumns::new(Arc::clone(&schema), time_zone),
+            text: TextColumns::new(decoded, time_zone),
             schema,
+            narrowed,
             ignore_parse_errors,
         }
     }
@@ -43,15 +61,27 @@ impl JsonFormat {
         let batch = self.parse_text(bytes, records)?;
         match batch {
             None => Ok(None),
-            Some(b) => self.text.convert(b).map(Some).map_err(|bad| {
-                format!(
-                    "cannot parse '{}' as {} for field '{}'",
-                    bad.value,
-                    self.text.schema().field(bad.column).data_type(),
-                    self.text.schema().field(bad.column).name()
-                )
-            }),
+            Some(b) if self.narrowed => {
+                let b = self.text.convert(b).map_err(|bad| self.describe(&bad))?;
+                widen(&b, &self.schema).map(Some).map_err(|e| e.to_string())
+            }
+            Some(b) => self
+                .text
+                .convert(b)
+                .map(Some)
+                .map_err(|bad| self.describe(&bad)),
         }
+    }
+
+    /// "cannot parse 'v' as T for field 'f'".
+    fn describe(&self, bad: &BadText) -> String {
+        let field = self.text.schema().field(bad.column);
+        format!(
+            "cannot parse '{}' as {} for field '{}'",
+            bad.value,
+            field.data_type(),
+            field.name()
+        )
     }
 
     fn parse_text(
@@ -87,5 +117,50 @@ impl ChunkFormat for JsonFormat {
                 })
             },
         )
+    }
+}
+
+/// `batch` (a narrowing of `schema`: fewer columns or `ROW` fields, in its order) with
+/// every column and field of `schema` it lacks filled with NULL.
+///
+/// # Errors
+/// When `batch` is not a narrowing of `schema` (a column of another type).
+pub(crate) fn widen(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
+    let rows = batch.num_rows();
+    let have = batch.schema();
+    let columns = schema
+        .fields()
+        .iter()
+        .map(|f| match have.index_of(f.name()) {
+            Ok(i) => widen_array(batch.column(i), f.data_type()),
+            Err(_) => new_null_array(f.data_type(), rows),
+        })
+        .collect();
+    Ok(RecordBatch::try_new_with_options(
+        Arc::clone(schema),
+        columns,
+        &RecordBatchOptions::new().with_row_count(Some(rows)),
+    )?)
+}
+
+/// `array` as `to`: a `ROW` with the fields it lacks NULL.
+fn widen_array(array: &ArrayRef, to: &DataType) -> ArrayRef {
+    match (array.data_type(), to) {
+        (DataType::Struct(have), DataType::Struct(want)) if have != want => {
+            let row = array.as_struct();
+            let columns = want
+                .iter()
+                .map(|f| match have.find(f.name()) {
+                    Some((i, _)) => widen_array(row.column(i), f.data_type()),
+                    None => new_null_array(f.data_type(), row.len()),
+                })
+                .collect();
+            Arc::new(StructArray::new(
+                want.clone(),
+                columns,
+                row.nulls().cloned(),
+            ))
+        }
+        _ => Arc::clone(array),
     }
 }

@@ -92,6 +92,7 @@ impl LookupFiles {
             &self.options,
             &[],
             Arc::clone(&self.physical_schema),
+            None,
             &self.ctx,
             Arc::new(JobMetrics::default()),
         )?;

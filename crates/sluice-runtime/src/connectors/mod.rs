@@ -343,7 +343,9 @@ pub(crate) fn check_format_types(
     Ok(())
 }
 
-/// Creates the source of a table from its `WITH` options.
+/// Creates the source of a table from its `WITH` options. `physical_schema`: the
+/// columns its batches have; `read_schema`: the columns and `ROW` fields the plan reads
+/// (`SourceSpec::read_schema`), which a JSON file source decodes alone (the others NULL).
 ///
 /// # Errors
 /// A missing `'connector'`, `'path'` or `'format'`, an unknown connector or format, a
@@ -353,6 +355,7 @@ pub fn create_source(
     options: &ConnectorOptions,
     partition_keys: &[String],
     physical_schema: datafusion_common::arrow::datatypes::SchemaRef,
+    read_schema: Option<datafusion_common::arrow::datatypes::SchemaRef>,
     ctx: &ConnectorContext,
     metrics: Arc<JobMetrics>,
 ) -> Result<Box<dyn Source>> {
@@ -392,7 +395,7 @@ pub fn create_source(
                 }
                 FileFormat::Json => {
                     let ignore = filesystem::bool_option(options, "json.ignore-parse-errors", false)?;
-                    let format = Arc::new(json_format::JsonFormat::new(physical_schema, tz, ignore));
+                    let format = Arc::new(json_format::JsonFormat::new(physical_schema, read_schema, tz, ignore));
                     csv_source::CsvSource::with_format(&path, format, None, csv_source::HeaderRow::Data, ctx.batch_size, metrics)?
                         .split(ctx.source_subtask, ctx.source_parallelism)
                 }

@@ -445,7 +445,7 @@ impl PartitionedSource {
             super::FileFormat::Json => {
                 let ignore =
                     super::filesystem::bool_option(options, "json.ignore-parse-errors", false)?;
-                let format = Arc::new(super::json_format::JsonFormat::new(data, tz, ignore));
+                let format = Arc::new(super::json_format::JsonFormat::new(data, None, tz, ignore));
                 super::csv_source::CsvSource::with_format(
                     path,
                     format,

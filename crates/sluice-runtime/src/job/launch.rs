@@ -103,7 +103,7 @@ impl Job {
                     (tx, 0, Some((rx, outputs)))
                 };
                 let driver = SourceDriver::new(
-                    group.spec,
+                    &group.spec,
                     group.node,
                     &connectors,
                     ctx.clone(),

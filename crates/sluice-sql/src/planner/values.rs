@@ -48,6 +48,7 @@ impl Planner {
                     columns: vec![Expr::Column(Column::new_unqualified(ROW))],
                     watermark: None,
                     partition_keys: Vec::new(),
+                    read_schema: None,
                 }),
                 inputs: vec![],
                 schema,

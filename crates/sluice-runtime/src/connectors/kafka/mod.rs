@@ -241,7 +241,7 @@ pub(crate) fn decoder(
         }
         FileFormat::Json => {
             let ignore = filesystem::bool_option(options, "json.ignore-parse-errors", false)?;
-            Arc::new(json_format::JsonFormat::new(schema, tz, ignore))
+            Arc::new(json_format::JsonFormat::new(schema, None, tz, ignore))
         }
         FileFormat::Changelog(envelope) => Arc::new(changelog_json::ChangelogJsonFormat::new(
             envelope, schema, tz, options,
