@@ -33,7 +33,7 @@ use std::collections::BTreeMap;
 
 use std::sync::Arc;
 
-use datafusion_common::arrow::datatypes::{DataType, Field, FieldRef, Fields};
+use datafusion_common::arrow::datatypes::{DataType, Field, Fields};
 use datafusion_common::{DFSchema, DFSchemaRef};
 use datafusion_expr::Expr;
 use sluice_common::plan::{OperatorSpec, PlanNode, SourceSpec};
@@ -481,7 +481,8 @@ impl<'p> Builder<'p> {
             );
             if let Some(g) = self.source_keys.iter().position(|k| *k == key) {
                 let group = &mut self.sources[g].spec;
-                group.read_schema = union_read_schema(&group.read_schema, &spec.read_schema);
+                group.read_schema =
+                    union_read_schema(&group.read_schema, &spec.read_schema, &spec.physical_schema);
                 return Ok(Upstream::Source(g));
             }
             let first_subtask = self.sources.iter().map(|g| g.parallelism).sum();
@@ -510,13 +511,18 @@ impl<'p> Builder<'p> {
     }
 }
 
-/// What two scans of one table read together (`None`: every column).
-fn union_read_schema(a: &Option<DFSchemaRef>, b: &Option<DFSchemaRef>) -> Option<DFSchemaRef> {
+/// What two scans of one table read together (`None`: every column), in the order of
+/// the table's physical columns `all`.
+fn union_read_schema(
+    a: &Option<DFSchemaRef>,
+    b: &Option<DFSchemaRef>,
+    all: &DFSchema,
+) -> Option<DFSchemaRef> {
     let (Some(a), Some(b)) = (a, b) else {
         return None;
     };
     let qualifier = a.iter().next().and_then(|(q, _)| q.cloned());
-    let fields = union_fields(a.fields(), b.fields())
+    let fields = union_fields(a.fields(), b.fields(), all.fields())
         .iter()
         .map(|f| (qualifier.clone(), Arc::clone(f)))
         .collect();
@@ -525,43 +531,31 @@ fn union_read_schema(a: &Option<DFSchemaRef>, b: &Option<DFSchemaRef>) -> Option
         .map(Arc::new)
 }
 
-/// The fields of two narrowings of one list of fields (both in its order), merged by name
-/// in that order; a `ROW` read by both has the fields either reads.
-fn union_fields(a: &Fields, b: &Fields) -> Fields {
-    let mut out: Vec<FieldRef> = Vec::new();
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() || j < b.len() {
-        match (a.get(i), b.get(j)) {
-            (Some(x), Some(y)) if x.name() == y.name() => {
-                out.push(match (x.data_type(), y.data_type()) {
-                    (DataType::Struct(fx), DataType::Struct(fy)) if fx != fy => Arc::new(
-                        Field::new(
-                            x.name(),
-                            DataType::Struct(union_fields(fx, fy)),
-                            x.is_nullable(),
+/// The fields either of two narrowings of `all` has, in the order of `all`; a `ROW` read
+/// by both has the fields either reads.
+fn union_fields(a: &Fields, b: &Fields, all: &Fields) -> Fields {
+    all.iter()
+        .filter_map(|f| match (a.find(f.name()), b.find(f.name())) {
+            (Some((_, x)), Some((_, y))) => {
+                Some(match (x.data_type(), y.data_type(), f.data_type()) {
+                    (DataType::Struct(fx), DataType::Struct(fy), DataType::Struct(whole))
+                        if fx != fy =>
+                    {
+                        Arc::new(
+                            Field::new(
+                                x.name(),
+                                DataType::Struct(union_fields(fx, fy, whole)),
+                                x.is_nullable(),
+                            )
+                            .with_metadata(x.metadata().clone()),
                         )
-                        .with_metadata(x.metadata().clone()),
-                    ),
+                    }
                     _ => Arc::clone(x),
-                });
-                i += 1;
-                j += 1;
+                })
             }
-            // The one the other lacks comes first in the common order.
-            (Some(x), Some(_)) if !b[j..].iter().any(|f| f.name() == x.name()) => {
-                out.push(Arc::clone(x));
-                i += 1;
-            }
-            (_, Some(y)) => {
-                out.push(Arc::clone(y));
-                j += 1;
-            }
-            (Some(x), None) => {
-                out.push(Arc::clone(x));
-                i += 1;
-            }
-            (None, None) => break,
-        }
-    }
-    Fields::from(out)
+            (Some((_, x)), None) => Some(Arc::clone(x)),
+            (None, Some((_, y))) => Some(Arc::clone(y)),
+            (None, None) => None,
+        })
+        .collect()
 }

@@ -161,15 +161,20 @@ pub(super) fn prune_columns(node: &mut PlanNode, needed: &[Option<Use>]) -> Opti
 /// The physical columns and fields a scan reads, when fewer than all and the connector
 /// reads by name (a `filesystem` table in the `json` format, not partitioned). The
 /// time attribute and what the watermark reads, partition keys and `NOT NULL` columns and
-/// fields (whose NULL is a data error) are always read.
+/// fields (whose NULL is a data error) are always read. With
+/// `'json.ignore-parse-errors'` every column is read, so which lines are skipped does not
+/// depend on the query (nor on the other scans of the table it shares a source with).
 fn read_schema(
     spec: &SourceSpec,
     output: &DFSchema,
     needed: &[Option<Use>],
 ) -> Option<DFSchemaRef> {
-    let by_name = spec.options.get("connector").map(String::as_str) == Some("filesystem")
-        && spec.options.get("format").map(String::as_str) == Some("json")
-        && spec.partition_keys.is_empty();
+    let option = |name: &str| spec.options.get(name).map(String::as_str);
+    let by_name = option("connector") == Some("filesystem")
+        && option("format") == Some("json")
+        && spec.partition_keys.is_empty()
+        && !option("json.ignore-parse-errors").is_some_and(|v| v.eq_ignore_ascii_case("true"))
+        && !spec.physical_schema.fields().is_empty();
     if !by_name {
         return None;
     }
@@ -195,6 +200,9 @@ fn read_schema(
     for (i, (qualifier, field)) in physical.iter().enumerate() {
         let used = if !field.is_nullable() || spec.partition_keys.contains(field.name()) {
             Some(Use::All)
+        } else if needs[i].is_none() && has_not_null_field(field) {
+            // Read for its NOT NULL fields only.
+            Some(Use::Fields(BTreeMap::new()))
         } else {
             needs[i].take()
         };
@@ -232,6 +240,9 @@ fn narrow_field(field: &FieldRef, used: &Use) -> Option<FieldRef> {
             let narrowed = match read.get(child.name()) {
                 _ if !child.is_nullable() => Some(Arc::clone(child)),
                 Some(u) => narrow_field(child, u),
+                None if has_not_null_field(child) => {
+                    narrow_field(child, &Use::Fields(BTreeMap::new()))
+                }
                 None => None,
             };
             changed |= narrowed.as_ref().is_none_or(|n| !Arc::ptr_eq(n, child));
@@ -255,6 +266,17 @@ fn narrow_field(field: &FieldRef, used: &Use) -> Option<FieldRef> {
         )
         .with_metadata(field.metadata().clone()),
     ))
+}
+
+/// Whether `field` is a `ROW` with a `NOT NULL` field at some depth (a value lacking it
+/// is a data error, so it is read even when nothing else of the `ROW` is).
+fn has_not_null_field(field: &Field) -> bool {
+    match field.data_type() {
+        DataType::Struct(children) => children
+            .iter()
+            .any(|c| !c.is_nullable() || has_not_null_field(c)),
+        _ => false,
+    }
 }
 
 /// Leaves out `node`'s columns where `keep` is false: its schema, and its time attribute's
