@@ -362,7 +362,26 @@ fn explain_goldens() {
     );
     assert_eq!(dot.matches("n0 -> ").count(), 2, "read by two branches");
     // A statement set: both sinks' branches, from the one source they share.
-    golden("statement_set.sql", 2, "statement_set_p2.txt");
+    let set = golden("statement_set.sql", 2, "statement_set_p2.txt");
+    // EXPLAIN [PLAN FOR] INSERT INTO: the plan of a statement set of that one INSERT (the
+    // golden's first sink).
+    let ddl = std::fs::read_to_string(root().join("tests/explain/statement_set.sql")).unwrap();
+    let ddl = &ddl[..ddl.find("EXPLAIN").unwrap()];
+    let first_sink: String = set
+        .lines()
+        .take_while(|l| !l.starts_with("Sink: table=per_window"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    for explain in ["EXPLAIN", "EXPLAIN PLAN FOR"] {
+        let sql = format!("{ddl}{explain} INSERT INTO big SELECT id FROM a WHERE amount > 20");
+        let out = sluice(&["run", "-e", &sql, "--set", "parallelism.default=2"]);
+        assert_eq!(out.status.code(), Some(0), "{sql}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            first_sink,
+            "{explain}"
+        );
+    }
     // Joins: each input hashed by its own key (so equal keys meet in one subtask), a
     // condition on one input below the join; NOT IN as a null-aware anti join in one
     // subtask, IN as a semi join.

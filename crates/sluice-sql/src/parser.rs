@@ -693,6 +693,16 @@ impl StatementParser {
                 };
                 return Ok(Statement::ExplainStatementSet { inserts, dot });
             }
+            // `EXPLAIN INSERT INTO t query`: the plan of a statement set of one INSERT.
+            if first.is_some_and(|f| word_is(&rest[f].token, "INSERT")) {
+                let insert =
+                    StatementParser::new(rest[first.unwrap_or(0)..].to_vec()).parse_insert()?;
+                let Statement::Insert { table, query } = insert else {
+                    unreachable!("parse_insert returns an INSERT")
+                };
+                let inserts = vec![InsertStatement { table, query }];
+                return Ok(Statement::ExplainStatementSet { inserts, dot });
+            }
             let query = parse_query_tokens(self.tokens[from..].to_vec())?;
             return Ok(if dot {
                 Statement::ExplainDot(query)
