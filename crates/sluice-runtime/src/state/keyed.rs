@@ -34,13 +34,36 @@ use super::AccumulatorFactory;
 /// The length recorded for a free id.
 const FREE: u32 = u32::MAX;
 
-/// An arena position as stored in a span.
-///
-/// # Panics
-/// Past 4 GiB of key bytes in one registry (one operator subtask's keys; memory runs out
-/// long before).
-fn arena_offset(len: usize) -> u32 {
-    u32::try_from(len).expect("more than 4 GiB of keys in one operator subtask")
+/// Where an id's key lies in the arena: twelve bytes (a 64-bit start split in two so the
+/// array stays 4-byte aligned: probes touch it at random, so its size is what stays in
+/// cache), length [`FREE`] for a free id.
+#[derive(Clone, Copy)]
+struct Span {
+    start_lo: u32,
+    start_hi: u32,
+    len: u32,
+}
+
+impl Span {
+    /// The span of `len` bytes at `start`.
+    ///
+    /// # Panics
+    /// For one key of 4 GiB or more (memory runs out long before).
+    fn new(start: usize, len: usize) -> Self {
+        Span {
+            start_lo: start as u32,
+            start_hi: (start >> 32) as u32,
+            len: u32::try_from(len).expect("a key of 4 GiB or more"),
+        }
+    }
+
+    fn start(&self) -> usize {
+        ((self.start_hi as usize) << 32) | self.start_lo as usize
+    }
+
+    fn range(&self) -> std::ops::Range<usize> {
+        self.start()..self.start() + self.len as usize
+    }
 }
 
 /// Key bytes kept in a table slot: keys up to this long (an INT or BIGINT key, a pair of
@@ -77,20 +100,16 @@ impl Slot {
     /// Whether this slot holds `key`, whose probe slot is `probe`; only a long key's
     /// bytes are read from the arena (through `spans`).
     #[inline]
-    fn holds(&self, probe: &Slot, key: &[u8], spans: &[(u32, u32)], arena: &[u8]) -> bool {
+    fn holds(&self, probe: &Slot, key: &[u8], spans: &[Span], arena: &[u8]) -> bool {
         self.len == probe.len
             && self.inline == probe.inline
-            && (self.len != LONG || {
-                let (start, len) = spans[self.id as usize];
-                &arena[start as usize..(start + len) as usize] == key
-            })
+            && (self.len != LONG || { &arena[spans[self.id as usize].range()] == key })
     }
 
     /// The key's bytes (a long key's from the arena).
-    fn key<'a>(&'a self, spans: &[(u32, u32)], arena: &'a [u8]) -> &'a [u8] {
+    fn key<'a>(&'a self, spans: &[Span], arena: &'a [u8]) -> &'a [u8] {
         if self.len == LONG {
-            let (start, len) = spans[self.id as usize];
-            &arena[start as usize..(start + len) as usize]
+            &arena[spans[self.id as usize].range()]
         } else {
             &self.inline[..self.len as usize]
         }
@@ -103,10 +122,9 @@ pub struct KeyRegistry {
     /// Slots found by the key's hash (hashbrown keeps 7 bits of it per slot) and bytes;
     /// the hash is recomputed from the key when the table grows.
     table: HashTable<Slot>,
-    /// `(start in arena, length in bytes)` of each id's key; length [`FREE`] for a free id.
-    /// Eight bytes per id: probes touch this array at random, so its size is what stays
-    /// in cache (a HOP aggregate keeps one registry per open window).
-    spans: Vec<(u32, u32)>,
+    /// Where each id's key lies in the arena (a HOP aggregate keeps one registry per open
+    /// window, so this array's size matters).
+    spans: Vec<Span>,
     /// The key bytes of every id, back to back.
     arena: Vec<u8>,
     /// Arena bytes of forgotten keys (reclaimed when they are half the arena).
@@ -153,9 +171,7 @@ impl KeyRegistry {
         match entry {
             Entry::Occupied(o) => (o.get().id, false),
             Entry::Vacant(v) => {
-                // Both ends of the key must fit a span.
-                let span = (arena_offset(arena.len()), key.len() as u32);
-                arena_offset(arena.len() + key.len());
+                let span = Span::new(arena.len(), key.len());
                 arena.extend_from_slice(key);
                 let id = match free.pop() {
                     Some(id) => {
@@ -204,26 +220,25 @@ impl KeyRegistry {
 
     /// The key registered under `id`, if it is not free.
     pub fn key(&self, id: u32) -> Option<&[u8]> {
-        let &(start, len) = self.spans.get(id as usize)?;
-        (len != FREE).then(|| &self.arena[start as usize..(start + len) as usize])
+        let span = self.spans.get(id as usize)?;
+        (span.len != FREE).then(|| &self.arena[span.range()])
     }
 
     /// Forgets the key of `id` (its state is gone); the id is reused. Returns `false`
     /// when the id was already free (a stale timer, say).
     pub fn forget(&mut self, id: u32) -> bool {
-        let Some(&(start, len)) = self.spans.get(id as usize) else {
+        let Some(&span) = self.spans.get(id as usize) else {
             return false;
         };
-        if len == FREE {
+        if span.len == FREE {
             return false;
         }
-        let hash = self
-            .hasher
-            .hash_one(&self.arena[start as usize..(start + len) as usize]);
+        let len = span.len;
+        let hash = self.hasher.hash_one(&self.arena[span.range()]);
         if let Ok(found) = self.table.find_entry(hash, |slot| slot.id == id) {
             found.remove();
         }
-        self.spans[id as usize].1 = FREE;
+        self.spans[id as usize].len = FREE;
         self.garbage += len as usize;
         self.free.push(id);
         if self.garbage > 4096 && self.garbage > self.arena.len() / 2 {
@@ -236,10 +251,10 @@ impl KeyRegistry {
     fn compact_arena(&mut self) {
         let mut arena = Vec::with_capacity(self.arena.len() - self.garbage);
         for span in &mut self.spans {
-            if span.1 != FREE {
-                let start = arena_offset(arena.len());
-                arena.extend_from_slice(&self.arena[span.0 as usize..(span.0 + span.1) as usize]);
-                span.0 = start;
+            if span.len != FREE {
+                let start = arena.len();
+                arena.extend_from_slice(&self.arena[span.range()]);
+                *span = Span::new(start, span.len as usize);
             }
         }
         self.arena = arena;
@@ -266,7 +281,7 @@ impl KeyRegistry {
         self.spans
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.1 != FREE)
+            .filter(|(_, s)| s.len != FREE)
             .map(|(id, _)| id as u32)
     }
 
@@ -297,7 +312,13 @@ impl KeyRegistry {
                 "key columns of a registry with forgotten keys".into(),
             ));
         }
-        let offsets = OffsetBuffer::<i32>::from_lengths(self.spans.iter().map(|s| s.1 as usize));
+        if self.arena.len() > i32::MAX as usize {
+            return Err(SluiceError::Execution(format!(
+                "{} bytes of keys: more than one Arrow binary column holds (2 GiB)",
+                self.arena.len()
+            )));
+        }
+        let offsets = OffsetBuffer::<i32>::from_lengths(self.spans.iter().map(|s| s.len as usize));
         let values = Buffer::from_vec(self.arena);
         let binary = BinaryArray::try_new(offsets, values, None)?;
         let rows = converter.from_binary(binary);
@@ -707,6 +728,23 @@ mod tests {
     }
 
     /// The arena becomes the row buffer: the same columns as decoding id by id.
+    #[test]
+    fn spans_address_arenas_past_4_gib() {
+        // q23 at 10 M events keeps more than 4 GiB of joined rows in one registry.
+        for start in [
+            0usize,
+            7,
+            u32::MAX as usize,
+            (1usize << 32) + 5,
+            (3usize << 40) + 1,
+        ] {
+            let span = Span::new(start, 12);
+            assert_eq!(span.start(), start);
+            assert_eq!(span.range(), start..start + 12);
+        }
+        assert_eq!(std::mem::size_of::<Span>(), 12);
+    }
+
     #[test]
     fn registry_into_key_columns_matches_key_columns() {
         use datafusion_common::arrow::array::{Int64Array, StringArray};
