@@ -8,7 +8,11 @@
 //! number nobody reads drops it (Flink's Top-N without rank number: only rows entering
 //! and leaving the range are emitted, not the rank changes of the rows in it); a source
 //! keeps its columns but records the physical columns and `ROW` fields it must decode
-//! (`SourceSpec::read_schema`). Below any other operator every column is read whole.
+//! (`SourceSpec::read_schema`). An aggregate (updating or windowed) reads what its keys,
+//! its calls and its window columns name; a window assignment and a join pass their
+//! consumers' needs on, plus what they read themselves (keys, condition, time and window
+//! columns), and drop what their inputs dropped (a join's state then keeps only the
+//! columns read above it). Below any other operator every column is read whole.
 //!
 //! An expression reads a `ROW` column's field `f` only when it reaches the column through
 //! `get_field(column, 'f')` (`r.f`, `r['f']`); any other use reads the whole value.
@@ -20,7 +24,7 @@ use datafusion_common::arrow::datatypes::{DataType, Field, FieldRef, Fields};
 use datafusion_common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion_common::{DFSchema, DFSchemaRef};
 use datafusion_expr::Expr;
-use sluice_common::plan::{OperatorSpec, PlanNode, SourceSpec};
+use sluice_common::plan::{JoinKind, JoinSpec, OperatorSpec, PlanNode, SourceSpec, WindowInput};
 
 /// How much of a value its consumers read.
 #[derive(Debug, Clone, PartialEq)]
@@ -148,6 +152,71 @@ pub(super) fn prune_columns(node: &mut PlanNode, needed: &[Option<Use>]) -> Opti
             spec.read_schema = read_schema(spec, &node.schema, needed);
             None
         }
+        OperatorSpec::GroupAggregate { keys, aggregates } => {
+            let mut needs = vec![None; width];
+            for e in keys.iter().chain(aggregates.iter()) {
+                expr_needs(e, Use::All, &node.inputs[0].schema, &mut needs);
+            }
+            prune_columns(&mut node.inputs[0], &needs);
+            None
+        }
+        OperatorSpec::WindowAggregate(spec) => {
+            let mut needs = vec![None; width];
+            match spec.windows {
+                WindowInput::Assign { time_column } => need(&mut needs, time_column, Use::All),
+                WindowInput::Columns { start, end } => {
+                    need(&mut needs, start, Use::All);
+                    need(&mut needs, end, Use::All);
+                }
+            }
+            // With `Assign`, the expression schema is the input's columns, then the window
+            // bounds the aggregate appends.
+            let mut expr_needs_all = vec![None; spec.expr_schema.fields().len()];
+            for e in spec.keys.iter().chain(spec.aggregates.iter()) {
+                expr_needs(e, Use::All, &spec.expr_schema, &mut expr_needs_all);
+            }
+            for (i, used) in expr_needs_all.into_iter().enumerate().take(width) {
+                if let Some(used) = used {
+                    need(&mut needs, i, used);
+                }
+            }
+            let keep = prune_columns(&mut node.inputs[0], &needs)?;
+            spec.windows = match spec.windows {
+                WindowInput::Assign { time_column } => WindowInput::Assign {
+                    time_column: remap(time_column, &keep),
+                },
+                WindowInput::Columns { start, end } => WindowInput::Columns {
+                    start: remap(start, &keep),
+                    end: remap(end, &keep),
+                },
+            };
+            if matches!(spec.windows, WindowInput::Assign { .. }) {
+                let mut expr_keep = keep;
+                expr_keep.resize(spec.expr_schema.fields().len(), true);
+                spec.expr_schema = without_columns(&spec.expr_schema, &expr_keep);
+            } else {
+                spec.expr_schema = Arc::clone(&node.inputs[0].schema);
+            }
+            None
+        }
+        OperatorSpec::WindowAssign { time_column, .. } => {
+            // Output: the input's columns, then window_start, window_end, window_time.
+            let mut needs = padded(needed, node.schema.fields().len());
+            needs.truncate(width);
+            need(&mut needs, *time_column, Use::All);
+            let keep = prune_columns(&mut node.inputs[0], &needs)?;
+            *time_column = remap(*time_column, &keep);
+            let mut out_keep = keep;
+            out_keep.resize(node.schema.fields().len(), true);
+            keep_columns(node, &out_keep);
+            Some(out_keep)
+        }
+        OperatorSpec::Join(spec) => {
+            prune_join(spec, node_parts(&mut node.inputs), needed).map(|keep| {
+                keep_columns(node, &keep);
+                keep
+            })
+        }
         _ => {
             for input in &mut node.inputs {
                 let needs = all_needed(input.schema.fields().len());
@@ -156,6 +225,107 @@ pub(super) fn prune_columns(node: &mut PlanNode, needed: &[Option<Use>]) -> Opti
             None
         }
     }
+}
+
+/// The `[left, right]` inputs of a join.
+fn node_parts(inputs: &mut [PlanNode]) -> [&mut PlanNode; 2] {
+    let [left, right] = inputs else {
+        unreachable!("a join has two inputs")
+    };
+    [left, right]
+}
+
+/// Prunes a regular, interval, window or temporal join's inputs to what its consumers,
+/// its keys, its residual condition and its time and window columns read. Returns which
+/// output columns stay (the left input's kept columns, then the right's for a join that
+/// outputs both), `None` when all do. Rows that differed only in a dropped column become
+/// copies of one row in the join's state, which counts copies, so the output is the same
+/// multiset of rows.
+fn prune_join(
+    spec: &mut JoinSpec,
+    [left, right]: [&mut PlanNode; 2],
+    needed: &[Option<Use>],
+) -> Option<Vec<bool>> {
+    let lw = left.schema.fields().len();
+    let rw = right.schema.fields().len();
+    // Semi and anti joins output the left columns only; a mark join the left columns and
+    // its mark.
+    let pairs_out = !matches!(
+        spec.kind,
+        JoinKind::LeftSemi | JoinKind::LeftAnti | JoinKind::LeftMark
+    );
+    let mut pair_needs = padded(needed, if pairs_out { lw + rw } else { lw });
+    pair_needs.resize(lw + rw, None);
+    if let Some(residual) = &spec.residual {
+        expr_needs(residual, Use::All, &spec.pair_schema, &mut pair_needs);
+    }
+    let mut right_needs = pair_needs.split_off(lw);
+    let mut left_needs = pair_needs;
+    for e in &spec.left_keys {
+        expr_needs(e, Use::All, &left.schema, &mut left_needs);
+    }
+    for e in &spec.right_keys {
+        expr_needs(e, Use::All, &right.schema, &mut right_needs);
+    }
+    let mut times = Vec::new();
+    if let Some(b) = &spec.interval {
+        times.push((b.left_time, b.right_time));
+    }
+    if let Some(t) = &spec.temporal {
+        times.push((t.left_time, t.right_time));
+    }
+    if let Some(w) = &spec.window {
+        times.push((w.left_start, w.right_start));
+        times.push((w.left_end, w.right_end));
+    }
+    for &(l, r) in &times {
+        need(&mut left_needs, l, Use::All);
+        need(&mut right_needs, r, Use::All);
+    }
+    let left_keep = prune_columns(left, &left_needs);
+    let right_keep = prune_columns(right, &right_needs);
+    if left_keep.is_none() && right_keep.is_none() {
+        return None;
+    }
+    let left_keep = left_keep.unwrap_or_else(|| vec![true; lw]);
+    let right_keep = right_keep.unwrap_or_else(|| vec![true; rw]);
+    if let Some(b) = &mut spec.interval {
+        b.left_time = remap(b.left_time, &left_keep);
+        b.right_time = remap(b.right_time, &right_keep);
+    }
+    if let Some(t) = &mut spec.temporal {
+        t.left_time = remap(t.left_time, &left_keep);
+        t.right_time = remap(t.right_time, &right_keep);
+    }
+    if let Some(w) = &mut spec.window {
+        w.left_start = remap(w.left_start, &left_keep);
+        w.left_end = remap(w.left_end, &left_keep);
+        w.right_start = remap(w.right_start, &right_keep);
+        w.right_end = remap(w.right_end, &right_keep);
+    }
+    let pair_keep: Vec<bool> = left_keep.iter().chain(&right_keep).copied().collect();
+    spec.pair_schema = without_columns(&spec.pair_schema, &pair_keep);
+    let mut out_keep = pair_keep;
+    if !pairs_out {
+        out_keep.truncate(lw);
+        if spec.kind == JoinKind::LeftMark {
+            out_keep.push(true);
+        }
+    }
+    Some(out_keep)
+}
+
+/// `needed` with a column it does not mention read whole, `width` long.
+fn padded(needed: &[Option<Use>], width: usize) -> Needs {
+    let mut needs = needed.to_vec();
+    needs.resize(width, Some(Use::All));
+    needs
+}
+
+/// The index that column `index` of a node has once the columns where `keep` is false are
+/// left out.
+fn remap(index: usize, keep: &[bool]) -> usize {
+    keep[..index].iter().filter(|k| **k).count()
 }
 
 /// The physical columns and fields a scan reads, when fewer than all and the connector
