@@ -445,6 +445,9 @@ pub struct CsvSource {
     batch_size: usize,
     /// xorshift state when batch sizes are randomized (a test hook).
     batch_size_rng: Option<u64>,
+    /// Bytes of the last chunk cut: the next chunk's buffer starts that large, so it is
+    /// not grown (and copied) while it fills.
+    last_chunk_bytes: usize,
     metrics: Arc<JobMetrics>,
 }
 
@@ -572,6 +575,7 @@ impl CsvSource {
             ready: VecDeque::new(),
             batch_size,
             batch_size_rng: None,
+            last_chunk_bytes: 0,
             metrics,
         })
     }
@@ -645,8 +649,9 @@ impl CsvSource {
         // Without quotes, a byte that cannot occur in text: newlines always end records.
         let quote = self.quote.unwrap_or(0);
         let batch_size = self.chunk_size();
+        let capacity = (batch_size * 64).max(self.last_chunk_bytes + self.last_chunk_bytes / 8);
         let file = self.current.as_mut().expect("a file is open");
-        let mut bytes: Vec<u8> = Vec::with_capacity(batch_size * 64);
+        let mut bytes: Vec<u8> = Vec::with_capacity(capacity);
         let mut records = Vec::with_capacity(batch_size);
         // The record being scanned: its start in `bytes`, its first line, quote state.
         let mut start = 0usize;
@@ -733,6 +738,7 @@ impl CsvSource {
             file.reader.consume(used);
             file.offset += used as u64;
         }
+        self.last_chunk_bytes = bytes.len();
         Ok(Chunk {
             file: Arc::clone(&file.display),
             bytes,

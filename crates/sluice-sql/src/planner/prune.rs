@@ -11,8 +11,10 @@
 //! (`SourceSpec::read_schema`). An aggregate (updating or windowed) reads what its keys,
 //! its calls and its window columns name; a window assignment and a join pass their
 //! consumers' needs on, plus what they read themselves (keys, condition, time and window
-//! columns), and drop what their inputs dropped (a join's state then keeps only the
-//! columns read above it). Below any other operator every column is read whole.
+//! columns), and drop what their inputs dropped. Where a join's input cannot drop an
+//! unread column itself (a scan, a filter over one), a projection is put above it, so the
+//! join's state keeps only the columns read above it. Below any other operator every
+//! column is read whole.
 //!
 //! An expression reads a `ROW` column's field `f` only when it reaches the column through
 //! `get_field(column, 'f')` (`r.f`, `r['f']`); any other use reads the whole value.
@@ -282,8 +284,8 @@ fn prune_join(
         need(&mut left_needs, l, Use::All);
         need(&mut right_needs, r, Use::All);
     }
-    let left_keep = prune_columns(left, &left_needs);
-    let right_keep = prune_columns(right, &right_needs);
+    let left_keep = prune_join_input(left, &left_needs);
+    let right_keep = prune_join_input(right, &right_needs);
     if left_keep.is_none() && right_keep.is_none() {
         return None;
     }
@@ -313,6 +315,45 @@ fn prune_join(
         }
     }
     Some(out_keep)
+}
+
+/// Prunes one input of a join to the columns `needs` reads (as [`prune_columns`]), then,
+/// when some column it still outputs is unread, puts a `Project` of the read ones above
+/// it (at least one, so rows keep their count). Returns which of the input's original
+/// columns stay (`None`: all).
+fn prune_join_input(node: &mut PlanNode, needs: &[Option<Use>]) -> Option<Vec<bool>> {
+    let width = node.schema.fields().len();
+    let pruned = prune_columns(node, needs);
+    let kept = pruned.clone().unwrap_or_else(|| vec![true; width]);
+    let mut read: Vec<bool> = (0..width)
+        .filter(|i| kept[*i])
+        .map(|i| needs.get(i).is_none_or(Option::is_some))
+        .collect();
+    if read.iter().all(|r| *r) {
+        return pruned;
+    }
+    if !read.contains(&true) {
+        read[0] = true;
+    }
+    let exprs = (0..read.len())
+        .filter(|i| read[*i])
+        .map(|i| Expr::Column(node.schema.qualified_field(i).into()))
+        .collect();
+    let mut project = PlanNode {
+        spec: OperatorSpec::Project { exprs },
+        inputs: Vec::new(),
+        schema: Arc::clone(&node.schema),
+        rowtime: node.rowtime,
+    };
+    keep_columns(&mut project, &read);
+    let input = std::mem::replace(node, project);
+    node.inputs.push(input);
+    let mut read = read.into_iter();
+    Some(
+        kept.iter()
+            .map(|k| *k && read.next().unwrap_or(false))
+            .collect(),
+    )
 }
 
 /// `needed` with a column it does not mention read whole, `width` long.
