@@ -334,6 +334,9 @@ fn prune_join_input(node: &mut PlanNode, needs: &[Option<Use>]) -> Option<Vec<bo
     }
     if !read.contains(&true) {
         read[0] = true;
+        if read.iter().all(|r| *r) {
+            return pruned;
+        }
     }
     let exprs = (0..read.len())
         .filter(|i| read[*i])
