@@ -329,14 +329,13 @@ fn prune_join_input(node: &mut PlanNode, needs: &[Option<Use>]) -> Option<Vec<bo
         .filter(|i| kept[*i])
         .map(|i| needs.get(i).is_none_or(Option::is_some))
         .collect();
+    if !read.contains(&true) {
+        if let Some(first) = read.first_mut() {
+            *first = true;
+        }
+    }
     if read.iter().all(|r| *r) {
         return pruned;
-    }
-    if !read.contains(&true) {
-        read[0] = true;
-        if read.iter().all(|r| *r) {
-            return pruned;
-        }
     }
     let exprs = (0..read.len())
         .filter(|i| read[*i])
