@@ -31,17 +31,63 @@ pub fn window_fired(end_ms: i64, watermark_ms: i64) -> bool {
 /// Formats an epoch-millisecond timestamp as `YYYY-MM-DD HH:MM:SS`, plus `.fff` when the
 /// milliseconds are not zero (the convention of `sluice run` output).
 pub fn format_timestamp_ms(ts_ms: i64) -> String {
+    let mut out = String::with_capacity(23);
+    push_timestamp_ms(&mut out, ts_ms);
+    out
+}
+
+/// Appends [`format_timestamp_ms`]'s text to `out` (no allocation once `out` has room:
+/// a sink formats every row's timestamps into one buffer).
+pub fn push_timestamp_ms(out: &mut String, ts_ms: i64) {
     let days = ts_ms.div_euclid(86_400_000);
     let ms_of_day = ts_ms.rem_euclid(86_400_000);
     let (y, m, d) = civil_from_days(days);
-    let h = ms_of_day / 3_600_000;
-    let mi = (ms_of_day / 60_000) % 60;
-    let s = (ms_of_day / 1000) % 60;
-    let ms = ms_of_day % 1000;
-    if ms == 0 {
-        format!("{y:04}-{m:02}-{d:02} {h:02}:{mi:02}:{s:02}")
+    if (0..=9999).contains(&y) {
+        push_padded(out, y as u64, 4);
     } else {
-        format!("{y:04}-{m:02}-{d:02} {h:02}:{mi:02}:{s:02}.{ms:03}")
+        // Outside 0..=9999, as `format!("{y:04}")` writes it (the sign counts in the width).
+        if y < 0 {
+            out.push('-');
+            push_padded(out, y.unsigned_abs(), 3);
+        } else {
+            push_padded(out, y as u64, 4);
+        }
+    }
+    out.push('-');
+    push_padded(out, m as u64, 2);
+    out.push('-');
+    push_padded(out, d as u64, 2);
+    out.push(' ');
+    push_padded(out, (ms_of_day / 3_600_000) as u64, 2);
+    out.push(':');
+    push_padded(out, ((ms_of_day / 60_000) % 60) as u64, 2);
+    out.push(':');
+    push_padded(out, ((ms_of_day / 1000) % 60) as u64, 2);
+    let ms = ms_of_day % 1000;
+    if ms != 0 {
+        out.push('.');
+        push_padded(out, ms as u64, 3);
+    }
+}
+
+/// Appends `v` in decimal, zero-padded on the left to at least `width` digits.
+pub fn push_padded(out: &mut String, v: u64, width: usize) {
+    let mut digits = [0u8; 20];
+    let mut n = 0;
+    let mut rest = v;
+    loop {
+        digits[19 - n] = b'0' + (rest % 10) as u8;
+        n += 1;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    for _ in n..width {
+        out.push('0');
+    }
+    for d in &digits[20 - n..] {
+        out.push(char::from(*d));
     }
 }
 
@@ -86,6 +132,46 @@ mod tests {
         assert!(window_fired(10_000, 9_999));
         assert!(!window_fired(10_000, WATERMARK_MIN));
         assert!(window_fired(i64::MAX, WATERMARK_MAX));
+    }
+
+    #[test]
+    fn pushed_timestamps_spell_as_format_does() {
+        // The reference: the same fields through `format!`, for instants around the
+        // epoch, leap days, and years of other than four digits.
+        let reference = |ts_ms: i64| {
+            let days = ts_ms.div_euclid(86_400_000);
+            let ms_of_day = ts_ms.rem_euclid(86_400_000);
+            let (y, m, d) = civil_from_days(days);
+            let (h, mi) = (ms_of_day / 3_600_000, (ms_of_day / 60_000) % 60);
+            let (s, ms) = ((ms_of_day / 1000) % 60, ms_of_day % 1000);
+            if ms == 0 {
+                format!("{y:04}-{m:02}-{d:02} {h:02}:{mi:02}:{s:02}")
+            } else {
+                format!("{y:04}-{m:02}-{d:02} {h:02}:{mi:02}:{s:02}.{ms:03}")
+            }
+        };
+        let year_ms = 31_556_952_000i64;
+        for ts in [
+            0,
+            -1,
+            1,
+            999,
+            86_399_999,
+            951_782_400_000,
+            -62_167_219_200_001, // 1 ms before 0000-01-01
+            -62_198_755_200_000, // year -1
+            -70_000 * year_ms,
+            253_402_300_800_000, // 10000-01-01
+            300_000 * year_ms + 7,
+        ] {
+            let mut pushed = String::from("x");
+            push_timestamp_ms(&mut pushed, ts);
+            assert_eq!(pushed, format!("x{}", reference(ts)), "{ts}");
+        }
+        assert_eq!(
+            format_timestamp_ms(-62_198_755_200_000),
+            "-001-01-01 00:00:00"
+        );
     }
 
     #[test]

@@ -458,11 +458,14 @@ fn timestamps_as_text(batch: &RecordBatch) -> Result<(RecordBatch, bool)> {
         }
         let ts = column.as_primitive::<TimestampMillisecondType>();
         let mut text = StringBuilder::with_capacity(ts.len(), ts.len() * 23);
+        let mut one = String::with_capacity(24);
         for i in 0..ts.len() {
             if ts.is_null(i) {
                 text.append_null();
             } else {
-                text.append_value(sluice_common::time::format_timestamp_ms(ts.value(i)));
+                one.clear();
+                sluice_common::time::push_timestamp_ms(&mut one, ts.value(i));
+                text.append_value(&one);
             }
         }
         fields.push(Field::new(f.name(), DataType::Utf8, f.is_nullable()));

@@ -16,8 +16,9 @@
 //! (the success file commits with the checkpoint's part files) and every partition is
 //! committed when the input ends.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use datafusion_common::arrow::array::{Array, AsArray, UInt32Array};
 use datafusion_common::arrow::compute::{cast, take};
@@ -300,34 +301,51 @@ impl BatchSink for PartitionedSink {
             .iter()
             .map(|(i, _)| cast(data.column(*i), &DataType::Utf8))
             .collect::<std::result::Result<Vec<_>, _>>()?;
-        let mut rows: BTreeMap<String, Vec<u32>> = BTreeMap::new();
-        for r in 0..n {
-            let path: Vec<String> = self
-                .keys
+        let texts: Vec<_> = texts.iter().map(|t| t.as_string::<i32>()).collect();
+        // A row's partition values (NULL or empty: the default partition name).
+        let values = |r: usize| {
+            texts
                 .iter()
-                .zip(&texts)
-                .map(|((_, name), t)| {
-                    let t = t.as_string::<i32>();
-                    let v = if t.is_null(r) || t.value(r).is_empty() {
-                        self.default_name.clone()
-                    } else {
-                        escape_path_name(t.value(r))
-                    };
-                    format!("{}={v}", escape_path_name(name))
-                })
-                .collect();
-            rows.entry(path.join("/")).or_default().push(r as u32);
+                .map(move |t| (!t.is_null(r) && !t.value(r).is_empty()).then(|| t.value(r)))
+        };
+        // The rows of each partition, in order; a run of rows with the same values (the
+        // common case: rows in time order) takes one lookup.
+        let mut index: HashMap<Vec<Option<&str>>, usize> = HashMap::new();
+        let mut groups: Vec<(Vec<Option<&str>>, Vec<u32>)> = Vec::new();
+        let mut current = 0;
+        for r in 0..n {
+            if r == 0 || !values(r).eq(values(r - 1)) {
+                let key: Vec<Option<&str>> = values(r).collect();
+                current = *index.entry(key.clone()).or_insert_with(|| {
+                    groups.push((key, Vec::new()));
+                    groups.len() - 1
+                });
+            }
+            groups[current].1.push(r as u32);
         }
         let keep: Vec<usize> = (0..data.num_columns())
             .filter(|c| !self.keys.iter().any(|(k, _)| k == c))
             .collect();
         let schema = std::sync::Arc::new(data.schema().project(&keep)?);
-        for (path, indices) in rows {
-            let idx = UInt32Array::from(indices);
-            let columns = keep
+        for (key, indices) in groups {
+            let path = self
+                .keys
                 .iter()
-                .map(|&c| take(data.column(c).as_ref(), &idx, None))
-                .collect::<std::result::Result<Vec<_>, _>>()?;
+                .zip(&key)
+                .map(|((_, name), v)| {
+                    let v = v.map_or_else(|| self.default_name.clone(), escape_path_name);
+                    format!("{}={v}", escape_path_name(name))
+                })
+                .collect::<Vec<_>>()
+                .join("/");
+            let columns = if indices.len() == n {
+                keep.iter().map(|&c| Arc::clone(data.column(c))).collect()
+            } else {
+                let idx = UInt32Array::from(indices);
+                keep.iter()
+                    .map(|&c| take(data.column(c).as_ref(), &idx, None))
+                    .collect::<std::result::Result<Vec<_>, _>>()?
+            };
             let part = RecordBatch::try_new(std::sync::Arc::clone(&schema), columns)?;
             if !self.partitions.contains_key(&path) {
                 let sink = DirectorySink::new(

@@ -85,13 +85,18 @@ impl Pattern {
     /// `t` formatted.
     pub(crate) fn format(&self, t: &NaiveDateTime) -> String {
         let mut out = String::new();
+        self.format_into(&mut out, t);
+        out
+    }
+
+    /// Appends [`Pattern::format`]'s text to `out`.
+    pub(crate) fn format_into(&self, out: &mut String, t: &NaiveDateTime) {
         for p in &self.0 {
             match p {
                 Piece::Text(s) => out.push_str(s),
-                Piece::Field(c, n) => format_field(&mut out, *c, *n, t),
+                Piece::Field(c, n) => format_field(out, *c, *n, t),
             }
         }
-        out
     }
 
     /// `s` parsed. Missing fields default to 1970-01-01 00:00:00. With `prefix`, text
@@ -298,11 +303,7 @@ fn pad(out: &mut String, v: i64, n: usize) {
     if v < 0 {
         out.push('-');
     }
-    let s = v.unsigned_abs().to_string();
-    for _ in s.len()..n {
-        out.push('0');
-    }
-    out.push_str(&s);
+    sluice_common::time::push_padded(out, v.unsigned_abs(), n);
 }
 
 fn format_field(out: &mut String, c: char, n: usize, t: &NaiveDateTime) {
@@ -329,11 +330,11 @@ fn format_field(out: &mut String, c: char, n: usize, t: &NaiveDateTime) {
         'm' => pad(out, t.minute() as i64, n),
         's' => pad(out, t.second() as i64, n),
         'S' => {
-            let nanos = format!("{:09}", t.nanosecond().min(999_999_999));
+            let start = out.len();
+            sluice_common::time::push_padded(out, t.nanosecond().min(999_999_999) as u64, 9);
             if n <= 9 {
-                out.push_str(&nanos[..n]);
+                out.truncate(start + n);
             } else {
-                out.push_str(&nanos);
                 out.extend(std::iter::repeat_n('0', n - 9));
             }
         }

@@ -102,8 +102,8 @@ impl ScalarUDFImpl for ToTimestampLtz {
 
 use chrono::{Datelike, NaiveDate, NaiveDateTime, Timelike};
 use datafusion_common::arrow::array::{
-    Array, ArrayRef, Date32Array, TimestampMicrosecondArray, TimestampNanosecondArray,
-    TimestampSecondArray,
+    Array, ArrayRef, Date32Array, StringBuilder, TimestampMicrosecondArray,
+    TimestampNanosecondArray, TimestampSecondArray,
 };
 use datafusion_common::arrow::datatypes::{
     Date32Type, TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
@@ -445,13 +445,23 @@ fn date_format(c: &Call) -> Result<ArrayRef> {
         DataType::Utf8 => Some(parse_rows(c, 2, Reading::Strict)?),
         _ => None,
     };
-    Ok(string_rows(c.rows, |i| {
+    let mut out = StringBuilder::with_capacity(c.rows, c.rows * 16);
+    let mut one = String::new();
+    for (i, pattern) in p.iter().enumerate() {
         let t = match &text {
-            Some(t) => t[i]?,
-            None => wall_clock(ts, i, &c.zone)?,
+            Some(t) => t[i],
+            None => wall_clock(ts, i, &c.zone),
         };
-        Some(p[i].as_ref()?.format(&t))
-    }))
+        match (t, pattern) {
+            (Some(t), Some(pattern)) => {
+                one.clear();
+                pattern.format_into(&mut one, &t);
+                out.append_value(&one);
+            }
+            _ => out.append_null(),
+        }
+    }
+    Ok(Arc::new(out.finish()))
 }
 
 fn field_rows(c: &Call, f: fn(&NaiveDateTime) -> i64) -> Result<ArrayRef> {
