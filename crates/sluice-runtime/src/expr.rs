@@ -11,15 +11,21 @@ use datafusion_expr::Expr;
 use datafusion_physical_expr::{create_physical_expr, PhysicalExpr};
 use sluice_common::Result;
 
+mod fields;
+pub use fields::{HoistedFields, RowField};
+
 /// Lowers `expr`, typed against `schema`, to a physical expression over batches of
-/// that schema.
+/// that schema. A `ROW` field of a NULL row is NULL ([`RowField`]); a `CASE` reading
+/// `ROW` fields runs over a narrow batch of what it reads ([`HoistedFields`]).
 pub fn physical(expr: &Expr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>> {
-    Ok(create_physical_expr(
+    let lowered = create_physical_expr(
         expr,
         schema,
         &ExecutionProps::new(),
         &PhysicalPlanningContext::default(),
-    )?)
+    )?;
+    let lowered = fields::row_fields(lowered, schema.as_arrow())?;
+    Ok(fields::hoist_case_fields(lowered, schema.as_arrow())?)
 }
 
 /// Lowers several expressions; see [`physical`].
