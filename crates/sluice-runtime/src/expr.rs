@@ -25,7 +25,7 @@ pub fn physical(expr: &Expr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>>
         &PhysicalPlanningContext::default(),
     )?;
     let lowered = fields::row_fields(lowered, schema.as_arrow())?;
-    Ok(fields::hoist_case_fields(lowered, schema.as_arrow())?)
+    Ok(fields::hoist_case_fields(lowered)?)
 }
 
 /// Lowers several expressions; see [`physical`].

@@ -21,30 +21,29 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use datafusion_common::arrow::array::{make_array, Array, AsArray};
-use datafusion_common::arrow::buffer::NullBuffer;
-use datafusion_common::arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
+use datafusion_common::arrow::array::{Array, AsArray, BooleanArray};
+use datafusion_common::arrow::compute::nullif;
+use datafusion_common::arrow::datatypes::{DataType, Field, FieldRef, Schema};
 use datafusion_common::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion_common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion_expr::ColumnarValue;
-use datafusion_physical_expr::expressions::{CaseExpr, Column, Literal};
+use datafusion_physical_expr::expressions::{CaseExpr, Column, LambdaVariable, Literal};
 use datafusion_physical_expr::{PhysicalExpr, ScalarFunctionExpr};
 
-/// Wraps every `CASE` in `expr` that reads a `ROW` field in a [`HoistedFields`] (see the
-/// module docs); other expressions are returned as they are.
+/// Wraps every `CASE` in `expr` that reads a [`RowField`] of a column in a
+/// [`HoistedFields`] (see the module docs); other expressions are returned as they are.
 ///
 /// # Errors
-/// A type `input_schema` cannot give (as lowering the expression would have failed).
+/// None in practice (the rewrite's closure does not fail).
 pub(super) fn hoist_case_fields(
     expr: Arc<dyn PhysicalExpr>,
-    input_schema: &Schema,
 ) -> datafusion_common::Result<Arc<dyn PhysicalExpr>> {
     Ok(expr
         .transform_down(|e| {
-            if e.downcast_ref::<CaseExpr>().is_none() || !reads_a_field(&e) {
+            if e.downcast_ref::<CaseExpr>().is_none() || !reads_a_field(&e) || has_lambda(&e) {
                 return Ok(Transformed::no(e));
             }
-            let hoisted = HoistedFields::new(e, input_schema)?;
+            let hoisted = HoistedFields::new(e)?;
             Ok(Transformed::new(
                 Arc::new(hoisted) as Arc<dyn PhysicalExpr>,
                 true,
@@ -58,6 +57,12 @@ pub(super) fn hoist_case_fields(
 fn is_field_access(e: &Arc<dyn PhysicalExpr>) -> bool {
     e.downcast_ref::<RowField>()
         .is_some_and(|f| f.row.downcast_ref::<Column>().is_some() || is_field_access(&f.row))
+}
+
+/// Whether `e` reads a lambda's variable (whose slots the narrow batch does not keep).
+fn has_lambda(e: &Arc<dyn PhysicalExpr>) -> bool {
+    e.exists(|n| Ok(n.downcast_ref::<LambdaVariable>().is_some()))
+        .expect("the closure does not fail")
 }
 
 fn reads_a_field(e: &Arc<dyn PhysicalExpr>) -> bool {
@@ -79,8 +84,6 @@ fn reads_a_field(e: &Arc<dyn PhysicalExpr>) -> bool {
 pub struct HoistedFields {
     /// The columns of the narrow batch: field accesses and columns of the input batch.
     inputs: Vec<Arc<dyn PhysicalExpr>>,
-    /// The narrow batch's schema (column `i` is `inputs[i]`, named `#i`).
-    schema: SchemaRef,
     /// The expression, reading the narrow batch.
     inner: Arc<dyn PhysicalExpr>,
     /// The expression as it was, for display.
@@ -88,10 +91,7 @@ pub struct HoistedFields {
 }
 
 impl HoistedFields {
-    fn new(
-        original: Arc<dyn PhysicalExpr>,
-        input_schema: &Schema,
-    ) -> datafusion_common::Result<Self> {
+    fn new(original: Arc<dyn PhysicalExpr>) -> datafusion_common::Result<Self> {
         let mut inputs: Vec<Arc<dyn PhysicalExpr>> = Vec::new();
         let inner = Arc::clone(&original)
             .transform_down(|e| {
@@ -112,21 +112,8 @@ impl HoistedFields {
                 ))
             })?
             .data;
-        let fields = inputs
-            .iter()
-            .enumerate()
-            .map(|(i, e)| {
-                let f: FieldRef = e.return_field(input_schema)?;
-                Ok(Field::new(
-                    format!("#{i}"),
-                    f.data_type().clone(),
-                    f.is_nullable(),
-                ))
-            })
-            .collect::<datafusion_common::Result<Vec<_>>>()?;
         Ok(HoistedFields {
             inputs,
-            schema: Arc::new(Schema::new(fields)),
             inner,
             original,
         })
@@ -165,8 +152,15 @@ impl PhysicalExpr for HoistedFields {
             .iter()
             .map(|e| e.evaluate(batch)?.into_array(rows))
             .collect::<datafusion_common::Result<Vec<_>>>()?;
+        // Column `i` is `inputs[i]`, named `#i`, typed as its array is (a batch's types may
+        // differ from the plan's in names or nullability of nested fields).
+        let fields: Vec<Field> = columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| Field::new(format!("#{i}"), c.data_type().clone(), true))
+            .collect();
         let narrow = RecordBatch::try_new_with_options(
-            Arc::clone(&self.schema),
+            Arc::new(Schema::new(fields)),
             columns,
             &RecordBatchOptions::new().with_row_count(Some(rows)),
         )?;
@@ -207,10 +201,7 @@ pub(super) fn row_fields(
                 return Ok(Transformed::no(e));
             };
             let args = f.args();
-            if f.name() != "get_field"
-                || args.len() < 2
-                || !matches!(args[0].data_type(input_schema)?, DataType::Struct(_))
-            {
+            if f.name() != "get_field" || args.len() < 2 {
                 return Ok(Transformed::no(e));
             }
             let names: Option<Vec<String>> = args[1..]
@@ -220,7 +211,17 @@ pub(super) fn row_fields(
                     v.try_as_str().flatten().map(str::to_string)
                 })
                 .collect();
-            let Some(names) = names else {
+            // Every step of the path a ROW (a MAP on the way is a lookup).
+            let Some(names) = names.filter(|names| {
+                let mut t = args[0].data_type(input_schema).ok();
+                names.iter().all(|n| match t.take() {
+                    Some(DataType::Struct(fields)) => {
+                        t = fields.find(n).map(|(_, f)| f.data_type().clone());
+                        true
+                    }
+                    _ => false,
+                })
+            }) else {
                 return Ok(Transformed::no(e));
             };
             let row = Arc::clone(&args[0]);
@@ -286,10 +287,9 @@ impl PhysicalExpr for RowField {
                 return datafusion_common::exec_err!("Field {name} not found in struct");
             };
             value = match row.nulls() {
-                Some(parent) if parent.null_count() > 0 && child.data_type() != &DataType::Null => {
-                    let data = child.to_data();
-                    let nulls = NullBuffer::union(Some(parent), data.nulls());
-                    make_array(data.into_builder().nulls(nulls).build()?)
+                // Arrow's nullif: NULL where the row is (a sliced row's offset kept).
+                Some(parent) if parent.null_count() > 0 => {
+                    nullif(child.as_ref(), &BooleanArray::new(!parent.inner(), None))?
                 }
                 _ => Arc::clone(child),
             };
@@ -405,18 +405,17 @@ mod tests {
             .unwrap(),
         );
         let case = row_fields(case, &schema).unwrap();
-        let hoisted = hoist_case_fields(Arc::clone(&case), &schema).unwrap();
+        let hoisted = hoist_case_fields(Arc::clone(&case)).unwrap();
         let h = hoisted
             .downcast_ref::<HoistedFields>()
             .expect("the CASE is hoisted");
         // The narrow batch: kind and the three time fields, no string.
         let names: Vec<String> = h.inputs.iter().map(|e| e.to_string()).collect();
         assert_eq!(h.inputs.len(), 4, "{names:?}");
-        assert!(h
-            .schema
-            .fields()
-            .iter()
-            .all(|f| !matches!(f.data_type(), DataType::Utf8 | DataType::Struct(_))));
+        assert!(h.inputs.iter().all(|e| !matches!(
+            e.data_type(&schema).unwrap(),
+            DataType::Utf8 | DataType::Struct(_)
+        )));
         let got = hoisted.evaluate(&batch).unwrap().into_array(5).unwrap();
         let got =
             got.as_primitive::<datafusion_common::arrow::datatypes::TimestampMillisecondType>();
@@ -431,10 +430,10 @@ mod tests {
         // A CASE reading no field, and a field read outside any CASE, stay as they are.
         let plain: Arc<dyn PhysicalExpr> =
             Arc::new(CaseExpr::try_new(None, vec![(is(0), col("kind"))], None).unwrap());
-        let kept = hoist_case_fields(Arc::clone(&plain), &schema).unwrap();
+        let kept = hoist_case_fields(Arc::clone(&plain)).unwrap();
         assert!(kept.downcast_ref::<CaseExpr>().is_some());
         let bare = row_fields(field(col("b"), "s", &schema), &schema).unwrap();
-        let kept = hoist_case_fields(bare, &schema).unwrap();
+        let kept = hoist_case_fields(bare).unwrap();
         assert!(kept.downcast_ref::<RowField>().is_some());
     }
 
@@ -442,28 +441,37 @@ mod tests {
     /// `ROW`s too (the kind of bug: `CASE WHEN c THEN r END` nulls `r`, not its fields).
     #[test]
     fn a_field_of_a_null_row_is_null() {
+        // Rows 0..20 repeat (both rows there, the inner row NULL, the outer row NULL);
+        // the batch is a slice from row 9 (a source cuts batches at watermarks), so the
+        // NULLs start within a byte of the validity bitmap.
+        let pattern = |i: usize| i % 3;
         let inner_fields = Fields::from(vec![Field::new("x", DataType::Int32, true)]);
         let inner = StructArray::new(
             inner_fields.clone(),
-            vec![Arc::new(Int32Array::from(vec![1, 2, 3])) as ArrayRef],
-            Some(NullBuffer::from(vec![true, false, true])),
+            vec![Arc::new(Int32Array::from_iter(
+                (0..20).map(|i| (i != 4).then_some(i as i32)),
+            )) as ArrayRef],
+            Some(NullBuffer::from_iter((0..20).map(|i| pattern(i) != 1))),
         );
         let outer = StructArray::new(
             Fields::from(vec![Field::new("in", DataType::Struct(inner_fields), true)]),
             vec![Arc::new(inner) as ArrayRef],
-            Some(NullBuffer::from(vec![true, true, false])),
+            Some(NullBuffer::from_iter((0..20).map(|i| pattern(i) != 2))),
         );
-        let batch = RecordBatch::try_from_iter(vec![("r", Arc::new(outer) as ArrayRef)]).unwrap();
+        let whole = RecordBatch::try_from_iter(vec![("r", Arc::new(outer) as ArrayRef)]).unwrap();
+        let batch = whole.slice(9, 7);
         let schema = batch.schema();
         let r: Arc<dyn PhysicalExpr> = Arc::new(Column::new_with_schema("r", &schema).unwrap());
         let x = field(field(r, "in", &schema), "x", &schema);
         let x = row_fields(x, &schema).unwrap();
-        let got = x.evaluate(&batch).unwrap().into_array(3).unwrap();
+        assert!(x.downcast_ref::<RowField>().is_some());
+        let got = x.evaluate(&batch).unwrap().into_array(7).unwrap();
         let got = got.as_primitive::<datafusion_common::arrow::datatypes::Int32Type>();
-        // Row 0: both rows there; row 1: the inner row NULL; row 2: the outer row NULL.
-        let got: Vec<Option<i32>> = (0..3)
+        // By hand, rows 9..16: 9 % 3 = 0 keeps 9; 10 inner NULL; 11 outer NULL; 12 keeps
+        // 12; 13 inner NULL; 14 outer NULL; 15 keeps 15.
+        let got: Vec<Option<i32>> = (0..7)
             .map(|i| got.is_valid(i).then(|| got.value(i)))
             .collect();
-        assert_eq!(got, [Some(1), None, None]);
+        assert_eq!(got, [Some(9), None, None, Some(12), None, None, Some(15)]);
     }
 }
