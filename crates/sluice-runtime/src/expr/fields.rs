@@ -30,6 +30,32 @@ use datafusion_expr::ColumnarValue;
 use datafusion_physical_expr::expressions::{CaseExpr, Column, LambdaVariable, Literal};
 use datafusion_physical_expr::{PhysicalExpr, ScalarFunctionExpr};
 
+/// Display, equality and hash of a rewritten expression: those of the `original` DataFusion
+/// expression it stands for (the rewrite changes how it runs, not what it is).
+macro_rules! shown_and_compared_as_original {
+    ($t:ty) => {
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Display::fmt(&self.original, f)
+            }
+        }
+
+        impl PartialEq for $t {
+            fn eq(&self, other: &Self) -> bool {
+                self.original.as_ref() == other.original.as_ref()
+            }
+        }
+
+        impl Eq for $t {}
+
+        impl Hash for $t {
+            fn hash<H: Hasher>(&self, state: &mut H) {
+                self.original.as_ref().hash(state);
+            }
+        }
+    };
+}
+
 /// Wraps every `CASE` in `expr` that reads a [`RowField`] of a column in a
 /// [`HoistedFields`] (see the module docs); other expressions are returned as they are.
 ///
@@ -120,25 +146,7 @@ impl HoistedFields {
     }
 }
 
-impl fmt::Display for HoistedFields {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.original, f)
-    }
-}
-
-impl PartialEq for HoistedFields {
-    fn eq(&self, other: &Self) -> bool {
-        self.original.as_ref() == other.original.as_ref()
-    }
-}
-
-impl Eq for HoistedFields {}
-
-impl Hash for HoistedFields {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.original.as_ref().hash(state);
-    }
-}
+shown_and_compared_as_original!(HoistedFields);
 
 impl PhysicalExpr for HoistedFields {
     fn return_field(&self, input_schema: &Schema) -> datafusion_common::Result<FieldRef> {
@@ -246,25 +254,7 @@ pub struct RowField {
     original: Arc<dyn PhysicalExpr>,
 }
 
-impl fmt::Display for RowField {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.original, f)
-    }
-}
-
-impl PartialEq for RowField {
-    fn eq(&self, other: &Self) -> bool {
-        self.original.as_ref() == other.original.as_ref()
-    }
-}
-
-impl Eq for RowField {}
-
-impl Hash for RowField {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.original.as_ref().hash(state);
-    }
-}
+shown_and_compared_as_original!(RowField);
 
 impl PhysicalExpr for RowField {
     fn return_field(&self, input_schema: &Schema) -> datafusion_common::Result<FieldRef> {
