@@ -129,17 +129,47 @@ fn write_events(dir: &std::path::Path, events: u64) {
     std::fs::rename(&tmp, dir).expect("events directory");
 }
 
-/// Runs a script; returns its events/s (M) and peak RSS (MB).
+/// Runs a script in a fresh process (this bench, re-run with [`CHILD`]); returns its
+/// events/s (M) and that process's peak RSS (MB). A fresh process per run keeps one
+/// query's memory (the allocator keeps what it freed) out of the next one's figure.
 fn measure(script: &str, events: u64) -> (f64, u64) {
     // q10's partitioned files of the previous run (GBs at 10 M events).
     let _ = std::fs::remove_dir_all(root().join("target/nexmark/q10"));
-    reset_peak_rss();
-    let (secs, _, _) = run(script);
-    (events as f64 / secs / 1e6, peak_rss_mb())
+    let path = root().join("target/bench-data/measured.sql");
+    std::fs::write(&path, script).expect("bench script written");
+    let out = std::process::Command::new(std::env::current_exe().expect("bench binary"))
+        .arg("--bench")
+        .env(CHILD, &path)
+        .output()
+        .expect("bench child runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let figures = text
+        .lines()
+        .find_map(|l| l.strip_prefix("measured "))
+        .and_then(|l| l.split_once(' '))
+        .and_then(|(s, m)| Some((s.parse::<f64>().ok()?, m.parse::<u64>().ok()?)));
+    let Some((secs, rss)) = figures else {
+        panic!(
+            "bench child failed: {}\n{text}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    (events as f64 / secs / 1e6, rss)
 }
+
+/// The environment variable naming the script a child process runs and measures
+/// (printing `measured <seconds> <peak RSS MB>`).
+const CHILD: &str = "SLUICE_BENCH_MEASURE";
 
 fn main() {
     if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    if let Ok(path) = std::env::var(CHILD) {
+        let script = std::fs::read_to_string(path).expect("bench script");
+        let (secs, _, _) = run(&script);
+        println!("measured {secs} {}", peak_rss_mb());
         return;
     }
     let events: u64 = std::env::var("SLUICE_BENCH_EVENTS")
