@@ -38,6 +38,7 @@ use crate::operators::ranked_snapshot;
 use crate::operators::stateless::batch_with_schema;
 use crate::state::key_converter;
 use crate::state::keyed::KeyRegistry;
+use crate::state::row_codec::RowCodec;
 use crate::state::sorted::SortKey;
 use crate::state::ttl::IdleKeys;
 
@@ -79,7 +80,7 @@ pub struct DeduplicateOperator {
     key_converter: Option<RowConverter>,
     order_by: Vec<Arc<dyn PhysicalExpr>>,
     sort_converter: RowConverter,
-    row_converter: RowConverter,
+    row_codec: RowCodec,
     /// Ranked by arrival (`ORDER BY` a processing-time attribute): `Some(descending)`.
     by_arrival: Option<bool>,
     rank_column: bool,
@@ -124,7 +125,7 @@ impl DeduplicateOperator {
             partition_by,
             sort_converter: crate::state::sort_converter(&order_by, &in_schema)?,
             order_by: order_by.into_iter().map(|(e, _)| e).collect(),
-            row_converter: crate::state::row_converter(&in_schema)?,
+            row_codec: RowCodec::new(&in_schema)?,
             by_arrival: by_arrival.then_some(descending),
             rank_column,
             partitions: KeyRegistry::new(),
@@ -284,7 +285,7 @@ impl Operator for DeduplicateOperator {
             .iter()
             .map(|c| take(c.as_ref(), &winners, None))
             .collect::<std::result::Result<Vec<_>, _>>()?;
-        let new_rows = self.row_converter.convert_columns(&new)?;
+        let new_rows = self.row_codec.encode(&new)?;
         // -U old, +U new (or +I new), the old rows decoded from state; a row equal to the
         // kept one is no change (a repeated event kept by arrival), as in the Top-N.
         let mut order = Vec::with_capacity(2 * touched.len());
@@ -293,7 +294,7 @@ impl Operator for DeduplicateOperator {
         for (k, &p) in touched.iter().enumerate() {
             let kept = &self.kept[p as usize];
             if kept.live {
-                if kept.row == new_rows.row(k).data() {
+                if kept.row == new_rows.row(k) {
                     continue;
                 }
                 order.push((0, olds.len()));
@@ -307,11 +308,9 @@ impl Operator for DeduplicateOperator {
             }
         }
         if !order.is_empty() {
-            let parser = self.row_converter.parser();
-            let old = self.row_converter.convert_rows(
-                olds.iter()
-                    .map(|&p| parser.parse(&self.kept[p as usize].row)),
-            )?;
+            let old = self
+                .row_codec
+                .decode(olds.iter().map(|&p| &self.kept[p as usize].row[..]))?;
             let mut columns = old
                 .iter()
                 .zip(&new)
@@ -333,7 +332,7 @@ impl Operator for DeduplicateOperator {
             kept.live = true;
             kept.seq = seq0 + u64::from(i);
             kept.row.clear();
-            kept.row.extend_from_slice(new_rows.row(k).data());
+            kept.row.extend_from_slice(new_rows.row(k));
             kept.sort = SortKey::new(sort_of(i));
         }
         Ok(())
@@ -354,7 +353,7 @@ impl Operator for DeduplicateOperator {
             held,
             &self.partitions,
             self.key_converter.as_ref(),
-            &self.row_converter,
+            &self.row_codec,
             &self.idle,
             max_parallelism,
         )
@@ -379,7 +378,7 @@ impl Operator for DeduplicateOperator {
             self.ids_of(restored.key_rows.as_ref(), n);
             let data = &restored.data;
             let sort = self.sort_rows(data)?;
-            let rows = self.row_converter.convert_columns(data.columns())?;
+            let rows = self.row_codec.encode(data.columns())?;
             for i in 0..n {
                 let p = self.ids[i];
                 let seq = restored.seqs[i];
@@ -397,7 +396,7 @@ impl Operator for DeduplicateOperator {
                     kept.live = true;
                     kept.seq = seq;
                     kept.sort = SortKey::new(key);
-                    kept.row = rows.row(i).as_ref().to_vec();
+                    kept.row = rows.row(i).to_vec();
                 }
             }
         }

@@ -134,7 +134,7 @@ impl IntervalJoinOperator {
         let other = 1 - s;
         let times = self.row_times(s, data)?;
         let keys = self.join.batch_keys(s, data)?;
-        let rows = self.join.inputs[s].row_format(data)?;
+        let rows = self.join.inputs[s].encode_rows(data)?;
         // The watermark in effect at each row (it may rise within the batch): a held row
         // whose last partner time it has passed is gone for this row and later ones, as if
         // the batch had been cut there (results must not depend on batch sizes).
@@ -189,10 +189,10 @@ impl IntervalJoinOperator {
             });
             if kept {
                 let t = times[i].expect("kept rows have a time");
-                let id =
-                    self.join
-                        .state
-                        .insert(s, keys.key(i), keys.ids[i], rows.row(i).as_ref(), now);
+                let id = self
+                    .join
+                    .state
+                    .insert(s, keys.key(i), keys.ids[i], rows.row(i), now);
                 let e = self.join.state.entry_mut(s, id);
                 e.partners = e.partners.saturating_add(matched);
                 if e.count == 1 {

@@ -40,6 +40,7 @@ use crate::clock::ProcessingClock;
 use crate::expr::{evaluate_all, evaluate_predicate};
 use crate::message::{RowKind, StreamBatch};
 use crate::operator::{Collector, Operator};
+use crate::state::row_codec::{EncodedRows, RowCodec};
 use crate::state::rows::JoinRows;
 use crate::state::{key_converter, SnapshotReader, SnapshotWriter};
 
@@ -49,29 +50,29 @@ pub struct JoinInput {
     pub keys: Vec<Arc<dyn PhysicalExpr>>,
     /// The input's schema.
     pub schema: SchemaRef,
-    /// Converts whole rows to row-format bytes and back.
-    converter: RowConverter,
+    /// Encodes whole rows to the bytes the state holds and back.
+    codec: RowCodec,
 }
 
 impl JoinInput {
     /// An input with these keys and columns.
     ///
     /// # Errors
-    /// A column type the row format cannot hold.
+    /// A column type the row codec cannot hold.
     pub fn new(keys: Vec<Arc<dyn PhysicalExpr>>, schema: SchemaRef) -> Result<Self> {
-        let converter = crate::state::row_converter(&schema)?;
+        let codec = RowCodec::new(&schema)?;
         Ok(JoinInput {
             keys,
             schema,
-            converter,
+            codec,
         })
     }
 }
 
 impl JoinInput {
-    /// The rows of a batch of this input in the row format the state holds.
-    pub(crate) fn row_format(&self, data: &RecordBatch) -> Result<Rows> {
-        Ok(self.converter.convert_columns(data.columns())?)
+    /// The rows of a batch of this input as the state holds them.
+    pub(crate) fn encode_rows(&self, data: &RecordBatch) -> Result<EncodedRows> {
+        self.codec.encode(data.columns())
     }
 }
 
@@ -139,12 +140,9 @@ impl JoinOperator {
 
     /// The columns of input `input`'s held rows `ids`, decoded.
     pub(crate) fn columns_of(&self, input: usize, ids: &[u32]) -> Result<Vec<ArrayRef>> {
-        let converter = &self.inputs[input].converter;
-        let parser = converter.parser();
-        let rows = ids
-            .iter()
-            .map(|&id| parser.parse(self.state.row(input, id)));
-        Ok(converter.convert_rows(rows)?)
+        self.inputs[input]
+            .codec
+            .decode(ids.iter().map(|&id| self.state.row(input, id)))
     }
 }
 
@@ -409,7 +407,7 @@ impl JoinOperator {
         let data = &batch.data;
         let other = 1 - s;
         let keys = self.batch_keys(s, data)?;
-        let rows = self.inputs[s].row_format(data)?;
+        let rows = self.inputs[s].encode_rows(data)?;
         // Every row's candidate partners, before the residual condition. The other input's
         // rows do not change while this batch is joined.
         let mut offsets = Vec::with_capacity(n + 1);
@@ -449,12 +447,10 @@ impl JoinOperator {
             if store_null_keys || !keys.nulls[i] {
                 let row = rows.row(i);
                 if accumulate {
-                    let id = self
-                        .state
-                        .insert(s, keys.key(i), keys.ids[i], row.as_ref(), now);
+                    let id = self.state.insert(s, keys.key(i), keys.ids[i], row, now);
                     self.state.entry_mut(s, id).partners = matched;
                 } else {
-                    self.state.retract(s, row.as_ref(), now);
+                    self.state.retract(s, row, now);
                 }
             }
             self.emit_row(s, i as u32, accumulate, &partners, matched, &mut output);
@@ -755,7 +751,7 @@ impl Operator for JoinOperator {
                         input.schema.fields().len()
                     )));
                 }
-                let rows = input.converter.convert_columns(&columns).map_err(|e| {
+                let rows = input.codec.encode(&columns).map_err(|e| {
                     SluiceError::Execution(format!(
                         "a join state snapshot's rows do not match the join's inputs: {e}"
                     ))
@@ -765,7 +761,7 @@ impl Operator for JoinOperator {
                     self.state.restore(
                         s,
                         key.as_ref().map(|k| k.as_ref()).unwrap_or(&[]),
-                        rows.row(j).as_ref(),
+                        rows.row(j),
                         counts.value(r).clamp(1, u32::MAX as i64) as u32,
                         partners.value(r).clamp(0, u32::MAX as i64) as u32,
                         now - idle.value(r),

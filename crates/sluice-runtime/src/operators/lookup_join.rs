@@ -43,7 +43,8 @@ use crate::expr::{evaluate_all, evaluate_predicate};
 use crate::message::StreamBatch;
 use crate::operator::{Collector, Operator};
 use crate::operators::stateless::batch_with_schema;
-use crate::state::{key_converter, row_converter};
+use crate::state::key_converter;
+use crate::state::row_codec::RowCodec;
 
 /// How lookups see the table (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -167,7 +168,7 @@ pub struct LookupJoinOperator {
     probe_keys: Vec<Arc<dyn PhysicalExpr>>,
     table: LookupTable,
     keys: RowConverter,
-    rows: RowConverter,
+    rows: RowCodec,
     /// Over the probe's columns then the table's.
     residual: Option<Arc<dyn PhysicalExpr>>,
     out_schema: SchemaRef,
@@ -220,7 +221,7 @@ impl LookupJoinOperator {
         Ok(LookupJoinOperator {
             left_outer,
             probe_keys,
-            rows: row_converter(&table.schema)?,
+            rows: RowCodec::new(&table.schema)?,
             table,
             keys,
             residual,
@@ -244,7 +245,7 @@ impl LookupJoinOperator {
             let data = batch_with_schema(&self.table.schema, columns, raw.num_rows())?;
             let key_columns = evaluate_all(&self.table.keys, &data)?;
             let keys = self.keys.convert_columns(&key_columns)?;
-            let rows = self.rows.convert_columns(data.columns())?;
+            let rows = self.rows.encode(data.columns())?;
             for i in 0..data.num_rows() {
                 if key_columns.iter().any(|k| k.is_null(i)) {
                     continue;
@@ -253,7 +254,7 @@ impl LookupJoinOperator {
                     .by_key
                     .entry(keys.row(i).data().into())
                     .or_default()
-                    .push(rows.row(i).data().into());
+                    .push(rows.row(i).into());
             }
         }
         self.loaded = Some(loaded);
@@ -381,9 +382,7 @@ impl LookupJoinOperator {
                 .map(|f| new_null_array(f.data_type(), 0))
                 .collect()
         } else {
-            let parser = self.rows.parser();
-            self.rows
-                .convert_rows(found.iter().map(|r| parser.parse(r)))?
+            self.rows.decode(found.iter().map(|r| &r[..]))?
         };
         let take_all = |columns: &[ArrayRef], idx: &UInt32Array| -> Result<Vec<ArrayRef>> {
             Ok(columns

@@ -22,14 +22,15 @@ use sluice_common::{Result, SluiceError};
 use crate::message::{RowKind, StreamBatch};
 use crate::operator::{Collector, Operator};
 use crate::state::keyed::KeyedValues;
-use crate::state::{key_converter, row_converter, SnapshotReader, SnapshotWriter};
+use crate::state::row_codec::RowCodec;
+use crate::state::{key_converter, SnapshotReader, SnapshotWriter};
 
 /// The ChangelogNormalize operator (see the module docs).
 pub struct ChangelogNormalizeOperator {
     /// The primary key's column indexes.
     key: Vec<usize>,
     keys: RowConverter,
-    rows: RowConverter,
+    rows: RowCodec,
     schema: SchemaRef,
     held: KeyedValues<Option<Box<[u8]>>>,
 }
@@ -49,7 +50,7 @@ impl ChangelogNormalizeOperator {
         Ok(ChangelogNormalizeOperator {
             key,
             keys,
-            rows: row_converter(&schema)?,
+            rows: RowCodec::new(&schema)?,
             schema,
             held: KeyedValues::new(),
         })
@@ -75,7 +76,7 @@ impl Operator for ChangelogNormalizeOperator {
     fn process_batch(&mut self, batch: StreamBatch, out: &mut Collector) -> Result<()> {
         let data = &batch.data;
         let keys = self.keys.convert_columns(&self.key_columns(data))?;
-        let rows = self.rows.convert_columns(data.columns())?;
+        let rows = self.rows.encode(data.columns())?;
         // The output: (row bytes, kind), in order.
         let mut emitted: Vec<(Box<[u8]>, RowKind)> = Vec::new();
         for i in 0..data.num_rows() {
@@ -92,22 +93,19 @@ impl Operator for ChangelogNormalizeOperator {
             let (id, _) = self.held.id_or_insert_with(key.as_ref(), || None);
             let slot = &mut self.held[id as usize];
             match slot.take() {
-                None => emitted.push((row.data().into(), RowKind::Insert)),
-                Some(prev) if *prev == *row.data() => {}
+                None => emitted.push((row.into(), RowKind::Insert)),
+                Some(prev) if *prev == *row => {}
                 Some(prev) => {
                     emitted.push((prev, RowKind::UpdateBefore));
-                    emitted.push((row.data().into(), RowKind::UpdateAfter));
+                    emitted.push((row.into(), RowKind::UpdateAfter));
                 }
             }
-            *slot = Some(row.data().into());
+            *slot = Some(row.into());
         }
         if emitted.is_empty() {
             return Ok(());
         }
-        let parser = self.rows.parser();
-        let columns = self
-            .rows
-            .convert_rows(emitted.iter().map(|(r, _)| parser.parse(r)))?;
+        let columns = self.rows.decode(emitted.iter().map(|(r, _)| &r[..]))?;
         out.emit(StreamBatch {
             data: RecordBatch::try_new(Arc::clone(&self.schema), columns)?,
             row_watermarks: None,
@@ -130,10 +128,9 @@ impl Operator for ChangelogNormalizeOperator {
             return Ok(None);
         }
         let keys = self.held.key_columns(Some(&self.keys), &ids)?;
-        let parser = self.rows.parser();
-        let columns = self.rows.convert_rows(
+        let columns = self.rows.decode(
             ids.iter()
-                .map(|&id| parser.parse(self.held[id as usize].as_deref().unwrap_or(&[]))),
+                .map(|&id| self.held[id as usize].as_deref().unwrap_or(&[])),
         )?;
         let mut w = SnapshotWriter::new(keys, ids.len(), max_parallelism)?;
         for (i, c) in columns.into_iter().enumerate() {
@@ -158,10 +155,10 @@ impl Operator for ChangelogNormalizeOperator {
             }
             let batch = RecordBatch::try_new(Arc::clone(&self.schema), columns)?;
             let keys = self.keys.convert_columns(&self.key_columns(&batch))?;
-            let rows = self.rows.convert_columns(batch.columns())?;
+            let rows = self.rows.encode(batch.columns())?;
             for r in 0..batch.num_rows() {
                 let (id, _) = self.held.id_or_insert_with(keys.row(r).as_ref(), || None);
-                self.held[id as usize] = Some(rows.row(r).data().into());
+                self.held[id as usize] = Some(rows.row(r).into());
             }
         }
         Ok(())

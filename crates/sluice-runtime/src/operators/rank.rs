@@ -52,6 +52,7 @@ use crate::operators::ranked_snapshot;
 use crate::operators::stateless::batch_with_schema;
 use crate::state::key_converter;
 use crate::state::keyed::KeyedValues;
+use crate::state::row_codec::RowCodec;
 use crate::state::sorted::{SortKey, SortedRows};
 use crate::state::ttl::IdleKeys;
 
@@ -134,7 +135,7 @@ pub struct RankOperator {
     key_converter: Option<RowConverter>,
     order_by: Vec<Arc<dyn PhysicalExpr>>,
     sort_converter: RowConverter,
-    row_converter: RowConverter,
+    row_codec: RowCodec,
     lower: u64,
     upper: u64,
     rank_column: bool,
@@ -187,14 +188,14 @@ impl RankOperator {
             .collect::<datafusion_common::Result<Vec<_>>>()?;
         let descending = order_by.first().is_some_and(|(_, o)| o.descending);
         let sort_converter = crate::state::sort_converter(&order_by, &in_schema)?;
-        let row_converter = crate::state::row_converter(&in_schema)?;
+        let row_codec = RowCodec::new(&in_schema)?;
         Ok(RankOperator {
             function,
             key_converter: key_converter(&key_types)?,
             partition_by,
             order_by: order_by.into_iter().map(|(e, _)| e).collect(),
             sort_converter,
-            row_converter,
+            row_codec,
             lower,
             upper,
             rank_column,
@@ -478,7 +479,7 @@ impl RankOperator {
         let sort_keys = self
             .sort_converter
             .convert_columns(&evaluate_all(&self.order_by, data)?)?;
-        let rows = self.row_converter.convert_columns(data.columns())?;
+        let rows = self.row_codec.encode(data.columns())?;
         let mut touched = Vec::new();
         for (&i, &p) in kept.iter().zip(&ids) {
             let i = i as usize;
@@ -489,7 +490,7 @@ impl RankOperator {
             let seq = self.next_seq;
             self.next_seq += 1;
             let sort = self.sort_key(&sort_keys, i, seq);
-            self.partitions[p].insert(sort, seq, Arc::from(rows.row(i).as_ref()));
+            self.partitions[p].insert(sort, seq, Arc::from(rows.row(i)));
             self.held += 1;
             touched.push(p);
         }
@@ -533,10 +534,9 @@ impl RankOperator {
         if changes.is_empty() {
             return Ok(());
         }
-        let parser = self.row_converter.parser();
         let mut columns = self
-            .row_converter
-            .convert_rows(changes.iter().map(|(e, _)| parser.parse(&e.row)))?;
+            .row_codec
+            .decode(changes.iter().map(|(e, _)| &e.row[..]))?;
         if self.rank_column {
             columns.push(Arc::new(Int64Array::from_iter_values(
                 changes.iter().map(|(e, _)| e.rank as i64),
@@ -655,7 +655,7 @@ impl Operator for RankOperator {
                 .collect::<std::result::Result<Vec<_>, _>>()?;
             RecordBatch::try_new(data.schema(), taken)?
         };
-        let rows = self.row_converter.convert_columns(taken.columns())?;
+        let rows = self.row_codec.encode(taken.columns())?;
         let unique_keys = match &self.update_fast {
             Some(f) => Some(f.keys(&taken)?),
             None => None,
@@ -681,7 +681,7 @@ impl Operator for RankOperator {
             let row = rows.row(j);
             if batch.row_kind(i).is_retraction() {
                 // The latest arrival of this row (any copy of equal rows ranks alike).
-                if self.partitions[p].remove_latest(sort_keys.row(i).as_ref(), row.as_ref()) {
+                if self.partitions[p].remove_latest(sort_keys.row(i).as_ref(), row) {
                     self.held -= 1;
                 }
             } else {
@@ -696,7 +696,7 @@ impl Operator for RankOperator {
                 let seq = self.next_seq;
                 self.next_seq += 1;
                 let sort = self.sort_key(&sort_keys, i, seq);
-                self.partitions[p].insert(sort, seq, Arc::from(row.as_ref()));
+                self.partitions[p].insert(sort, seq, Arc::from(row));
                 self.held += 1;
             }
         }
@@ -730,7 +730,7 @@ impl Operator for RankOperator {
             held,
             self.partitions.registry(),
             self.key_converter.as_ref(),
-            &self.row_converter,
+            &self.row_codec,
             &self.idle,
             max_parallelism,
         )
@@ -763,7 +763,7 @@ impl Operator for RankOperator {
             let sort_keys = self
                 .sort_converter
                 .convert_columns(&evaluate_all(&self.order_by, data)?)?;
-            let rows = self.row_converter.convert_columns(data.columns())?;
+            let rows = self.row_codec.encode(data.columns())?;
             let unique_keys = match &self.update_fast {
                 Some(f) => Some(f.keys(data)?),
                 None => None,
@@ -782,7 +782,7 @@ impl Operator for RankOperator {
                 self.next_seq = self.next_seq.max(seq + 1);
                 self.idle.restore(p, now, restored.idle_ms.value(i));
                 let sort = self.sort_key(&sort_keys, i, seq);
-                self.partitions[p].insert(sort, seq, Arc::from(rows.row(i).as_ref()));
+                self.partitions[p].insert(sort, seq, Arc::from(rows.row(i)));
                 self.held += 1;
                 if let (Some(keys), Some(fast)) = (&unique_keys, self.update_fast.as_mut()) {
                     fast.kept_of(p).push((Box::from(keys.row(i).as_ref()), seq));

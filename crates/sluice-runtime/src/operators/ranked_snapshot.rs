@@ -11,6 +11,8 @@ use std::sync::Arc;
 use datafusion_common::arrow::array::{Int64Array, RecordBatch};
 use datafusion_common::arrow::datatypes::{Int64Type, SchemaRef};
 use datafusion_common::arrow::row::{RowConverter, Rows};
+
+use crate::state::row_codec::RowCodec;
 use sluice_common::Result;
 
 use crate::operators::stateless::batch_with_schema;
@@ -38,7 +40,7 @@ pub fn write(
     held: HeldRows<'_>,
     partitions: &KeyRegistry,
     key_converter: Option<&RowConverter>,
-    row_converter: &RowConverter,
+    row_codec: &RowCodec,
     idle: &IdleKeys,
     max_parallelism: u32,
 ) -> Result<Option<RecordBatch>> {
@@ -60,8 +62,7 @@ pub fn write(
             held.ids.iter().map(|&id| idle.idle_ms(id as usize, now)),
         )),
     );
-    let parser = row_converter.parser();
-    let columns = row_converter.convert_rows(held.rows.iter().map(|r| parser.parse(r)))?;
+    let columns = row_codec.decode(held.rows.iter().copied())?;
     for (i, c) in columns.into_iter().enumerate() {
         w.column(format!("row_{i}"), c);
     }

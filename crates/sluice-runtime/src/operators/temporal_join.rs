@@ -53,8 +53,9 @@ use crate::metrics::JobMetrics;
 use crate::operator::{Collector, Operator};
 use crate::operators::stateless::batch_with_schema;
 use crate::state::keyed::KeyedValues;
+use crate::state::row_codec::RowCodec;
 use crate::state::time::{EventTimeBuffer, EventTimeTimers};
-use crate::state::{key_converter, row_converter, SnapshotReader, SnapshotWriter};
+use crate::state::{key_converter, SnapshotReader, SnapshotWriter};
 
 /// One input of a temporal join.
 pub struct TemporalInput {
@@ -136,7 +137,7 @@ pub struct TemporalJoinOperator {
     left_outer: bool,
     inputs: [TemporalInput; 2],
     /// Whole rows of each input.
-    rows: [RowConverter; 2],
+    rows: [RowCodec; 2],
     key_converter: Option<RowConverter>,
     key_types: Vec<DataType>,
     /// Over the probe's columns then the versioned input's.
@@ -197,8 +198,8 @@ impl TemporalJoinOperator {
         Ok(TemporalJoinOperator {
             left_outer,
             rows: [
-                row_converter(&probe.schema)?,
-                row_converter(&versioned.schema)?,
+                RowCodec::new(&probe.schema)?,
+                RowCodec::new(&versioned.schema)?,
             ],
             inputs: [probe, versioned],
             key_converter: key_converter(&key_types)?,
@@ -247,7 +248,7 @@ impl TemporalJoinOperator {
     fn take_in(&mut self, s: usize, batch: StreamBatch, out: &mut Collector) -> Result<()> {
         let data = &batch.data;
         let (keys, nulls, times) = self.keys_and_times(s, data)?;
-        let rows = self.rows[s].convert_columns(data.columns())?;
+        let rows = self.rows[s].encode(data.columns())?;
         let mut late = 0u64;
         let mut last = self.watermark_ms;
         for (w, run) in batch.watermark_runs() {
@@ -264,15 +265,10 @@ impl TemporalJoinOperator {
                             "a temporal join's probe input must be append-only".into(),
                         ));
                     }
-                    late += self.probe(
-                        Self::key_of(&keys, i),
-                        nulls[i],
-                        times[i],
-                        rows.row(i).data(),
-                    );
+                    late += self.probe(Self::key_of(&keys, i), nulls[i], times[i], rows.row(i));
                 } else if kind != RowKind::UpdateBefore && !nulls[i] {
                     if let Some(t) = times[i] {
-                        let row = (kind != RowKind::Delete).then(|| rows.row(i).data().into());
+                        let row = (kind != RowKind::Delete).then(|| rows.row(i).into());
                         late += self.version(Self::key_of(&keys, i), t, row);
                     }
                 }
@@ -457,10 +453,9 @@ impl TemporalJoinOperator {
         Ok(())
     }
 
-    /// Input `s`'s rows (row-format bytes) decoded into columns.
+    /// Input `s`'s held rows decoded into columns.
     fn decode<'a>(&self, s: usize, rows: impl Iterator<Item = &'a [u8]>) -> Result<Vec<ArrayRef>> {
-        let parser = self.rows[s].parser();
-        Ok(self.rows[s].convert_rows(rows.map(|r| parser.parse(r)))?)
+        self.rows[s].decode(rows)
     }
 
     /// Columns of input `s` with one row per entry of `at`: `rows[i]` where it is
@@ -611,7 +606,7 @@ impl Operator for TemporalJoinOperator {
                         self.inputs[s].schema.fields().len()
                     )));
                 }
-                sides.push(self.rows[s].convert_columns(&columns).map_err(|e| {
+                sides.push(self.rows[s].encode(&columns).map_err(|e| {
                     SluiceError::Execution(format!(
                         "a temporal join state snapshot's rows do not match the join's inputs: \
                          {e}"
@@ -629,11 +624,11 @@ impl Operator for TemporalJoinOperator {
                 match kinds.value(r) {
                     0 => {
                         state.waiting += 1;
-                        let row = sides[0].row(r).data().into();
+                        let row = sides[0].row(r).into();
                         probes.push((t, seqs.value(r), Probe { key: id, row }));
                     }
                     k => {
-                        let row = (k == 1).then(|| sides[1].row(r).data().into());
+                        let row = (k == 1).then(|| sides[1].row(r).into());
                         let at = state.versions.partition_point(|(v, _)| *v < t);
                         state.versions.insert(at, (t, row));
                         Self::arm(&mut self.timers, id, state);

@@ -13,6 +13,8 @@
 //!   as a batch (OVER aggregation, the event-time sort).
 //! - [`sorted`]: a partition's rows in sort order (Top-N), a small sorted `Vec` that
 //!   becomes a `BTreeMap` when it grows.
+//! - [`row_codec`]: the bytes whole rows are held in (joins, Top-N, deduplication, rows
+//!   waiting for the watermark), denser than Arrow's row format, decoded back to columns.
 //! - [`snapshot`]: the common snapshot layout (`key_group`, `key_<k>`, state columns),
 //!   written with [`SnapshotWriter`], read with [`SnapshotReader`], encoded as Arrow IPC.
 //! - [`window`]: window aggregate state, namespaced by window.
@@ -24,6 +26,7 @@
 pub mod group_state;
 pub mod keyed;
 pub mod pending;
+pub mod row_codec;
 pub mod rows;
 pub mod snapshot;
 pub mod sorted;
@@ -73,18 +76,6 @@ pub fn encode_keys(
         Some(c) => Ok(Some(c.convert_columns(columns)?)),
         None => Ok(None),
     }
-}
-
-/// The row converter for whole rows of `schema` (every column, in order): how operators
-/// keep rows they hold (joins, Top-N, rows waiting for the watermark).
-pub fn row_converter(schema: &datafusion_common::arrow::datatypes::Schema) -> Result<RowConverter> {
-    Ok(RowConverter::new(
-        schema
-            .fields()
-            .iter()
-            .map(|f| SortField::new(f.data_type().clone()))
-            .collect(),
-    )?)
 }
 
 /// The row converter for sort keys: `ORDER BY` expressions over `schema` with their sort

@@ -1,6 +1,6 @@
 //! Whole input rows waiting for the watermark: what the ordered operators (OVER
 //! aggregation, the event-time sort) hold until event time passes a row, then release in
-//! (time, arrival) order. Rows are kept in Arrow's row format (one allocation per row,
+//! (time, arrival) order. Rows are kept as [`super::row_codec`] bytes (one allocation per row,
 //! decoded back to columns on release and for snapshots), each with the id of its key
 //! (partition) in the operator's registry.
 //!
@@ -10,9 +10,9 @@
 //! [`PendingRows::take_staged`] decodes everything staged since as one batch (once per
 //! input batch or watermark), so rows arriving one watermark apart cost no batch each.
 
+use crate::state::row_codec::{EncodedRows, RowCodec};
 use datafusion_common::arrow::array::{ArrayRef, RecordBatch};
 use datafusion_common::arrow::datatypes::SchemaRef;
-use datafusion_common::arrow::row::{OwnedRow, Row, RowConverter, Rows};
 use sluice_common::Result;
 
 use crate::operators::stateless::batch_with_schema;
@@ -31,20 +31,20 @@ pub struct Released {
 
 /// Input rows of `schema` waiting for the watermark (see the module docs).
 pub struct PendingRows {
-    converter: RowConverter,
+    codec: RowCodec,
     schema: SchemaRef,
-    buffer: EventTimeBuffer<(u32, OwnedRow)>,
+    buffer: EventTimeBuffer<(u32, Box<[u8]>)>,
     /// Released, not yet decoded: `(time, key id, row)` and the watermark before each.
-    staged: Vec<(i64, u32, OwnedRow)>,
+    staged: Vec<(i64, u32, Box<[u8]>)>,
     staged_watermarks: Vec<i64>,
 }
 
 impl PendingRows {
     /// Nothing waiting; rows will have `schema`.
     pub fn new(schema: SchemaRef) -> Result<Self> {
-        let converter = crate::state::row_converter(&schema)?;
+        let codec = RowCodec::new(&schema)?;
         Ok(PendingRows {
-            converter,
+            codec,
             schema,
             buffer: EventTimeBuffer::new(),
             staged: Vec::new(),
@@ -52,15 +52,15 @@ impl PendingRows {
         })
     }
 
-    /// The rows of `columns` (the input's columns) in row format, to `push` from.
-    pub fn rows_of(&self, columns: &[ArrayRef]) -> Result<Rows> {
-        Ok(self.converter.convert_columns(columns)?)
+    /// The rows of `columns` (the input's columns) encoded, to `push` from.
+    pub fn rows_of(&self, columns: &[ArrayRef]) -> Result<EncodedRows> {
+        self.codec.encode(columns)
     }
 
     /// Holds `row` of key `key` with event time `time_ms` (after every row held before it
     /// with the same time).
-    pub fn push(&mut self, time_ms: i64, key: u32, row: Row<'_>) {
-        self.buffer.push(time_ms, (key, row.owned()));
+    pub fn push(&mut self, time_ms: i64, key: u32, row: &[u8]) {
+        self.buffer.push(time_ms, (key, row.into()));
     }
 
     /// Takes the rows with time `<= limit_ms` out of the buffer, in (time, arrival)
@@ -88,9 +88,7 @@ impl PendingRows {
             return Ok(None);
         }
         let staged = std::mem::take(&mut self.staged);
-        let columns = self
-            .converter
-            .convert_rows(staged.iter().map(|(_, _, r)| r.row()))?;
+        let columns = self.codec.decode(staged.iter().map(|(_, _, r)| &r[..]))?;
         Ok(Some(Released {
             rows: batch_with_schema(&self.schema, columns, staged.len())?,
             times: staged.iter().map(|(t, k, _)| (*t, *k)).collect(),
@@ -104,8 +102,8 @@ impl PendingRows {
     pub fn snapshot(&self) -> Result<(Vec<(i64, u32)>, Vec<ArrayRef>)> {
         let ordered = self.buffer.ordered();
         let columns = self
-            .converter
-            .convert_rows(ordered.iter().map(|(_, (_, r))| r.row()))?;
+            .codec
+            .decode(ordered.iter().map(|(_, (_, r))| &r[..]))?;
         Ok((
             ordered.iter().map(|(t, (k, _))| (*t, *k)).collect(),
             columns,

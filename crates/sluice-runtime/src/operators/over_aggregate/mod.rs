@@ -4,7 +4,7 @@
 //!
 //! Ordered by a processing-time attribute (`PROCTIME()`), rows are taken in arrival order
 //! and leave at once (Flink's `ProcTime*` functions). Ordered by event time, rows wait
-//! (`PendingRows`: row-format bytes of the whole input row) until the watermark reaches
+//! (`PendingRows`: the whole input row's bytes) until the watermark reaches
 //! their time, then leave in (time, arrival) order, each with its calls
 //! evaluated over its frame. The watermark is read per row (`StreamBatch::row_watermarks`):
 //! before a row is taken in, everything the watermark in effect at its arrival made final
@@ -28,7 +28,7 @@ use datafusion_common::arrow::array::{
 };
 use datafusion_common::arrow::compute::concat;
 use datafusion_common::arrow::datatypes::{DataType, Int64Type, Int8Type, SchemaRef};
-use datafusion_common::arrow::row::{RowConverter, Rows};
+use datafusion_common::arrow::row::RowConverter;
 use datafusion_common::ScalarValue;
 use datafusion_physical_expr::PhysicalExpr;
 use sluice_common::plan::OverFrame;
@@ -42,6 +42,7 @@ use crate::operator::{Collector, Operator};
 use crate::operators::stateless::batch_with_schema;
 use crate::state::keyed::KeyedValues;
 use crate::state::pending::{PendingRows, Released};
+use crate::state::row_codec::EncodedRows;
 use crate::state::{key_converter, SnapshotReader, SnapshotWriter};
 
 /// One call of the window, lowered.
@@ -175,15 +176,14 @@ impl OverAggregateOperator {
     }
 
     /// Takes in the rows of `batch` (none is released by this; see `release`).
-    /// (`batch` is the whole batch's rows in row format, `times` their times.)
+    /// (`batch` is the whole batch's rows encoded, `times` their times.)
     fn take_in(
         &mut self,
-        batch: &Rows,
+        batch: &EncodedRows,
         times: &[i64],
         rows: std::ops::Range<usize>,
         ids: &[usize],
     ) -> Result<()> {
-        let converted = batch;
         let mut late = 0;
         for i in rows {
             let t = times[i];
@@ -192,7 +192,7 @@ impl OverAggregateOperator {
                 late += 1;
                 continue;
             }
-            self.pending.push(t, ids[i] as u32, converted.row(i));
+            self.pending.push(t, ids[i] as u32, batch.row(i));
         }
         JobMetrics::add(&self.metrics.late_rows_dropped, late);
         Ok(())
