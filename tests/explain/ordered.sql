@@ -7,3 +7,4 @@ EXPLAIN SELECT sensor, temp FROM readings LIMIT 3;
 EXPLAIN SELECT sensor, temp FROM readings ORDER BY temp DESC LIMIT 2;
 EXPLAIN SELECT * FROM (SELECT sensor, c, ROW_NUMBER() OVER (ORDER BY c DESC) AS rn FROM (SELECT sensor, COUNT(*) AS c FROM readings GROUP BY sensor)) WHERE rn <= 2;
 EXPLAIN SELECT * FROM (SELECT sensor, s, ROW_NUMBER() OVER (ORDER BY s DESC) AS rn FROM (SELECT sensor, SUM(temp) AS s FROM readings GROUP BY sensor)) WHERE rn <= 2;
+EXPLAIN SELECT sensor FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY sensor ORDER BY temp DESC) AS rn FROM readings) WHERE rn <= 2;

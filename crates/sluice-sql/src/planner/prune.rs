@@ -6,14 +6,17 @@
 //! its read expressions name and drops the expressions nobody reads; a filter passes its
 //! needs on, plus its predicate's, and drops what its input dropped; a Top-N whose rank
 //! number nobody reads drops it (Flink's Top-N without rank number: only rows entering
-//! and leaving the range are emitted, not the rank changes of the rows in it); a source
+//! and leaving the range are emitted, not the rank changes of the rows in it) and reads
+//! of its input what its consumers, its `PARTITION BY` and its `ORDER BY` read; a source
 //! keeps its columns but records the physical columns and `ROW` fields it must decode
 //! (`SourceSpec::read_schema`). An aggregate (updating or windowed) reads what its keys,
 //! its calls and its window columns name; a window assignment and a join pass their
 //! consumers' needs on, plus what they read themselves (keys, condition, time and window
-//! columns), and drop what their inputs dropped. Where a join's input cannot drop an
-//! unread column itself (a scan, a filter over one), a projection is put above it, so the
-//! join's state keeps only the columns read above it. Below any other operator every
+//! columns), and drop what their inputs dropped. Where a join's or a Top-N's input cannot
+//! drop an unread column itself (a scan, a filter over one), a projection is put above
+//! it, so the operator's state keeps only the columns read above it. Rows that differed
+//! only in a dropped column become equal rows there, which both operators hold as copies,
+//! so the output is the same multiset of rows. Below any other operator every
 //! column is read whole.
 //!
 //! An expression reads a `ROW` column's field `f` only when it reaches the column through
@@ -140,13 +143,31 @@ pub(super) fn prune_columns(node: &mut PlanNode, needed: &[Option<Use>]) -> Opti
             Some(keep)
         }
         OperatorSpec::Rank(spec) => {
-            prune_columns(&mut node.inputs[0], &all_needed(width));
-            if !(spec.rank_column && matches!(needed.last(), Some(None))) {
+            // The output: the input's columns, then the rank number when shown.
+            let mut needs = padded(needed, width);
+            let input_schema = &node.inputs[0].schema;
+            for e in &spec.partition_by {
+                expr_needs(e, Use::All, input_schema, &mut needs);
+            }
+            for s in &spec.order_by {
+                expr_needs(&s.expr, Use::All, input_schema, &mut needs);
+            }
+            if let Some(w) = &spec.window {
+                need(&mut needs, w.end_column, Use::All);
+            }
+            let kept = prune_held_input(&mut node.inputs[0], &needs);
+            let drop_rank = spec.rank_column && needed.get(width).is_some_and(Option::is_none);
+            if kept.is_none() && !drop_rank {
                 return None;
             }
-            spec.rank_column = false;
-            let n = node.schema.fields().len();
-            let keep: Vec<bool> = (0..n).map(|i| i + 1 < n).collect();
+            let mut keep = kept.unwrap_or_else(|| vec![true; width]);
+            if let Some(w) = &mut spec.window {
+                w.end_column = remap(w.end_column, &keep);
+            }
+            if spec.rank_column {
+                keep.push(!drop_rank);
+                spec.rank_column = !drop_rank;
+            }
             keep_columns(node, &keep);
             Some(keep)
         }
@@ -284,8 +305,8 @@ fn prune_join(
         need(&mut left_needs, l, Use::All);
         need(&mut right_needs, r, Use::All);
     }
-    let left_keep = prune_join_input(left, &left_needs);
-    let right_keep = prune_join_input(right, &right_needs);
+    let left_keep = prune_held_input(left, &left_needs);
+    let right_keep = prune_held_input(right, &right_needs);
     if left_keep.is_none() && right_keep.is_none() {
         return None;
     }
@@ -317,11 +338,12 @@ fn prune_join(
     Some(out_keep)
 }
 
-/// Prunes one input of a join to the columns `needs` reads (as [`prune_columns`]), then,
-/// when some column it still outputs is unread, puts a `Project` of the read ones above
-/// it (at least one, so rows keep their count). Returns which of the input's original
-/// columns stay (`None`: all).
-fn prune_join_input(node: &mut PlanNode, needs: &[Option<Use>]) -> Option<Vec<bool>> {
+/// Prunes the input of an operator that holds its rows (a join, a Top-N) to the columns
+/// `needs` reads (as [`prune_columns`]), then, when some column it still outputs is
+/// unread, puts a `Project` of the read ones above it (at least one, so rows keep their
+/// count), so the operator's state keeps only what is read. Returns which of the input's
+/// original columns stay (`None`: all).
+fn prune_held_input(node: &mut PlanNode, needs: &[Option<Use>]) -> Option<Vec<bool>> {
     let width = node.schema.fields().len();
     let pruned = prune_columns(node, needs);
     let kept = pruned.clone().unwrap_or_else(|| vec![true; width]);
