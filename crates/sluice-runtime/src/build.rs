@@ -279,7 +279,8 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
                 residual,
                 Arc::new(spec.pair_schema.as_arrow().clone()),
                 out_schema,
-            )?;
+            )?
+            .with_append_only_inputs([0, 1].map(|i| !node.inputs[i].is_updating()));
             match spec.interval {
                 // State bounded by the watermark, not by a TTL.
                 Some(bounds) => Box::new(IntervalJoinOperator::new(

@@ -272,6 +272,13 @@ impl JoinOperator {
         self
     }
 
+    /// Marks the append-only inputs (`[left, right]`: their rows are never retracted),
+    /// whose rows are held without an index by their bytes. Call before any row arrives.
+    pub fn with_append_only_inputs(mut self, append_only: [bool; 2]) -> Self {
+        self.state = JoinRows::with_append_only(append_only);
+        self
+    }
+
     /// Distinct rows held per input (left, right).
     pub fn rows_in_state(&self) -> (usize, usize) {
         (self.state.len(0), self.state.len(1))

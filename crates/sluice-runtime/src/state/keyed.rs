@@ -189,6 +189,25 @@ impl KeyRegistry {
         }
     }
 
+    /// Registers `bytes` under a new id (a forgotten one reused) without indexing them:
+    /// [`Self::find`] and [`Self::id`] never return it, and equal bytes pushed twice get
+    /// two ids. For bytes never looked up by value (an append-only join input's rows,
+    /// which are never retracted): they cost no hash-table slot.
+    pub fn push_unindexed(&mut self, bytes: &[u8]) -> u32 {
+        let span = Span::new(self.arena.len(), bytes.len());
+        self.arena.extend_from_slice(bytes);
+        match self.free.pop() {
+            Some(id) => {
+                self.spans[id as usize] = span;
+                id
+            }
+            None => {
+                self.spans.push(span);
+                (self.spans.len() - 1) as u32
+            }
+        }
+    }
+
     /// The id of `key` if it is registered (nothing is registered).
     pub fn find(&self, key: &[u8]) -> Option<u32> {
         let hash = self.hasher.hash_one(key);

@@ -2,7 +2,7 @@
 //! (Flink's `JoinRecordStateView` without a unique key: a map from row to its count, per
 //! key and input).
 //!
-//! Each distinct row of an input (Arrow row-format bytes of all its columns) is held once,
+//! Each distinct row of an input ([`super::row_codec`] bytes of all its columns) is held once,
 //! with how many copies are in (`count`) and, for joins that need it, how many partners it
 //! has on the other input (`partners`: an outer row is padded with NULLs while it has none;
 //! a semi or anti join's row is shown or hidden by it). So a row inserted three times is
@@ -11,7 +11,9 @@
 //! partners) and the list the row joins. A row with no copies left is forgotten; a key
 //! with no rows on either input is forgotten at the end of the batch
 //! ([`JoinRows::forget_empty_keys`]), so key ids looked up for a batch stay valid while it
-//! is processed, and state holds exactly the rows that are in.
+//! is processed, and state holds exactly the rows that are in. An append-only input's rows
+//! (never retracted) are not indexed by their bytes: each arrival is its own entry
+//! ([`JoinRows::with_append_only`]).
 
 use super::keyed::{KeyRegistry, KeyedValues};
 
@@ -34,6 +36,9 @@ pub struct RowEntry {
 /// One input's distinct rows.
 #[derive(Default)]
 struct InputRows {
+    /// The input is append-only: its rows are never retracted, so they are not indexed
+    /// by their bytes, and equal rows are held as separate entries (one copy each).
+    append_only: bool,
     /// Distinct rows ↔ row ids.
     registry: KeyRegistry,
     /// Per row id (a free id's entry is stale).
@@ -54,6 +59,16 @@ impl JoinRows {
     /// No rows.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// No rows; the inputs marked `true` are append-only (never retracted): their rows
+    /// are held without an index by their bytes (a hash-table slot less per row).
+    pub fn with_append_only(append_only: [bool; 2]) -> Self {
+        let mut rows = Self::default();
+        for (input, a) in rows.inputs.iter_mut().zip(append_only) {
+            input.append_only = a;
+        }
+        rows
     }
 
     /// The id of `key` (row-format bytes) if some row has it.
@@ -77,7 +92,11 @@ impl JoinRows {
         now_ms: i64,
     ) -> u32 {
         let rows = &mut self.inputs[input];
-        let (id, new) = rows.registry.id(row);
+        let (id, new) = if rows.append_only {
+            (rows.registry.push_unindexed(row), true)
+        } else {
+            rows.registry.id(row)
+        };
         if !new {
             let e = &mut rows.entries[id as usize];
             e.count += 1;
@@ -121,7 +140,7 @@ impl JoinRows {
     }
 
     /// Takes one copy of `input`'s `row` away; `false` when it is not held (retracted
-    /// before, or expired by the TTL).
+    /// before, or expired by the TTL; an append-only input's rows are never found).
     pub fn retract(&mut self, input: usize, row: &[u8], now_ms: i64) -> bool {
         let rows = &mut self.inputs[input];
         let Some(id) = rows.registry.find(row) else {
@@ -295,5 +314,30 @@ mod tests {
         assert_eq!(s.len(0), 1);
         let k = s.key_id(b"k").unwrap();
         assert_eq!(s.row(0, s.rows_of(k, 0)[0]), b"new");
+    }
+
+    #[test]
+    fn an_append_only_inputs_equal_rows_are_separate_entries_and_expire_one_by_one() {
+        let mut s = JoinRows::with_append_only([true, false]);
+        let a = s.insert(0, b"k", None, b"row", 0);
+        let b = s.insert(0, b"k", None, b"row", 500);
+        assert_ne!(a, b);
+        assert_eq!((s.entry(0, a).count, s.entry(0, b).count), (1, 1));
+        let k = s.key_id(b"k").unwrap();
+        assert_eq!(s.rows_of(k, 0), &[a, b]);
+        assert_eq!((s.row(0, a), s.row(0, b)), (&b"row"[..], &b"row"[..]));
+        // The other input still counts copies.
+        let r = s.insert(1, b"k", Some(k), b"r", 0);
+        assert_eq!(s.insert(1, b"k", Some(k), b"r", 0), r);
+        assert_eq!(s.entry(1, r).count, 2);
+        // TTL: the older copy goes, the newer stays; a freed id is reused.
+        assert_eq!(
+            s.expire(1_200, 1_000),
+            2,
+            "the older left row and the right row"
+        );
+        assert_eq!(s.rows_of(k, 0), &[b]);
+        assert_eq!(s.insert(0, b"k", None, b"again", 1_300), a);
+        assert_eq!(s.len(0), 2);
     }
 }
