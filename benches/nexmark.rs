@@ -1,6 +1,6 @@
 //! Nexmark benchmark (issue 20): every query of `sql-examples/nexmark/` over the same 10 M
 //! events, in events per second (events in / seconds of the whole job, planning included)
-//! and the process's peak resident memory during the job:
+//! and the peak resident memory of the process that ran it (a fresh one per measurement):
 //! - `file p1` / `file p2`: the events read from one JSON-lines file (written once by the
 //!   `nexmark` connector into `target/bench-data/nexmark_<events>/`), the query's table
 //!   made a `filesystem` table with the same columns, computed `dateTime` and watermark; at
