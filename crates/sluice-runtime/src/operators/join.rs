@@ -269,13 +269,21 @@ impl JoinOperator {
     ) -> Self {
         self.ttl = ttl;
         self.clock = clock;
+        if ttl.is_some() {
+            // Equal rows are one entry again (see `with_append_only_inputs`).
+            self.state = JoinRows::new();
+        }
         self
     }
 
     /// Marks the append-only inputs (`[left, right]`: their rows are never retracted),
-    /// whose rows are held without an index by their bytes. Call before any row arrives.
+    /// whose rows are then held without an index by their bytes. Not under a state TTL:
+    /// there equal rows stay one entry, which every copy's arrival keeps alive (Flink's
+    /// row-to-count map state, its TTL updated on write). Call before any row arrives.
     pub fn with_append_only_inputs(mut self, append_only: [bool; 2]) -> Self {
-        self.state = JoinRows::with_append_only(append_only);
+        if self.ttl.is_none() {
+            self.state = JoinRows::with_append_only(append_only);
+        }
         self
     }
 
@@ -410,6 +418,14 @@ impl JoinOperator {
 
     /// Joins a batch of input `s` (see the module docs).
     fn join_batch(&mut self, s: usize, batch: StreamBatch, out: &mut Collector) -> Result<()> {
+        if self.state.is_append_only(s)
+            && (0..batch.num_rows()).any(|i| batch.row_kind(i).is_retraction())
+        {
+            // Its rows are not indexed by their bytes: a retraction could not find them.
+            return Err(SluiceError::Internal(format!(
+                "a retraction on join input {s}, planned as append-only"
+            )));
+        }
         let n = batch.num_rows();
         let data = &batch.data;
         let other = 1 - s;
@@ -978,6 +994,52 @@ mod tests {
         assert_eq!(
             push(&mut j, 1, batch(&[(Some(2), 9)], None)),
             ["+I 2 6 2 9"]
+        );
+    }
+
+    /// Under a TTL, equal rows of an append-only input expire together, kept alive by the
+    /// last copy's arrival (Flink: the row's count in map state, TTL updated on write), in
+    /// either order of the builder calls.
+    #[test]
+    fn state_ttl_keeps_equal_append_only_rows_alive_together() {
+        for ttl_first in [true, false] {
+            let clock = ProcessingClock::manual(1_000);
+            let j = join(JoinKind::Inner, &clock, None);
+            let ttl = Some(std::time::Duration::from_millis(100));
+            let mut j = if ttl_first {
+                j.with_state_ttl(ttl, clock.clone())
+                    .with_append_only_inputs([true, true])
+            } else {
+                j.with_append_only_inputs([true, true])
+                    .with_state_ttl(ttl, clock.clone())
+            };
+            push(&mut j, 0, batch(&[(Some(1), 5)], None));
+            clock.advance_ms(60);
+            push(&mut j, 0, batch(&[(Some(1), 5)], None));
+            clock.advance_ms(60);
+            let mut out = Collector::default();
+            j.on_processing_time(clock.now_ms(), &mut out).unwrap();
+            assert_eq!(
+                push(&mut j, 1, batch(&[(Some(1), 9)], None)),
+                ["+I 1 5 1 9", "+I 1 5 1 9"],
+                "both copies alive 120 ms after the first (ttl first: {ttl_first})"
+            );
+        }
+    }
+
+    /// An append-only input's retraction is refused (its rows cannot be found by value).
+    #[test]
+    fn a_retraction_on_an_append_only_input_is_an_error() {
+        let clock = ProcessingClock::manual(0);
+        let mut j = join(JoinKind::Inner, &clock, None).with_append_only_inputs([true, false]);
+        push(&mut j, 0, batch(&[(Some(1), 5)], None));
+        let mut out = Collector::default();
+        let retract = batch(&[(Some(1), 5)], Some(&[RowKind::Delete]));
+        assert!(j.process_input(0, retract, &mut out).is_err());
+        let retract = batch(&[(Some(1), 9)], Some(&[RowKind::Delete]));
+        assert!(
+            j.process_input(1, retract, &mut out).is_ok(),
+            "the updating input"
         );
     }
 

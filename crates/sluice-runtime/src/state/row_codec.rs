@@ -367,11 +367,12 @@ fn decode_column(
     };
     let take = |row: &'_ [u8], at: &mut usize, len: usize| -> Result<std::ops::Range<usize>> {
         let start = *at;
-        *at += len;
-        if *at > row.len() {
-            return Err(corrupt());
-        }
-        Ok(start..*at)
+        let end = start
+            .checked_add(len)
+            .filter(|&e| e <= row.len())
+            .ok_or_else(corrupt)?;
+        *at = end;
+        Ok(start..end)
     };
     match codec {
         ColumnCodec::Int { width } | ColumnCodec::Raw { width } => {
@@ -689,5 +690,10 @@ mod tests {
         assert!(codec.decode([cut]).is_err());
         assert!(codec.decode([&[][..]]).is_err());
         assert!(codec.decode([&[0u8, 0x80][..]]).is_err());
+        // A string length past the end of memory.
+        let huge = [
+            0u8, 2, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01,
+        ];
+        assert!(codec.decode([&huge[..]]).is_err());
     }
 }

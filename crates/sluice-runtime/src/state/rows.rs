@@ -139,6 +139,11 @@ impl JoinRows {
         e.partners = partners;
     }
 
+    /// Whether `input` was marked append-only ([`Self::with_append_only`]).
+    pub fn is_append_only(&self, input: usize) -> bool {
+        self.inputs[input].append_only
+    }
+
     /// Takes one copy of `input`'s `row` away; `false` when it is not held (retracted
     /// before, or expired by the TTL; an append-only input's rows are never found).
     pub fn retract(&mut self, input: usize, row: &[u8], now_ms: i64) -> bool {

@@ -6,8 +6,9 @@
 //! its read expressions name and drops the expressions nobody reads; a filter passes its
 //! needs on, plus its predicate's, and drops what its input dropped; a Top-N whose rank
 //! number nobody reads drops it (Flink's Top-N without rank number: only rows entering
-//! and leaving the range are emitted, not the rank changes of the rows in it) and reads
-//! of its input what its consumers, its `PARTITION BY` and its `ORDER BY` read; a source
+//! and leaving the range are emitted, not the rank changes of the rows in it) and, over
+//! an append-only input, reads of it what its consumers, its `PARTITION BY` and its
+//! `ORDER BY` read (over an updating input, every column); a source
 //! keeps its columns but records the physical columns and `ROW` fields it must decode
 //! (`SourceSpec::read_schema`). An aggregate (updating or windowed) reads what its keys,
 //! its calls and its window columns name; a window assignment and a join pass their
@@ -143,8 +144,16 @@ pub(super) fn prune_columns(node: &mut PlanNode, needed: &[Option<Use>]) -> Opti
             Some(keep)
         }
         OperatorSpec::Rank(spec) => {
-            // The output: the input's columns, then the rank number when shown.
-            let mut needs = padded(needed, width);
+            // The output: the input's columns, then the rank number when shown. Over an
+            // updating input every column stays: a retraction takes away the latest held
+            // row equal to it, and columns nobody reads still tell tied rows apart (which
+            // copy goes decides the order of the rest), and an upsert key they hold lets
+            // the Top-N run update-fast.
+            let mut needs = if node.inputs[0].is_updating() {
+                all_needed(width)
+            } else {
+                padded(needed, width)
+            };
             let input_schema = &node.inputs[0].schema;
             for e in &spec.partition_by {
                 expr_needs(e, Use::All, input_schema, &mut needs);
