@@ -761,19 +761,12 @@ impl Operator for JoinOperator {
                 if picked.is_empty() {
                     continue;
                 }
+                let input = &self.inputs[s];
                 let columns = reader
-                    .numbered(prefix)
+                    .numbered_exactly(prefix, input.schema.fields().len())?
                     .iter()
                     .map(|c| filter(c.as_ref(), &mask))
                     .collect::<std::result::Result<Vec<_>, _>>()?;
-                let input = &self.inputs[s];
-                if columns.len() != input.schema.fields().len() {
-                    return Err(SluiceError::Execution(format!(
-                        "a join state snapshot has {} columns for input {s}, the join {}",
-                        columns.len(),
-                        input.schema.fields().len()
-                    )));
-                }
                 let rows = input.codec.encode(&columns).map_err(|e| {
                     SluiceError::Execution(format!(
                         "a join state snapshot's rows do not match the join's inputs: {e}"

@@ -145,14 +145,7 @@ impl Operator for ChangelogNormalizeOperator {
                 continue;
             }
             let reader = SnapshotReader::new(snap, "ChangelogNormalize");
-            let columns = reader.numbered("row_");
-            if columns.len() != self.schema.fields().len() {
-                return Err(SluiceError::Execution(format!(
-                    "a ChangelogNormalize state snapshot has {} columns, the table {}",
-                    columns.len(),
-                    self.schema.fields().len()
-                )));
-            }
+            let columns = reader.numbered_exactly("row_", self.schema.fields().len())?;
             let batch = RecordBatch::try_new(Arc::clone(&self.schema), columns)?;
             let keys = self.keys.convert_columns(&self.key_columns(&batch))?;
             let rows = self.rows.encode(batch.columns())?;

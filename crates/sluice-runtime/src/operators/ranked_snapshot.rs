@@ -13,7 +13,7 @@ use datafusion_common::arrow::datatypes::{Int64Type, SchemaRef};
 use datafusion_common::arrow::row::{RowConverter, Rows};
 
 use crate::state::row_codec::RowCodec;
-use sluice_common::{Result, SluiceError};
+use sluice_common::Result;
 
 use crate::operators::stateless::batch_with_schema;
 use crate::state::keyed::KeyRegistry;
@@ -99,17 +99,7 @@ pub fn read(
     let seqs = reader.primitive::<Int64Type>("seq")?;
     let idle_ms = reader.primitive::<Int64Type>("idle_ms")?;
     let (_, key_rows) = reader.key_rows(key_converter, keys)?;
-    let held = reader.numbered("row_").len();
-    if held != in_schema.fields().len() {
-        return Err(SluiceError::Execution(format!(
-            "a {what} state snapshot holds rows of {held} columns, the operator's input has {} \
-             (a snapshot of another query or plan)",
-            in_schema.fields().len()
-        )));
-    }
-    let columns = (0..in_schema.fields().len())
-        .map(|i| reader.column(&format!("row_{i}")))
-        .collect::<Result<Vec<_>>>()?;
+    let columns = reader.numbered_exactly("row_", in_schema.fields().len())?;
     Ok(Restored {
         key_rows,
         seqs: seqs.values().iter().map(|&s| s as u64).collect(),

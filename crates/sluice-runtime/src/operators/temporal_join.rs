@@ -597,15 +597,8 @@ impl Operator for TemporalJoinOperator {
                 reader.key_rows(self.key_converter.as_ref(), self.key_types.len())?;
             let mut sides = Vec::new();
             for (s, prefix) in ["left_", "right_"].iter().enumerate() {
-                let columns = reader.numbered(prefix);
-                if columns.len() != self.inputs[s].schema.fields().len() {
-                    return Err(SluiceError::Execution(format!(
-                        "a temporal join state snapshot has {} columns for input {s}, the join \
-                         {}",
-                        columns.len(),
-                        self.inputs[s].schema.fields().len()
-                    )));
-                }
+                let columns =
+                    reader.numbered_exactly(prefix, self.inputs[s].schema.fields().len())?;
                 sides.push(self.rows[s].encode(&columns).map_err(|e| {
                     SluiceError::Execution(format!(
                         "a temporal join state snapshot's rows do not match the join's inputs: \

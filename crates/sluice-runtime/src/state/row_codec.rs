@@ -112,14 +112,15 @@ impl RowCodec {
     /// The rows of `columns` (this codec's schema's columns, equally long), encoded.
     ///
     /// # Errors
-    /// Columns of other types than the schema's.
+    /// Columns of other types than the schema's (nested field names aside, as Arrow's row
+    /// format: [`DataType::equals_datatype`]).
     pub fn encode(&self, columns: &[ArrayRef]) -> Result<EncodedRows> {
         let rows = columns.first().map_or(0, |c| c.len());
         if columns.len() != self.columns.len()
             || columns
                 .iter()
                 .zip(&self.types)
-                .any(|(c, t)| c.data_type() != t)
+                .any(|(c, t)| !c.data_type().equals_datatype(t))
         {
             return Err(SluiceError::Internal(
                 "row codec: columns differ from the schema".into(),
@@ -676,6 +677,29 @@ mod tests {
         for (a, b) in [(0, 1), (0, 3), (3, 4), (1, 4)] {
             assert_ne!(rows.row(a), rows.row(b), "rows {a} and {b}");
         }
+    }
+
+    #[test]
+    fn nested_field_names_may_differ_from_the_schema() {
+        // A list whose item field is named "element" into a codec typed with "item": the
+        // rows decode as the codec's type, values unchanged.
+        let element = Arc::new(Field::new("element", DataType::Int32, true));
+        let list: ArrayRef = Arc::new(ListArray::new(
+            element,
+            datafusion_common::arrow::buffer::OffsetBuffer::from_lengths([2, 0]),
+            Arc::new(Int32Array::from(vec![1, 2])),
+            None,
+        ));
+        let item = DataType::List(Arc::new(Field::new("item", DataType::Int32, true)));
+        let codec = RowCodec::new(&Schema::new(vec![Field::new("l", item.clone(), true)])).unwrap();
+        let rows = codec.encode(std::slice::from_ref(&list)).unwrap();
+        let back = codec.decode([rows.row(0), rows.row(1)]).unwrap();
+        assert_eq!(back[0].data_type(), &item);
+        let want = ListArray::from_iter_primitive::<Int32Type, _, _>(vec![
+            Some(vec![Some(1), Some(2)]),
+            Some(vec![]),
+        ]);
+        assert_eq!(back[0].to_data(), want.to_data());
     }
 
     #[test]

@@ -180,6 +180,23 @@ impl<'a> SnapshotReader<'a> {
             .collect()
     }
 
+    /// The columns `<prefix>0` to `<prefix><count - 1>`: a held row's `count` columns.
+    ///
+    /// # Errors
+    /// The snapshot holds another number of them (a snapshot of another query or plan).
+    pub fn numbered_exactly(&self, prefix: &str, count: usize) -> Result<Vec<ArrayRef>> {
+        let columns = self.numbered(prefix);
+        if columns.len() != count {
+            return Err(SluiceError::Execution(format!(
+                "a {} state snapshot holds {} '{prefix}' columns, the operator {count} (a \
+                 snapshot of another query or plan)",
+                self.what,
+                columns.len()
+            )));
+        }
+        Ok(columns)
+    }
+
     /// The key columns `key_0`, ... `key_<count - 1>`.
     ///
     /// # Errors
