@@ -280,7 +280,11 @@ pub(crate) fn build_operator(node: &PlanNode, env: &OperatorEnv) -> Result<Box<d
                 Arc::new(spec.pair_schema.as_arrow().clone()),
                 out_schema,
             )?
-            .with_append_only_inputs([0, 1].map(|i| !node.inputs[i].is_updating()));
+            .with_append_only_inputs(
+                [0, 1].map(|i| !node.inputs[i].is_updating()),
+                // An interval join's rows leave by the watermark; a regular join keeps them.
+                spec.interval.is_some(),
+            );
             match spec.interval {
                 // State bounded by the watermark, not by a TTL.
                 Some(bounds) => Box::new(IntervalJoinOperator::new(

@@ -41,7 +41,8 @@ use crate::expr::{evaluate_all, evaluate_predicate};
 use crate::message::{RowKind, StreamBatch};
 use crate::operator::{Collector, Operator};
 use crate::state::row_codec::{EncodedRows, RowCodec};
-use crate::state::rows::JoinRows;
+use crate::state::row_log::Read;
+use crate::state::rows::{Held, JoinRows};
 use crate::state::{key_converter, SnapshotReader, SnapshotWriter};
 
 /// One input of the join and what is kept of it.
@@ -140,9 +141,15 @@ impl JoinOperator {
 
     /// The columns of input `input`'s held rows `ids`, decoded.
     pub(crate) fn columns_of(&self, input: usize, ids: &[u32]) -> Result<Vec<ArrayRef>> {
-        self.inputs[input]
-            .codec
-            .decode(ids.iter().map(|&id| self.state.row(input, id)))
+        self.rows_of(input, ids, Read::Probe)
+    }
+
+    /// The columns of input `input`'s held rows `ids`, decoded; `read` as
+    /// [`JoinRows::with_rows`] takes it.
+    fn rows_of(&self, input: usize, ids: &[u32], read: Read) -> Result<Vec<ArrayRef>> {
+        let codec = &self.inputs[input].codec;
+        self.state
+            .with_rows(input, ids, read, |rows| codec.decode(rows))
     }
 }
 
@@ -277,12 +284,25 @@ impl JoinOperator {
     }
 
     /// Marks the append-only inputs (`[left, right]`: their rows are never retracted),
-    /// whose rows are then held without an index by their bytes. Not under a state TTL:
-    /// there equal rows stay one entry, which every copy's arrival keeps alive (Flink's
-    /// row-to-count map state, its TTL updated on write). Call before any row arrives.
-    pub fn with_append_only_inputs(mut self, append_only: [bool; 2]) -> Self {
+    /// whose rows are then held without an index by their bytes: [`Held::Arrivals`] when
+    /// `rows_leave` (an interval join's, by the watermark), else [`Held::Forever`] (kept
+    /// to the end, cold ones compressed). Not under a state TTL: there equal rows stay
+    /// one entry, which every copy's arrival keeps alive (Flink's row-to-count map state,
+    /// its TTL updated on write). Call before any row arrives.
+    pub fn with_append_only_inputs(mut self, append_only: [bool; 2], rows_leave: bool) -> Self {
         if self.ttl.is_none() {
-            self.state = JoinRows::with_append_only(append_only);
+            let append_only_as = if rows_leave {
+                Held::Arrivals
+            } else {
+                Held::Forever
+            };
+            self.state = JoinRows::with_held(append_only.map(|a| {
+                if a {
+                    append_only_as
+                } else {
+                    Held::Distinct
+                }
+            }));
         }
         self
     }
@@ -715,7 +735,7 @@ impl Operator for JoinOperator {
             }
             for (t, target) in self.inputs.iter().enumerate() {
                 let columns = if t == s {
-                    self.columns_of(s, &ids)?
+                    self.rows_of(s, &ids, Read::Scan)?
                 } else {
                     target
                         .schema
@@ -1001,9 +1021,9 @@ mod tests {
             let ttl = Some(std::time::Duration::from_millis(100));
             let mut j = if ttl_first {
                 j.with_state_ttl(ttl, clock.clone())
-                    .with_append_only_inputs([true, true])
+                    .with_append_only_inputs([true, true], false)
             } else {
-                j.with_append_only_inputs([true, true])
+                j.with_append_only_inputs([true, true], false)
                     .with_state_ttl(ttl, clock.clone())
             };
             push(&mut j, 0, batch(&[(Some(1), 5)], None));
@@ -1024,7 +1044,8 @@ mod tests {
     #[test]
     fn a_retraction_on_an_append_only_input_is_an_error() {
         let clock = ProcessingClock::manual(0);
-        let mut j = join(JoinKind::Inner, &clock, None).with_append_only_inputs([true, false]);
+        let mut j =
+            join(JoinKind::Inner, &clock, None).with_append_only_inputs([true, false], false);
         push(&mut j, 0, batch(&[(Some(1), 5)], None));
         let mut out = Collector::default();
         let retract = batch(&[(Some(1), 5)], Some(&[RowKind::Delete]));

@@ -15,6 +15,8 @@
 //!   becomes a `BTreeMap` when it grows.
 //! - [`row_codec`]: the bytes whole rows are held in (joins, Top-N, deduplication, rows
 //!   waiting for the watermark), denser than Arrow's row format, decoded back to columns.
+//! - [`row_log`]: rows kept until the job ends (a regular join's append-only input without
+//!   a TTL), in blocks compressed with LZ4 when cold.
 //! - [`snapshot`]: the common snapshot layout (`key_group`, `key_<k>`, state columns),
 //!   written with [`SnapshotWriter`], read with [`SnapshotReader`], encoded as Arrow IPC.
 //! - [`window`]: window aggregate state, namespaced by window.
@@ -27,6 +29,7 @@ pub mod group_state;
 pub mod keyed;
 pub mod pending;
 pub mod row_codec;
+pub mod row_log;
 pub mod rows;
 pub mod snapshot;
 pub mod sorted;

@@ -25,12 +25,13 @@
 use std::sync::Arc;
 
 use datafusion_common::arrow::array::{
-    make_array, new_null_array, Array, ArrayData, ArrayRef, AsArray, BinaryViewBuilder,
-    BooleanArray, BooleanBufferBuilder, GenericBinaryBuilder, OffsetSizeTrait,
+    make_array, new_null_array, Array, ArrayData, ArrayRef, AsArray, BinaryViewArray,
+    BinaryViewBuilder, BooleanArray, BooleanBufferBuilder, GenericBinaryBuilder, OffsetSizeTrait,
+    StringViewArray,
 };
-use datafusion_common::arrow::buffer::{MutableBuffer, NullBuffer};
+use datafusion_common::arrow::buffer::{Buffer, MutableBuffer, NullBuffer};
 use datafusion_common::arrow::datatypes::{DataType, Schema};
-use datafusion_common::arrow::row::{RowConverter, SortField};
+use datafusion_common::arrow::row::{RowConverter, Rows, SortField};
 use sluice_common::{Result, SluiceError};
 
 /// How one column's values are written.
@@ -126,44 +127,17 @@ impl RowCodec {
                 "row codec: columns differ from the schema".into(),
             ));
         }
-        let row_formats: Vec<Option<_>> = self
+        let views = self
             .columns
             .iter()
             .zip(columns)
-            .map(|(codec, column)| match codec {
-                ColumnCodec::RowFormat(c) => c.convert_columns(&[Arc::clone(column)]).map(Some),
-                _ => Ok(None),
-            })
-            .collect::<std::result::Result<_, _>>()?;
-        // The value bytes of fixed-width columns, from their first row.
-        let datas: Vec<Option<ArrayData>> = self
-            .columns
-            .iter()
-            .zip(columns)
-            .map(|(codec, column)| {
-                matches!(codec, ColumnCodec::Int { .. } | ColumnCodec::Raw { .. })
-                    .then(|| column.to_data())
-            })
-            .collect();
-        let fixed = |k: usize| -> &[u8] {
-            match (&datas[k], &self.columns[k]) {
-                (Some(d), ColumnCodec::Int { width } | ColumnCodec::Raw { width }) => {
-                    &d.buffers()[0].as_slice()[d.offset() * width..]
-                }
-                _ => &[],
-            }
-        };
+            .map(|(codec, column)| ColumnView::new(codec, column))
+            .collect::<Result<Vec<_>>>()?;
         // Lengths first, then every column written at each row's cursor.
         let mut lens = vec![self.null_bytes; rows];
-        for (k, (codec, column)) in self.columns.iter().zip(columns).enumerate() {
-            let fixed = fixed(k);
+        for view in &views {
             for (i, len) in lens.iter_mut().enumerate() {
-                if let Some(bytes) = &row_formats[k] {
-                    let n = bytes.row(i).data().len();
-                    *len += varint_len(n as u64) + n;
-                } else if column.is_valid(i) {
-                    *len += value_len(codec, column.as_ref(), fixed, i);
-                }
+                *len += view.len(i);
             }
         }
         let mut offsets = Vec::with_capacity(rows + 1);
@@ -178,18 +152,11 @@ impl RowCodec {
             .iter()
             .map(|o| o + self.null_bytes)
             .collect();
-        for (k, (codec, column)) in self.columns.iter().zip(columns).enumerate() {
-            let fixed = fixed(k);
+        for (k, view) in views.iter().enumerate() {
             for (i, cursor) in cursors.iter_mut().enumerate() {
-                if let Some(bytes) = &row_formats[k] {
-                    let b = bytes.row(i).data();
-                    *cursor = put_varint(&mut data, *cursor, b.len() as u64);
-                    data[*cursor..*cursor + b.len()].copy_from_slice(b);
-                    *cursor += b.len();
-                } else if column.is_valid(i) && !matches!(codec, ColumnCodec::Null) {
-                    *cursor = put_value(&mut data, *cursor, codec, column.as_ref(), fixed, i);
-                } else {
-                    data[offsets[i] + k / 8] |= 1 << (k % 8);
+                match view.put(&mut data, *cursor, i) {
+                    Some(at) => *cursor = at,
+                    None => data[offsets[i] + k / 8] |= 1 << (k % 8),
                 }
             }
         }
@@ -258,17 +225,6 @@ fn int_of(b: &[u8]) -> i64 {
     }
 }
 
-fn bytes_at(column: &dyn Array, layout: BytesLayout, i: usize) -> &[u8] {
-    match layout {
-        BytesLayout::Utf8 => column.as_string::<i32>().value(i).as_bytes(),
-        BytesLayout::LargeUtf8 => column.as_string::<i64>().value(i).as_bytes(),
-        BytesLayout::Utf8View => column.as_string_view().value(i).as_bytes(),
-        BytesLayout::Binary => column.as_binary::<i32>().value(i),
-        BytesLayout::LargeBinary => column.as_binary::<i64>().value(i),
-        BytesLayout::BinaryView => column.as_binary_view().value(i),
-    }
-}
-
 fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }
@@ -306,48 +262,174 @@ fn get_varint(row: &[u8], at: &mut usize) -> Result<u64> {
     Err(corrupt())
 }
 
-/// Bytes of row `i`'s (non-NULL) value (`fixed`: a fixed-width column's value bytes).
-fn value_len(codec: &ColumnCodec, column: &dyn Array, fixed: &[u8], i: usize) -> usize {
-    match codec {
-        ColumnCodec::Int { width } => varint_len(zigzag(int_of(fixed_at(fixed, *width, i)))),
-        ColumnCodec::Raw { width } => *width,
-        ColumnCodec::Boolean => 1,
-        ColumnCodec::Bytes(layout) => {
-            let n = bytes_at(column, *layout, i).len();
-            varint_len(n as u64) + n
-        }
-        ColumnCodec::RowFormat(_) | ColumnCodec::Null => 0,
-    }
+/// One column as [`RowCodec::encode`] reads it: downcast once, then read per row.
+struct ColumnView<'a> {
+    /// The column's validity (`None`: no NULLs).
+    nulls: Option<&'a NullBuffer>,
+    values: Values<'a>,
 }
 
-/// Writes row `i`'s (non-NULL) value at `at`; returns the position after it.
-fn put_value(
-    data: &mut [u8],
-    at: usize,
-    codec: &ColumnCodec,
-    column: &dyn Array,
-    fixed: &[u8],
-    i: usize,
-) -> usize {
-    match codec {
-        ColumnCodec::Int { width } => {
-            put_varint(data, at, zigzag(int_of(fixed_at(fixed, *width, i))))
+/// A column's values by how they are written.
+enum Values<'a> {
+    /// Integer-like, `width` bytes each (the value buffer from the first row): varints.
+    Int {
+        width: usize,
+        bytes: Buffer,
+    },
+    /// Other fixed-width, `width` bytes each: raw.
+    Raw {
+        width: usize,
+        bytes: Buffer,
+    },
+    Boolean(&'a BooleanArray),
+    /// Offsets into `values` (`Utf8`, `Binary`).
+    Bytes32 {
+        offsets: &'a [i32],
+        values: &'a [u8],
+    },
+    /// Offsets into `values` (`LargeUtf8`, `LargeBinary`).
+    Bytes64 {
+        offsets: &'a [i64],
+        values: &'a [u8],
+    },
+    StringView(&'a StringViewArray),
+    BinaryView(&'a BinaryViewArray),
+    /// Arrow's row format of the column.
+    RowFormat(Rows),
+    /// The `NULL` type.
+    Null,
+}
+
+impl<'a> ColumnView<'a> {
+    fn new(codec: &ColumnCodec, column: &'a ArrayRef) -> Result<Self> {
+        // A fixed-width column's value bytes from its first row (the buffer is shared).
+        let fixed = |width: usize| {
+            let d = column.to_data();
+            d.buffers()[0].slice_with_length(d.offset() * width, d.len() * width)
+        };
+        let values = match codec {
+            ColumnCodec::Int { width } => Values::Int {
+                width: *width,
+                bytes: fixed(*width),
+            },
+            ColumnCodec::Raw { width } => Values::Raw {
+                width: *width,
+                bytes: fixed(*width),
+            },
+            ColumnCodec::Boolean => Values::Boolean(column.as_boolean()),
+            ColumnCodec::Bytes(layout) => match layout {
+                BytesLayout::Utf8 => {
+                    let a = column.as_string::<i32>();
+                    Values::Bytes32 {
+                        offsets: a.value_offsets(),
+                        values: a.value_data(),
+                    }
+                }
+                BytesLayout::Binary => {
+                    let a = column.as_binary::<i32>();
+                    Values::Bytes32 {
+                        offsets: a.value_offsets(),
+                        values: a.value_data(),
+                    }
+                }
+                BytesLayout::LargeUtf8 => {
+                    let a = column.as_string::<i64>();
+                    Values::Bytes64 {
+                        offsets: a.value_offsets(),
+                        values: a.value_data(),
+                    }
+                }
+                BytesLayout::LargeBinary => {
+                    let a = column.as_binary::<i64>();
+                    Values::Bytes64 {
+                        offsets: a.value_offsets(),
+                        values: a.value_data(),
+                    }
+                }
+                BytesLayout::Utf8View => Values::StringView(column.as_string_view()),
+                BytesLayout::BinaryView => Values::BinaryView(column.as_binary_view()),
+            },
+            ColumnCodec::RowFormat(c) => {
+                Values::RowFormat(c.convert_columns(&[Arc::clone(column)])?)
+            }
+            ColumnCodec::Null => Values::Null,
+        };
+        let nulls = match values {
+            // Its row format holds the NULL.
+            Values::RowFormat(_) => None,
+            _ => column.nulls(),
+        };
+        Ok(ColumnView { nulls, values })
+    }
+
+    /// Whether row `i` is written as NULL (its bitmap bit, no value).
+    #[inline]
+    fn is_null(&self, i: usize) -> bool {
+        matches!(self.values, Values::Null) || self.nulls.is_some_and(|n| n.is_null(i))
+    }
+
+    /// Row `i`'s bytes (string and binary layouts).
+    #[inline]
+    fn bytes(&self, i: usize) -> &[u8] {
+        match &self.values {
+            Values::Bytes32 { offsets, values } => {
+                &values[offsets[i] as usize..offsets[i + 1] as usize]
+            }
+            Values::Bytes64 { offsets, values } => {
+                &values[offsets[i] as usize..offsets[i + 1] as usize]
+            }
+            Values::StringView(a) => a.value(i).as_bytes(),
+            Values::BinaryView(a) => a.value(i),
+            Values::RowFormat(rows) => rows.row(i).data(),
+            _ => &[],
         }
-        ColumnCodec::Raw { width } => {
-            data[at..at + width].copy_from_slice(fixed_at(fixed, *width, i));
-            at + width
+    }
+
+    /// Bytes row `i`'s value takes (none when NULL).
+    #[inline]
+    fn len(&self, i: usize) -> usize {
+        if self.is_null(i) {
+            return 0;
         }
-        ColumnCodec::Boolean => {
-            data[at] = u8::from(column.as_boolean().value(i));
-            at + 1
+        match &self.values {
+            Values::Int { width, bytes } => varint_len(zigzag(int_of(fixed_at(bytes, *width, i)))),
+            Values::Raw { width, .. } => *width,
+            Values::Boolean(_) => 1,
+            Values::Null => 0,
+            _ => {
+                let n = self.bytes(i).len();
+                varint_len(n as u64) + n
+            }
         }
-        ColumnCodec::Bytes(layout) => {
-            let b = bytes_at(column, *layout, i);
-            let at = put_varint(data, at, b.len() as u64);
-            data[at..at + b.len()].copy_from_slice(b);
-            at + b.len()
+    }
+
+    /// Writes row `i`'s value at `at`; returns the position after it, or `None` when the
+    /// value is NULL (nothing written).
+    #[inline]
+    fn put(&self, data: &mut [u8], at: usize, i: usize) -> Option<usize> {
+        if self.is_null(i) {
+            return None;
         }
-        ColumnCodec::RowFormat(_) | ColumnCodec::Null => at,
+        Some(match &self.values {
+            Values::Int { width, bytes } => {
+                put_varint(data, at, zigzag(int_of(fixed_at(bytes, *width, i))))
+            }
+            Values::Raw { width, bytes } => {
+                data[at..at + width].copy_from_slice(fixed_at(bytes, *width, i));
+                at + width
+            }
+            Values::Boolean(a) => {
+                data[at] = u8::from(a.value(i));
+                at + 1
+            }
+            Values::Null => at,
+            _ => {
+                let b = self.bytes(i);
+                let at = put_varint(data, at, b.len() as u64);
+                data[at..at + b.len()].copy_from_slice(b);
+                at + b.len()
+            }
+        })
     }
 }
 

@@ -13,9 +13,40 @@
 //! ([`JoinRows::forget_empty_keys`]), so key ids looked up for a batch stay valid while it
 //! is processed, and state holds exactly the rows that are in. An append-only input's rows
 //! (never retracted) are not indexed by their bytes: each arrival is its own entry
-//! ([`JoinRows::with_append_only`]).
+//! ([`JoinRows::with_held`], [`Held`]); those kept until the end are in a
+//! [`RowLog`], compressed when cold.
 
 use super::keyed::{KeyRegistry, KeyedValues};
+use super::row_log::{Read, RowLog};
+
+/// How an input's rows are held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Held {
+    /// Distinct rows, found by their bytes (each with its count of copies): an input
+    /// whose rows are retracted, or (under a state TTL) expire together.
+    #[default]
+    Distinct,
+    /// Append-only rows that leave (an interval join's, by the watermark): each arrival is
+    /// its own entry, not found by its bytes (no hash-table slot); freed ids are reused.
+    Arrivals,
+    /// Append-only rows kept until the job ends (a regular join without a TTL): each
+    /// arrival is its own entry in a [`RowLog`], cold rows compressed.
+    Forever,
+}
+
+/// The bytes of one input's rows, by row id.
+enum Store {
+    /// [`Held::Distinct`] and [`Held::Arrivals`]: rows ↔ ids in a registry (indexed or not).
+    Registry(KeyRegistry),
+    /// [`Held::Forever`].
+    Log(RowLog),
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Store::Registry(KeyRegistry::default())
+    }
+}
 
 /// What is kept for one distinct row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,16 +64,39 @@ pub struct RowEntry {
     pub last_ms: i64,
 }
 
-/// One input's distinct rows.
+/// One input's rows.
 #[derive(Default)]
 struct InputRows {
-    /// The input is append-only: its rows are never retracted, so they are not indexed
-    /// by their bytes, and equal rows are held as separate entries (one copy each).
-    append_only: bool,
-    /// Distinct rows ↔ row ids.
-    registry: KeyRegistry,
+    held: Held,
+    /// Rows ↔ row ids.
+    store: Store,
     /// Per row id (a free id's entry is stale).
     entries: Vec<RowEntry>,
+}
+
+impl InputRows {
+    /// The registry of a [`Held::Distinct`] or [`Held::Arrivals`] input.
+    fn registry(&self) -> Option<&KeyRegistry> {
+        match &self.store {
+            Store::Registry(r) => Some(r),
+            Store::Log(_) => None,
+        }
+    }
+
+    /// Row ids held, ascending.
+    fn live_ids(&self) -> Box<dyn Iterator<Item = u32> + '_> {
+        match &self.store {
+            Store::Registry(r) => Box::new(r.live_ids()),
+            Store::Log(log) => Box::new(0..log.len() as u32),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match &self.store {
+            Store::Registry(r) => r.len(),
+            Store::Log(log) => log.len(),
+        }
+    }
 }
 
 /// Both inputs' rows per key (see the module docs). Inputs are 0 (left) and 1 (right).
@@ -61,12 +115,15 @@ impl JoinRows {
         Self::default()
     }
 
-    /// No rows; the inputs marked `true` are append-only (never retracted): their rows
-    /// are held without an index by their bytes (a hash-table slot less per row).
-    pub fn with_append_only(append_only: [bool; 2]) -> Self {
+    /// No rows; each input's held as `held` says ([`Held`]: [`Held::Arrivals`] and
+    /// [`Held::Forever`] only for append-only inputs, whose rows are never retracted).
+    pub fn with_held(held: [Held; 2]) -> Self {
         let mut rows = Self::default();
-        for (input, a) in rows.inputs.iter_mut().zip(append_only) {
-            input.append_only = a;
+        for (input, h) in rows.inputs.iter_mut().zip(held) {
+            input.held = h;
+            if h == Held::Forever {
+                input.store = Store::Log(RowLog::new());
+            }
         }
         rows
     }
@@ -92,10 +149,10 @@ impl JoinRows {
         now_ms: i64,
     ) -> u32 {
         let rows = &mut self.inputs[input];
-        let (id, new) = if rows.append_only {
-            (rows.registry.push_unindexed(row), true)
-        } else {
-            rows.registry.id(row)
+        let (id, new) = match (&mut rows.store, rows.held) {
+            (Store::Log(log), _) => (log.push(row), true),
+            (Store::Registry(r), Held::Arrivals) => (r.push_unindexed(row), true),
+            (Store::Registry(r), _) => r.id(row),
         };
         if !new {
             let e = &mut rows.entries[id as usize];
@@ -139,16 +196,20 @@ impl JoinRows {
         e.partners = partners;
     }
 
-    /// Whether `input` was marked append-only ([`Self::with_append_only`]).
+    /// Whether `input`'s rows are an append-only input's ([`Held::Arrivals`] or
+    /// [`Held::Forever`]: not found by their bytes, so never retracted).
     pub fn is_append_only(&self, input: usize) -> bool {
-        self.inputs[input].append_only
+        self.inputs[input].held != Held::Distinct
     }
 
     /// Takes one copy of `input`'s `row` away; `false` when it is not held (retracted
     /// before, or expired by the TTL; an append-only input's rows are never found).
     pub fn retract(&mut self, input: usize, row: &[u8], now_ms: i64) -> bool {
         let rows = &mut self.inputs[input];
-        let Some(id) = rows.registry.find(row) else {
+        if rows.held != Held::Distinct {
+            return false;
+        }
+        let Some(id) = rows.registry().and_then(|r| r.find(row)) else {
             return false;
         };
         let e = &mut rows.entries[id as usize];
@@ -169,13 +230,22 @@ impl JoinRows {
 
     /// Whether `input`'s row `id` is held.
     pub fn is_held(&self, input: usize, id: u32) -> bool {
-        self.inputs[input].registry.key(id).is_some()
+        match &self.inputs[input].store {
+            Store::Registry(r) => r.key(id).is_some(),
+            Store::Log(log) => (id as usize) < log.len(),
+        }
     }
 
     /// Forgets row `id` of `input`; its key is forgotten by
     /// [`Self::forget_empty_keys`] when no row is left under it.
+    ///
+    /// # Panics
+    /// On a [`Held::Forever`] input (whose rows never leave, by construction).
     fn remove(&mut self, input: usize, id: u32) {
         let rows = &mut self.inputs[input];
+        let Store::Registry(registry) = &mut rows.store else {
+            panic!("a row of an input held for good was removed");
+        };
         let RowEntry { key, pos, .. } = rows.entries[id as usize];
         let lists = &mut self.keys[key as usize];
         let list = &mut lists[input];
@@ -186,7 +256,7 @@ impl JoinRows {
         if lists.iter().all(|l| l.is_empty()) {
             self.emptied.push(key);
         }
-        rows.registry.forget(id);
+        registry.forget(id);
     }
 
     /// Forgets the keys whose rows all went since the last call (their ids are reused by
@@ -203,12 +273,23 @@ impl JoinRows {
 
     /// The ids of every row of `input` held, ascending.
     pub fn ids(&self, input: usize) -> impl Iterator<Item = u32> + '_ {
-        self.inputs[input].registry.live_ids()
+        self.inputs[input].live_ids()
     }
 
-    /// The row-format bytes of `input`'s row `id` (which must be held).
-    pub fn row(&self, input: usize, id: u32) -> &[u8] {
-        self.inputs[input].registry.key(id).expect("a held row")
+    /// Calls `f` with the bytes of `input`'s rows `ids` (which must be held), in that
+    /// order; `read` says whether compressed rows read stay decompressed
+    /// ([`Read::Probe`]) or not ([`Read::Scan`], for a snapshot of every row).
+    pub fn with_rows<R>(
+        &self,
+        input: usize,
+        ids: &[u32],
+        read: Read,
+        f: impl FnOnce(&mut dyn Iterator<Item = &[u8]>) -> R,
+    ) -> R {
+        match &self.inputs[input].store {
+            Store::Registry(r) => f(&mut ids.iter().map(|&id| r.key(id).expect("a held row"))),
+            Store::Log(log) => log.with_rows(ids, read, f),
+        }
     }
 
     /// The key bytes of `input`'s row `id`.
@@ -229,12 +310,12 @@ impl JoinRows {
 
     /// Distinct rows of `input` held.
     pub fn len(&self, input: usize) -> usize {
-        self.inputs[input].registry.len()
+        self.inputs[input].len()
     }
 
     /// Whether no row of either input is held.
     pub fn is_empty(&self) -> bool {
-        self.inputs.iter().all(|i| i.registry.is_empty())
+        self.inputs.iter().all(|i| i.len() == 0)
     }
 
     /// Bytes held for rows and keys (row-format bytes, forgotten ones not yet reclaimed
@@ -244,9 +325,11 @@ impl JoinRows {
             .inputs
             .iter()
             .map(|i| {
-                i.registry.key_bytes()
-                    + i.entries.len() * std::mem::size_of::<RowEntry>()
-                    + i.registry.capacity() * 12
+                let store = match &i.store {
+                    Store::Registry(r) => r.key_bytes() + r.capacity() * 12,
+                    Store::Log(log) => log.bytes(),
+                };
+                store + i.entries.len() * std::mem::size_of::<RowEntry>()
             })
             .sum();
         rows + self.keys.registry().key_bytes() + self.keys.capacity() * 56
@@ -257,8 +340,10 @@ impl JoinRows {
     pub fn expire(&mut self, now_ms: i64, ttl_ms: i64) -> usize {
         let mut gone = 0;
         for input in 0..2 {
+            if self.inputs[input].held == Held::Forever {
+                continue;
+            }
             let old: Vec<u32> = self.inputs[input]
-                .registry
                 .live_ids()
                 .filter(|&id| now_ms - self.inputs[input].entries[id as usize].last_ms > ttl_ms)
                 .collect();
@@ -275,6 +360,10 @@ impl JoinRows {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn row(s: &JoinRows, input: usize, id: u32) -> Vec<u8> {
+        s.with_rows(input, &[id], Read::Probe, |r| r.next().unwrap().to_vec())
+    }
 
     #[test]
     fn copies_share_one_entry_and_the_last_retraction_forgets_row_and_key() {
@@ -318,19 +407,22 @@ mod tests {
         assert_eq!(s.expire(1_500, 1_000), 1);
         assert_eq!(s.len(0), 1);
         let k = s.key_id(b"k").unwrap();
-        assert_eq!(s.row(0, s.rows_of(k, 0)[0]), b"new");
+        assert_eq!(row(&s, 0, s.rows_of(k, 0)[0]), b"new");
     }
 
     #[test]
     fn an_append_only_inputs_equal_rows_are_separate_entries_and_expire_one_by_one() {
-        let mut s = JoinRows::with_append_only([true, false]);
+        let mut s = JoinRows::with_held([Held::Arrivals, Held::Distinct]);
         let a = s.insert(0, b"k", None, b"row", 0);
         let b = s.insert(0, b"k", None, b"row", 500);
         assert_ne!(a, b);
         assert_eq!((s.entry(0, a).count, s.entry(0, b).count), (1, 1));
         let k = s.key_id(b"k").unwrap();
         assert_eq!(s.rows_of(k, 0), &[a, b]);
-        assert_eq!((s.row(0, a), s.row(0, b)), (&b"row"[..], &b"row"[..]));
+        assert_eq!(
+            (row(&s, 0, a), row(&s, 0, b)),
+            (b"row".to_vec(), b"row".to_vec())
+        );
         // The other input still counts copies.
         let r = s.insert(1, b"k", Some(k), b"r", 0);
         assert_eq!(s.insert(1, b"k", Some(k), b"r", 0), r);
@@ -344,5 +436,26 @@ mod tests {
         assert_eq!(s.rows_of(k, 0), &[b]);
         assert_eq!(s.insert(0, b"k", None, b"again", 1_300), a);
         assert_eq!(s.len(0), 2);
+    }
+
+    #[test]
+    fn rows_held_forever_are_logged_in_arrival_order_and_never_expire() {
+        let mut s = JoinRows::with_held([Held::Forever, Held::Distinct]);
+        let a = s.insert(0, b"k1", None, b"row", 0);
+        let b = s.insert(0, b"k2", None, b"row", 10);
+        let c = s.insert(0, b"k1", None, b"other", 20);
+        assert_eq!((a, b, c), (0, 1, 2));
+        assert!(s.is_append_only(0) && !s.is_append_only(1));
+        assert!(!s.retract(0, b"row", 30), "not found by its bytes");
+        let k1 = s.key_id(b"k1").unwrap();
+        assert_eq!(s.rows_of(k1, 0), &[a, c]);
+        let got = s.with_rows(0, &[c, a, b], Read::Scan, |r| {
+            r.map(<[u8]>::to_vec).collect::<Vec<_>>()
+        });
+        assert_eq!(got, [b"other".to_vec(), b"row".to_vec(), b"row".to_vec()]);
+        s.insert(1, b"k1", Some(k1), b"r", 0);
+        assert_eq!(s.expire(10_000, 1_000), 1, "only the other input's row");
+        assert_eq!(s.ids(0).collect::<Vec<_>>(), [a, b, c]);
+        assert_eq!(s.key_of(0, b), b"k2");
     }
 }
