@@ -178,8 +178,10 @@ impl IntervalJoinOperator {
                     continue;
                 }
                 let r = candidates[j];
-                let e = self.join.state.entry_mut(other, r);
-                e.partners = e.partners.saturating_add(1);
+                let e = self.join.state.entry(other, r);
+                self.join
+                    .state
+                    .set_partners(other, r, e.partners.saturating_add(1));
                 matched = matched.saturating_add(e.count);
                 output.push(RowKind::Insert, Some(i as u32), Some(r), e.count);
             }
@@ -193,8 +195,10 @@ impl IntervalJoinOperator {
                     .join
                     .state
                     .insert(s, keys.key(i), keys.ids[i], rows.row(i), now);
-                let e = self.join.state.entry_mut(s, id);
-                e.partners = e.partners.saturating_add(matched);
+                let e = self.join.state.entry(s, id);
+                self.join
+                    .state
+                    .set_partners(s, id, e.partners.saturating_add(matched));
                 if e.count == 1 {
                     let key_id = e.key;
                     self.index(s, id, key_id, t);

@@ -4,17 +4,22 @@
 //!
 //! Rows ([`super::row_codec`] bytes) get dense ids `0, 1, 2, ...` in arrival order and are
 //! appended to blocks of about [`BLOCK_BYTES`] bytes. The newest [`HOT_BLOCKS`] sealed
-//! blocks stay as they are; an older block is compressed with LZ4 (`lz4_flex`'s block
-//! format) when it leaves them ("frozen"). In a stream ordered by event time the partners a
+//! blocks stay as they are; an older block is compressed when it leaves them ("frozen"):
+//! with LZ4 (`lz4_flex`'s block format) when that saves at least a third, else with
+//! zstd at level 1 when that saves an eighth, else not at all. LZ4 is fast and finds
+//! repeats (URLs, names); zstd also entropy-codes bytes without repeats (random
+//! letters), at under half LZ4's speed. Rows of one input are alike, so after LZ4 fell
+//! short on a block the next [`LZ4_RETRY`] - 1 go straight to zstd. In a stream ordered by event time the partners a
 //! new row finds are mostly recent, so frozen rows are seldom read: a probe that reads one
 //! decompresses its block for good ("thawed"), so rows that keep being read (a dimension
 //! table's) cost one decompression, not one per read. A scan (a checkpoint's snapshot)
 //! decompresses frozen blocks only for the call.
 //!
-//! Measured on Nexmark bids (rows of about 160 bytes, 64 KiB blocks): LZ4 holds them in
-//! about 102 bytes (1.56x) and compresses at about 600 MB/s on this machine; a row costs 4
-//! bytes of locator (its offset in its block) against 12 for a [`super::keyed::KeyRegistry`]
-//! span. Rows are never removed: an input whose rows leave (a TTL, a retraction, an
+//! Measured on Nexmark bids (rows of about 160 bytes, 64 KiB blocks, this machine): LZ4
+//! holds them in about 102 bytes (1.56x) at about 600 MB/s, zstd level 1 in 71 (2.24x) at
+//! about 250-390 MB/s. q9's bids (no URL; 71 of their 88 bytes random letters) do not
+//! shrink by an eighth under LZ4, by about a third under zstd. A row costs 4 bytes of
+//! locator (its offset in its block) against 12 for a [`super::keyed::KeyRegistry`] span. Rows are never removed: an input whose rows leave (a TTL, a retraction, an
 //! interval join's watermark) keeps them in a `KeyRegistry`.
 
 use std::cell::RefCell;
@@ -28,19 +33,45 @@ pub const BLOCK_BYTES: usize = 64 << 10;
 /// rows).
 pub const HOT_BLOCKS: usize = 16;
 
+/// After LZ4 fell short on a block, LZ4 is tried again on the block this many later.
+pub const LZ4_RETRY: u32 = 32;
+
 /// One block of rows back to back.
 enum Block {
     /// Uncompressed (the open block, a hot one, or a thawed one).
     Raw(Vec<u8>),
-    /// LZ4-compressed (`lz4_flex::block`), `raw_len` bytes once decompressed.
-    Frozen { lz4: Box<[u8]>, raw_len: usize },
+    /// Compressed by `codec`, `raw_len` bytes once decompressed.
+    Frozen {
+        codec: Codec,
+        bytes: Box<[u8]>,
+        raw_len: usize,
+    },
+}
+
+/// How a frozen block is compressed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Codec {
+    /// `lz4_flex::block`.
+    Lz4,
+    /// `zstd::bulk` at level 1.
+    Zstd,
 }
 
 impl Block {
     fn decompress(&self) -> Vec<u8> {
         match self {
             Block::Raw(bytes) => bytes.clone(),
-            Block::Frozen { lz4, raw_len } => lz4_flex::block::decompress(lz4, *raw_len)
+            Block::Frozen {
+                codec: Codec::Lz4,
+                bytes,
+                raw_len,
+            } => lz4_flex::block::decompress(bytes, *raw_len)
+                .expect("a block this log compressed decompresses"),
+            Block::Frozen {
+                codec: Codec::Zstd,
+                bytes,
+                raw_len,
+            } => zstd::bulk::decompress(bytes, *raw_len)
                 .expect("a block this log compressed decompresses"),
         }
     }
@@ -48,7 +79,7 @@ impl Block {
     fn held_bytes(&self) -> usize {
         match self {
             Block::Raw(bytes) => bytes.capacity(),
-            Block::Frozen { lz4, .. } => lz4.len(),
+            Block::Frozen { bytes, .. } => bytes.len(),
         }
     }
 }
@@ -72,6 +103,8 @@ pub struct RowLog {
     /// The blocks; the last one is open. In a cell so that a probe (`&self`, while the
     /// join reads other state) can thaw the blocks it reads.
     blocks: RefCell<Vec<Block>>,
+    /// Blocks still to freeze without trying LZ4 (see [`LZ4_RETRY`]).
+    skip_lz4: u32,
 }
 
 impl RowLog {
@@ -98,7 +131,13 @@ impl RowLog {
                 self.first_ids.push(id);
                 // The block that leaves the hot ones (the open block is not counted).
                 if let Some(cold) = blocks.len().checked_sub(HOT_BLOCKS + 2) {
-                    freeze(&mut blocks[cold]);
+                    let try_lz4 = self.skip_lz4 == 0;
+                    let lz4_fell_short = freeze(&mut blocks[cold], try_lz4);
+                    self.skip_lz4 = match (try_lz4, lz4_fell_short) {
+                        (true, true) => LZ4_RETRY - 1,
+                        (true, false) => 0,
+                        (false, _) => self.skip_lz4 - 1,
+                    };
                 }
             }
         }
@@ -192,19 +231,28 @@ impl RowLog {
     }
 }
 
-/// Compresses a raw block when that saves at least an eighth of it (rows that do not
-/// compress stay raw, and are read without a copy).
-fn freeze(block: &mut Block) {
+/// Compresses a raw block as the module docs say (rows that do not compress stay raw,
+/// and are read without a copy); LZ4 only when `try_lz4`. Returns whether LZ4 was tried
+/// and fell short.
+fn freeze(block: &mut Block, try_lz4: bool) -> bool {
     let Block::Raw(raw) = block else {
-        return;
+        return false;
     };
-    let lz4 = lz4_flex::block::compress(raw);
-    if lz4.len() <= raw.len() - raw.len() / 8 {
-        *block = Block::Frozen {
-            lz4: lz4.into_boxed_slice(),
-            raw_len: raw.len(),
-        };
-    }
+    let n = raw.len();
+    let lz4 = try_lz4.then(|| lz4_flex::block::compress(raw));
+    let (codec, bytes) = match lz4 {
+        Some(lz4) if lz4.len() <= n - n / 3 => (Codec::Lz4, lz4),
+        _ => match zstd::bulk::compress(raw, 1) {
+            Ok(z) if z.len() <= n - n / 8 => (Codec::Zstd, z),
+            _ => return try_lz4,
+        },
+    };
+    *block = Block::Frozen {
+        codec,
+        bytes: bytes.into_boxed_slice(),
+        raw_len: n,
+    };
+    try_lz4 && codec == Codec::Zstd
 }
 
 #[cfg(test)]
@@ -268,22 +316,97 @@ mod tests {
         assert_eq!(got, vec![b"a".to_vec(), big, Vec::new(), b"bc".to_vec()]);
     }
 
+    /// The codec of each frozen block.
+    fn codecs(log: &RowLog) -> Vec<Codec> {
+        ratios(log).into_iter().map(|(c, _)| c).collect()
+    }
+
+    /// The codec and compressed / raw bytes of each frozen block.
+    fn ratios(log: &RowLog) -> Vec<(Codec, f64)> {
+        let blocks = log.blocks.borrow();
+        blocks
+            .iter()
+            .filter_map(|b| match b {
+                Block::Frozen {
+                    codec,
+                    bytes,
+                    raw_len,
+                } => Some((*codec, bytes.len() as f64 / *raw_len as f64)),
+                Block::Raw(_) => None,
+            })
+            .collect()
+    }
+
+    /// A xorshift stream (`seed` nonzero).
+    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
+    #[test]
+    fn repeats_freeze_with_lz4_and_random_letters_with_zstd() {
+        let mut log = RowLog::new();
+        for i in 0..20_000 {
+            log.push(&row(i, 100));
+        }
+        let lz4 = codecs(&log);
+        assert!(
+            !lz4.is_empty() && lz4.iter().all(|&c| c == Codec::Lz4),
+            "{lz4:?}"
+        );
+        // Random lowercase letters: no repeats for LZ4, 4.7 bits of 8 for an entropy coder.
+        let mut next = xorshift(0x2545_F491_4F6C_DD1D);
+        let rows: Vec<Vec<u8>> = (0..20_000)
+            .map(|_| (0..100).map(|_| b'a' + (next() % 26) as u8).collect())
+            .collect();
+        let mut log = RowLog::new();
+        for r in &rows {
+            log.push(r);
+        }
+        let zstd = codecs(&log);
+        assert!(
+            !zstd.is_empty() && zstd.iter().all(|&c| c == Codec::Zstd),
+            "{zstd:?}"
+        );
+        // log2(26) = 4.7 bits of 8 (0.59), plus zstd's tables.
+        let r = ratios(&log);
+        assert!(r.iter().all(|&(_, r)| r < 0.65), "{r:?}");
+        let ids: Vec<u32> = (0..rows.len() as u32).collect();
+        assert_eq!(read_all(&log, &ids, Read::Scan), rows);
+        assert_eq!(read_all(&log, &ids, Read::Probe), rows);
+        assert!(codecs(&log).is_empty(), "a probe thaws what it reads");
+    }
+
+    /// After LZ4 fell short, blocks go to zstd until LZ4 is tried again `LZ4_RETRY`
+    /// blocks later, and is kept when it works again.
+    #[test]
+    fn lz4_is_tried_again_after_rows_change() {
+        let mut next = xorshift(0x2545_F491_4F6C_DD1D);
+        let mut log = RowLog::new();
+        for _ in 0..20_000 {
+            let r: Vec<u8> = (0..100).map(|_| b'a' + (next() % 26) as u8).collect();
+            log.push(&r);
+        }
+        for i in 0..60_000 {
+            log.push(&row(i, 100));
+        }
+        let c = codecs(&log);
+        let first_lz4 = c.iter().position(|&c| c == Codec::Lz4).expect("LZ4 again");
+        assert!(first_lz4 > 0 && c[..first_lz4].iter().all(|&c| c == Codec::Zstd));
+        assert!(c[first_lz4..].iter().all(|&c| c == Codec::Lz4), "{c:?}");
+    }
+
     #[test]
     fn incompressible_blocks_stay_raw() {
         let mut log = RowLog::new();
-        // A xorshift stream: bytes LZ4 cannot shorten.
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        // Random bytes: neither codec shortens them.
+        let mut next = xorshift(0x9E37_79B9_7F4A_7C15);
         let rows: Vec<Vec<u8>> = (0..40_000)
-            .map(|_| {
-                (0..64)
-                    .map(|_| {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        x as u8
-                    })
-                    .collect()
-            })
+            .map(|_| (0..64).map(|_| next() as u8).collect())
             .collect();
         for r in &rows {
             log.push(r);

@@ -38,8 +38,13 @@ pub enum Held {
 enum Store {
     /// [`Held::Distinct`] and [`Held::Arrivals`]: rows ↔ ids in a registry (indexed or not).
     Registry(KeyRegistry),
-    /// [`Held::Forever`].
-    Log(RowLog),
+    /// [`Held::Forever`]: the rows, and per row id its key's id and its partners (all a
+    /// row held for good needs of a [`RowEntry`]: 8 bytes, not 24).
+    Log {
+        log: RowLog,
+        keys: Vec<u32>,
+        partners: Vec<u32>,
+    },
 }
 
 impl Default for Store {
@@ -60,7 +65,7 @@ pub struct RowEntry {
     /// Partners on the other input, with multiplicity (see the module docs).
     pub partners: u32,
     /// Processing time (ms since the epoch) of the row's last insert or retraction, for
-    /// `'table.exec.state.ttl'`.
+    /// `'table.exec.state.ttl'` (`i64::MAX` for a row held for good: never idle).
     pub last_ms: i64,
 }
 
@@ -79,7 +84,7 @@ impl InputRows {
     fn registry(&self) -> Option<&KeyRegistry> {
         match &self.store {
             Store::Registry(r) => Some(r),
-            Store::Log(_) => None,
+            Store::Log { .. } => None,
         }
     }
 
@@ -87,14 +92,14 @@ impl InputRows {
     fn live_ids(&self) -> Box<dyn Iterator<Item = u32> + '_> {
         match &self.store {
             Store::Registry(r) => Box::new(r.live_ids()),
-            Store::Log(log) => Box::new(0..log.len() as u32),
+            Store::Log { log, .. } => Box::new(0..log.len() as u32),
         }
     }
 
     fn len(&self) -> usize {
         match &self.store {
             Store::Registry(r) => r.len(),
-            Store::Log(log) => log.len(),
+            Store::Log { log, .. } => log.len(),
         }
     }
 }
@@ -122,7 +127,11 @@ impl JoinRows {
         for (input, h) in rows.inputs.iter_mut().zip(held) {
             input.held = h;
             if h == Held::Forever {
-                input.store = Store::Log(RowLog::new());
+                input.store = Store::Log {
+                    log: RowLog::new(),
+                    keys: Vec::new(),
+                    partners: Vec::new(),
+                };
             }
         }
         rows
@@ -150,7 +159,7 @@ impl JoinRows {
     ) -> u32 {
         let rows = &mut self.inputs[input];
         let (id, new) = match (&mut rows.store, rows.held) {
-            (Store::Log(log), _) => (log.push(row), true),
+            (Store::Log { log, .. }, _) => (log.push(row), true),
             (Store::Registry(r), Held::Arrivals) => (r.push_unindexed(row), true),
             (Store::Registry(r), _) => r.id(row),
         };
@@ -165,6 +174,12 @@ impl JoinRows {
             None => self.keys.id_or_insert_with(key, Default::default).0,
         };
         let list = &mut self.keys[key_id as usize][input];
+        if let Store::Log { keys, partners, .. } = &mut rows.store {
+            list.push(id);
+            keys.push(key_id);
+            partners.push(0);
+            return id;
+        }
         let entry = RowEntry {
             key: key_id,
             pos: list.len() as u32,
@@ -191,9 +206,16 @@ impl JoinRows {
         last_ms: i64,
     ) {
         let id = self.insert(input, key, None, row, last_ms);
-        let e = &mut self.inputs[input].entries[id as usize];
-        e.count += count.max(1) - 1;
-        e.partners = partners;
+        if self.inputs[input].held == Held::Forever {
+            // One entry per copy (equal rows are not counted there).
+            for _ in 1..count {
+                let copy = self.insert(input, key, None, row, last_ms);
+                self.set_partners(input, copy, partners);
+            }
+        } else {
+            self.inputs[input].entries[id as usize].count += count.max(1) - 1;
+        }
+        self.set_partners(input, id, partners);
     }
 
     /// Whether `input`'s rows are an append-only input's ([`Held::Arrivals`] or
@@ -232,7 +254,7 @@ impl JoinRows {
     pub fn is_held(&self, input: usize, id: u32) -> bool {
         match &self.inputs[input].store {
             Store::Registry(r) => r.key(id).is_some(),
-            Store::Log(log) => (id as usize) < log.len(),
+            Store::Log { log, .. } => (id as usize) < log.len(),
         }
     }
 
@@ -288,24 +310,37 @@ impl JoinRows {
     ) -> R {
         match &self.inputs[input].store {
             Store::Registry(r) => f(&mut ids.iter().map(|&id| r.key(id).expect("a held row"))),
-            Store::Log(log) => log.with_rows(ids, read, f),
+            Store::Log { log, .. } => log.with_rows(ids, read, f),
         }
     }
 
     /// The key bytes of `input`'s row `id`.
     pub fn key_of(&self, input: usize, id: u32) -> &[u8] {
-        let key = self.inputs[input].entries[id as usize].key;
+        let key = self.entry(input, id).key;
         self.keys.registry().key(key).expect("a held row's key")
     }
 
-    /// `input`'s row `id`'s entry.
-    pub fn entry(&self, input: usize, id: u32) -> &RowEntry {
-        &self.inputs[input].entries[id as usize]
+    /// `input`'s row `id`'s entry (a row held for good: one copy, never idle).
+    pub fn entry(&self, input: usize, id: u32) -> RowEntry {
+        match &self.inputs[input].store {
+            Store::Log { keys, partners, .. } => RowEntry {
+                key: keys[id as usize],
+                pos: 0,
+                count: 1,
+                partners: partners[id as usize],
+                last_ms: i64::MAX,
+            },
+            Store::Registry(_) => self.inputs[input].entries[id as usize],
+        }
     }
 
-    /// `input`'s row `id`'s entry, to change its partner count.
-    pub fn entry_mut(&mut self, input: usize, id: u32) -> &mut RowEntry {
-        &mut self.inputs[input].entries[id as usize]
+    /// Sets `input`'s row `id`'s partner count.
+    pub fn set_partners(&mut self, input: usize, id: u32, count: u32) {
+        let rows = &mut self.inputs[input];
+        match &mut rows.store {
+            Store::Log { partners, .. } => partners[id as usize] = count,
+            Store::Registry(_) => rows.entries[id as usize].partners = count,
+        }
     }
 
     /// Distinct rows of `input` held.
@@ -327,7 +362,11 @@ impl JoinRows {
             .map(|i| {
                 let store = match &i.store {
                     Store::Registry(r) => r.key_bytes() + r.capacity() * 12,
-                    Store::Log(log) => log.bytes(),
+                    Store::Log {
+                        log,
+                        keys,
+                        partners,
+                    } => log.bytes() + (keys.capacity() + partners.capacity()) * 4,
                 };
                 store + i.entries.len() * std::mem::size_of::<RowEntry>()
             })
