@@ -245,7 +245,7 @@ impl JoinRows {
 
     /// Takes every copy of `input`'s row `id` away (it must be held); returns its entry.
     pub fn remove_row(&mut self, input: usize, id: u32) -> RowEntry {
-        let entry = self.inputs[input].entries[id as usize];
+        let entry = self.entry(input, id);
         self.remove(input, id);
         entry
     }
@@ -343,7 +343,8 @@ impl JoinRows {
         }
     }
 
-    /// Distinct rows of `input` held.
+    /// Rows of `input` held: distinct rows (copies counted in one) of a [`Held::Distinct`]
+    /// input, every arrival of an append-only one.
     pub fn len(&self, input: usize) -> usize {
         self.inputs[input].len()
     }
@@ -372,6 +373,14 @@ impl JoinRows {
             })
             .sum();
         rows + self.keys.registry().key_bytes() + self.keys.capacity() * 56
+    }
+
+    /// Compressed blocks of `input`'s rows held for good (0 for other inputs).
+    pub fn frozen_blocks(&self, input: usize) -> usize {
+        match &self.inputs[input].store {
+            Store::Log { log, .. } => log.frozen_blocks(),
+            Store::Registry(_) => 0,
+        }
     }
 
     /// Forgets the rows unchanged for more than `ttl_ms` of processing time (without
