@@ -1171,4 +1171,68 @@ mod tests {
         let out = push(&mut restored, 1, batch(&[(Some(7), 1)], None));
         assert_eq!(out, vec!["+I 7 7 7 1".to_string(); 600]);
     }
+
+    /// Semi and anti joins over a left input held for good (append-only) and an updating
+    /// right input: each left copy is shown or hidden by its partner count, as with
+    /// counted rows (by hand: a semi join shows a left row while it has a partner, an
+    /// anti join while it has none).
+    #[test]
+    fn semi_and_anti_joins_count_partners_of_rows_held_for_good() {
+        use RowKind::*;
+        let clock = ProcessingClock::manual(0);
+        let held = |kind| join(kind, &clock, None).with_append_only_inputs([true, false], false);
+        let mut semi = held(JoinKind::LeftSemi);
+        assert!(push(&mut semi, 0, batch(&[(Some(1), 5), (Some(1), 5)], None)).is_empty());
+        assert_eq!(
+            push(&mut semi, 1, batch(&[(Some(1), 8)], None)),
+            ["+I 1 5", "+I 1 5"]
+        );
+        assert!(push(&mut semi, 1, batch(&[(Some(1), 9)], None)).is_empty());
+        assert!(push(&mut semi, 1, batch(&[(Some(1), 8)], Some(&[Delete]))).is_empty());
+        assert_eq!(
+            push(&mut semi, 1, batch(&[(Some(1), 9)], Some(&[Delete]))),
+            ["-D 1 5", "-D 1 5"]
+        );
+        let mut anti = held(JoinKind::LeftAnti);
+        assert_eq!(push(&mut anti, 0, batch(&[(Some(1), 5)], None)), ["+I 1 5"]);
+        assert_eq!(
+            push(&mut anti, 1, batch(&[(Some(1), 8), (Some(1), 9)], None)),
+            ["-D 1 5"]
+        );
+        assert!(push(&mut anti, 1, batch(&[(Some(1), 8)], Some(&[Delete]))).is_empty());
+        assert_eq!(
+            push(&mut anti, 1, batch(&[(Some(1), 9)], Some(&[Delete]))),
+            ["+I 1 5"]
+        );
+    }
+
+    /// A snapshot of rows held for good restored under a state TTL: they count as just
+    /// written (never idle before), so they live one TTL from the restore.
+    #[test]
+    fn rows_held_for_good_restore_under_a_ttl_as_fresh() {
+        let clock = ProcessingClock::manual(1_000);
+        let mut j =
+            join(JoinKind::Inner, &clock, None).with_append_only_inputs([true, true], false);
+        push(&mut j, 0, batch(&[(Some(1), 5)], None));
+        clock.advance_ms(10_000);
+        let snap = j.snapshot_state(128).unwrap().expect("state");
+        let ttl = Some(std::time::Duration::from_millis(100));
+        let mut restored = join(JoinKind::Inner, &clock, None).with_state_ttl(ttl, clock.clone());
+        restored.restore_state(&[snap]).unwrap();
+        clock.advance_ms(60);
+        let mut out = Collector::default();
+        restored
+            .on_processing_time(clock.now_ms(), &mut out)
+            .unwrap();
+        assert_eq!(
+            push(&mut restored, 1, batch(&[(Some(1), 9)], None)),
+            ["+I 1 5 1 9"]
+        );
+        assert_eq!(restored.rows_in_state(), (1, 1));
+        clock.advance_ms(200);
+        restored
+            .on_processing_time(clock.now_ms(), &mut out)
+            .unwrap();
+        assert_eq!(restored.rows_in_state(), (0, 0), "both idle past the TTL");
+    }
 }
