@@ -34,13 +34,15 @@ pub enum Held {
     Forever,
 }
 
-/// The bytes of one input's rows, by row id.
+/// The bytes of one input's rows, by row id, as the input is [`Held`].
 enum Store {
-    /// [`Held::Distinct`] and [`Held::Arrivals`]: rows ↔ ids in a registry (indexed or not).
-    Registry(KeyRegistry),
+    /// [`Held::Distinct`]: rows ↔ ids in a registry, indexed by their bytes.
+    Distinct(KeyRegistry),
+    /// [`Held::Arrivals`]: rows ↔ ids in a registry, not indexed.
+    Arrivals(KeyRegistry),
     /// [`Held::Forever`]: the rows, and per row id its key's id and its partners (all a
     /// row held for good needs of a [`RowEntry`]: 8 bytes, not 24).
-    Log {
+    Forever {
         log: RowLog,
         keys: Vec<u32>,
         partners: Vec<u32>,
@@ -49,7 +51,7 @@ enum Store {
 
 impl Default for Store {
     fn default() -> Self {
-        Store::Registry(KeyRegistry::default())
+        Store::Distinct(KeyRegistry::default())
     }
 }
 
@@ -72,7 +74,6 @@ pub struct RowEntry {
 /// One input's rows.
 #[derive(Default)]
 struct InputRows {
-    held: Held,
     /// Rows ↔ row ids.
     store: Store,
     /// Per row id (a free id's entry is stale).
@@ -80,26 +81,26 @@ struct InputRows {
 }
 
 impl InputRows {
-    /// The registry of a [`Held::Distinct`] or [`Held::Arrivals`] input.
-    fn registry(&self) -> Option<&KeyRegistry> {
+    fn held(&self) -> Held {
         match &self.store {
-            Store::Registry(r) => Some(r),
-            Store::Log { .. } => None,
+            Store::Distinct(_) => Held::Distinct,
+            Store::Arrivals(_) => Held::Arrivals,
+            Store::Forever { .. } => Held::Forever,
         }
     }
 
     /// Row ids held, ascending.
     fn live_ids(&self) -> Box<dyn Iterator<Item = u32> + '_> {
         match &self.store {
-            Store::Registry(r) => Box::new(r.live_ids()),
-            Store::Log { log, .. } => Box::new(0..log.len() as u32),
+            Store::Distinct(r) | Store::Arrivals(r) => Box::new(r.live_ids()),
+            Store::Forever { log, .. } => Box::new(0..log.len() as u32),
         }
     }
 
     fn len(&self) -> usize {
         match &self.store {
-            Store::Registry(r) => r.len(),
-            Store::Log { log, .. } => log.len(),
+            Store::Distinct(r) | Store::Arrivals(r) => r.len(),
+            Store::Forever { log, .. } => log.len(),
         }
     }
 }
@@ -125,14 +126,15 @@ impl JoinRows {
     pub fn with_held(held: [Held; 2]) -> Self {
         let mut rows = Self::default();
         for (input, h) in rows.inputs.iter_mut().zip(held) {
-            input.held = h;
-            if h == Held::Forever {
-                input.store = Store::Log {
+            input.store = match h {
+                Held::Distinct => Store::Distinct(KeyRegistry::new()),
+                Held::Arrivals => Store::Arrivals(KeyRegistry::new()),
+                Held::Forever => Store::Forever {
                     log: RowLog::new(),
                     keys: Vec::new(),
                     partners: Vec::new(),
-                };
-            }
+                },
+            };
         }
         rows
     }
@@ -158,10 +160,10 @@ impl JoinRows {
         now_ms: i64,
     ) -> u32 {
         let rows = &mut self.inputs[input];
-        let (id, new) = match (&mut rows.store, rows.held) {
-            (Store::Log { log, .. }, _) => (log.push(row), true),
-            (Store::Registry(r), Held::Arrivals) => (r.push_unindexed(row), true),
-            (Store::Registry(r), _) => r.id(row),
+        let (id, new) = match &mut rows.store {
+            Store::Forever { log, .. } => (log.push(row), true),
+            Store::Arrivals(r) => (r.push_unindexed(row), true),
+            Store::Distinct(r) => r.id(row),
         };
         if !new {
             let e = &mut rows.entries[id as usize];
@@ -174,7 +176,7 @@ impl JoinRows {
             None => self.keys.id_or_insert_with(key, Default::default).0,
         };
         let list = &mut self.keys[key_id as usize][input];
-        if let Store::Log { keys, partners, .. } = &mut rows.store {
+        if let Store::Forever { keys, partners, .. } = &mut rows.store {
             list.push(id);
             keys.push(key_id);
             partners.push(0);
@@ -206,7 +208,7 @@ impl JoinRows {
         last_ms: i64,
     ) {
         let id = self.insert(input, key, None, row, last_ms);
-        if self.inputs[input].held == Held::Forever {
+        if self.inputs[input].held() == Held::Forever {
             // One entry per copy (equal rows are not counted there).
             for _ in 1..count {
                 let copy = self.insert(input, key, None, row, last_ms);
@@ -221,17 +223,17 @@ impl JoinRows {
     /// Whether `input`'s rows are an append-only input's ([`Held::Arrivals`] or
     /// [`Held::Forever`]: not found by their bytes, so never retracted).
     pub fn is_append_only(&self, input: usize) -> bool {
-        self.inputs[input].held != Held::Distinct
+        self.inputs[input].held() != Held::Distinct
     }
 
     /// Takes one copy of `input`'s `row` away; `false` when it is not held (retracted
     /// before, or expired by the TTL; an append-only input's rows are never found).
     pub fn retract(&mut self, input: usize, row: &[u8], now_ms: i64) -> bool {
         let rows = &mut self.inputs[input];
-        if rows.held != Held::Distinct {
-            return false;
-        }
-        let Some(id) = rows.registry().and_then(|r| r.find(row)) else {
+        let Some(id) = (match &rows.store {
+            Store::Distinct(r) => r.find(row),
+            _ => None,
+        }) else {
             return false;
         };
         let e = &mut rows.entries[id as usize];
@@ -253,8 +255,8 @@ impl JoinRows {
     /// Whether `input`'s row `id` is held.
     pub fn is_held(&self, input: usize, id: u32) -> bool {
         match &self.inputs[input].store {
-            Store::Registry(r) => r.key(id).is_some(),
-            Store::Log { log, .. } => (id as usize) < log.len(),
+            Store::Distinct(r) | Store::Arrivals(r) => r.key(id).is_some(),
+            Store::Forever { log, .. } => (id as usize) < log.len(),
         }
     }
 
@@ -265,7 +267,7 @@ impl JoinRows {
     /// On a [`Held::Forever`] input (whose rows never leave, by construction).
     fn remove(&mut self, input: usize, id: u32) {
         let rows = &mut self.inputs[input];
-        let Store::Registry(registry) = &mut rows.store else {
+        let (Store::Distinct(registry) | Store::Arrivals(registry)) = &mut rows.store else {
             panic!("a row of an input held for good was removed");
         };
         let RowEntry { key, pos, .. } = rows.entries[id as usize];
@@ -309,8 +311,10 @@ impl JoinRows {
         f: impl FnOnce(&mut dyn Iterator<Item = &[u8]>) -> R,
     ) -> R {
         match &self.inputs[input].store {
-            Store::Registry(r) => f(&mut ids.iter().map(|&id| r.key(id).expect("a held row"))),
-            Store::Log { log, .. } => log.with_rows(ids, read, f),
+            Store::Distinct(r) | Store::Arrivals(r) => {
+                f(&mut ids.iter().map(|&id| r.key(id).expect("a held row")))
+            }
+            Store::Forever { log, .. } => log.with_rows(ids, read, f),
         }
     }
 
@@ -323,14 +327,14 @@ impl JoinRows {
     /// `input`'s row `id`'s entry (a row held for good: one copy, never idle).
     pub fn entry(&self, input: usize, id: u32) -> RowEntry {
         match &self.inputs[input].store {
-            Store::Log { keys, partners, .. } => RowEntry {
+            Store::Forever { keys, partners, .. } => RowEntry {
                 key: keys[id as usize],
                 pos: 0,
                 count: 1,
                 partners: partners[id as usize],
                 last_ms: i64::MAX,
             },
-            Store::Registry(_) => self.inputs[input].entries[id as usize],
+            Store::Distinct(_) | Store::Arrivals(_) => self.inputs[input].entries[id as usize],
         }
     }
 
@@ -338,8 +342,8 @@ impl JoinRows {
     pub fn set_partners(&mut self, input: usize, id: u32, count: u32) {
         let rows = &mut self.inputs[input];
         match &mut rows.store {
-            Store::Log { partners, .. } => partners[id as usize] = count,
-            Store::Registry(_) => rows.entries[id as usize].partners = count,
+            Store::Forever { partners, .. } => partners[id as usize] = count,
+            Store::Distinct(_) | Store::Arrivals(_) => rows.entries[id as usize].partners = count,
         }
     }
 
@@ -362,8 +366,8 @@ impl JoinRows {
             .iter()
             .map(|i| {
                 let store = match &i.store {
-                    Store::Registry(r) => r.key_bytes() + r.capacity() * 12,
-                    Store::Log {
+                    Store::Distinct(r) | Store::Arrivals(r) => r.key_bytes() + r.capacity() * 12,
+                    Store::Forever {
                         log,
                         keys,
                         partners,
@@ -378,8 +382,8 @@ impl JoinRows {
     /// Compressed blocks of `input`'s rows held for good (0 for other inputs).
     pub fn frozen_blocks(&self, input: usize) -> usize {
         match &self.inputs[input].store {
-            Store::Log { log, .. } => log.frozen_blocks(),
-            Store::Registry(_) => 0,
+            Store::Forever { log, .. } => log.frozen_blocks(),
+            Store::Distinct(_) | Store::Arrivals(_) => 0,
         }
     }
 
@@ -388,7 +392,7 @@ impl JoinRows {
     pub fn expire(&mut self, now_ms: i64, ttl_ms: i64) -> usize {
         let mut gone = 0;
         for input in 0..2 {
-            if self.inputs[input].held == Held::Forever {
+            if self.inputs[input].held() == Held::Forever {
                 continue;
             }
             let old: Vec<u32> = self.inputs[input]
