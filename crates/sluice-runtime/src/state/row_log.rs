@@ -193,11 +193,11 @@ impl RowLog {
         read: Read,
         f: impl FnOnce(&mut dyn Iterator<Item = &[u8]>) -> R,
     ) -> R {
+        let block_of: Vec<usize> = ids.iter().map(|&id| self.block_of(id)).collect();
         let mut scanned: HashMap<usize, Vec<u8>> = HashMap::new();
         {
             let mut blocks = self.blocks.borrow_mut();
-            for &id in ids {
-                let b = self.block_of(id);
+            for &b in &block_of {
                 if matches!(blocks[b], Block::Frozen { .. }) {
                     scanned.entry(b).or_insert_with(|| blocks[b].decompress());
                 }
@@ -209,8 +209,7 @@ impl RowLog {
             }
         }
         let blocks = self.blocks.borrow();
-        let mut rows = ids.iter().map(|&id| {
-            let b = self.block_of(id);
+        let mut rows = ids.iter().zip(&block_of).map(|(&id, &b)| {
             let bytes: &[u8] = match &blocks[b] {
                 Block::Raw(bytes) => bytes,
                 Block::Frozen { .. } => &scanned[&b],
