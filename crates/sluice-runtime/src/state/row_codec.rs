@@ -26,11 +26,11 @@ use std::sync::Arc;
 
 use datafusion_common::arrow::array::{
     make_array, new_null_array, Array, ArrayData, ArrayRef, AsArray, BinaryViewArray,
-    BinaryViewBuilder, BooleanArray, BooleanBufferBuilder, GenericBinaryBuilder, OffsetSizeTrait,
-    StringViewArray,
+    BinaryViewBuilder, BooleanArray, BooleanBufferBuilder, GenericBinaryBuilder, GenericByteArray,
+    OffsetSizeTrait, StringViewArray,
 };
 use datafusion_common::arrow::buffer::{Buffer, MutableBuffer, NullBuffer};
-use datafusion_common::arrow::datatypes::{DataType, Schema};
+use datafusion_common::arrow::datatypes::{ByteArrayType, DataType, Schema};
 use datafusion_common::arrow::row::{RowConverter, Rows, SortField};
 use sluice_common::{Result, SluiceError};
 
@@ -300,6 +300,11 @@ enum Values<'a> {
     Null,
 }
 
+/// A string or binary array's offsets and value bytes (one layout for both).
+fn offsets_and_values<T: ByteArrayType>(a: &GenericByteArray<T>) -> (&[T::Offset], &[u8]) {
+    (a.value_offsets(), a.value_data())
+}
+
 impl<'a> ColumnView<'a> {
     fn new(codec: &ColumnCodec, column: &'a ArrayRef) -> Result<Self> {
         // A fixed-width column's value bytes from its first row (the buffer is shared).
@@ -319,32 +324,20 @@ impl<'a> ColumnView<'a> {
             ColumnCodec::Boolean => Values::Boolean(column.as_boolean()),
             ColumnCodec::Bytes(layout) => match layout {
                 BytesLayout::Utf8 => {
-                    let a = column.as_string::<i32>();
-                    Values::Bytes32 {
-                        offsets: a.value_offsets(),
-                        values: a.value_data(),
-                    }
+                    let (offsets, values) = offsets_and_values(column.as_string::<i32>());
+                    Values::Bytes32 { offsets, values }
                 }
                 BytesLayout::Binary => {
-                    let a = column.as_binary::<i32>();
-                    Values::Bytes32 {
-                        offsets: a.value_offsets(),
-                        values: a.value_data(),
-                    }
+                    let (offsets, values) = offsets_and_values(column.as_binary::<i32>());
+                    Values::Bytes32 { offsets, values }
                 }
                 BytesLayout::LargeUtf8 => {
-                    let a = column.as_string::<i64>();
-                    Values::Bytes64 {
-                        offsets: a.value_offsets(),
-                        values: a.value_data(),
-                    }
+                    let (offsets, values) = offsets_and_values(column.as_string::<i64>());
+                    Values::Bytes64 { offsets, values }
                 }
                 BytesLayout::LargeBinary => {
-                    let a = column.as_binary::<i64>();
-                    Values::Bytes64 {
-                        offsets: a.value_offsets(),
-                        values: a.value_data(),
-                    }
+                    let (offsets, values) = offsets_and_values(column.as_binary::<i64>());
+                    Values::Bytes64 { offsets, values }
                 }
                 BytesLayout::Utf8View => Values::StringView(column.as_string_view()),
                 BytesLayout::BinaryView => Values::BinaryView(column.as_binary_view()),
