@@ -124,7 +124,7 @@ impl ChunkDecoder {
             builder = builder.with_null_regex(re.clone());
         }
         let mut decoder = builder.build_decoder();
-        feed_all(bytes, |b| decoder.decode(b))?;
+        feed_all(bytes, MORE_THAN_ONE_RECORD, |b| decoder.decode(b))?;
         decoder.decode(&[]).map_err(|e| e.to_string())?;
         decoder.flush().map_err(|e| e.to_string())
     }
@@ -269,9 +269,19 @@ pub(crate) fn describe_missing_field(schema: &SchemaRef, message: &str) -> Optio
     })
 }
 
-/// Feeds all of `bytes` to a push decoder (arrow-csv's or arrow-json's `decode`).
+/// [`feed_all`]'s error for CSV.
+const MORE_THAN_ONE_RECORD: &str = "a line holds more than one record (a lone carriage return ends a CSV record too)";
+
+/// Feeds all of `bytes` to a push decoder (arrow-csv's or arrow-json's `decode`) whose
+/// batch size is the number of records the chunker counted in them.
+///
+/// # Errors
+/// What the decoder fails with; `more` when the decoder stops (its batch is full) before
+/// the end of `bytes` with more than blanks left: a line held more than one record (two
+/// JSON values, a CSV line with a lone `\r`), whose rest would otherwise be lost.
 pub(crate) fn feed_all(
     bytes: &[u8],
+    more: &str,
     mut decode: impl FnMut(
         &[u8],
     )
@@ -281,6 +291,10 @@ pub(crate) fn feed_all(
     while offset < bytes.len() {
         let n = decode(&bytes[offset..]).map_err(|e| e.to_string())?;
         if n == 0 {
+            let rest = &bytes[offset..];
+            if rest.iter().any(|b| !b.is_ascii_whitespace()) {
+                return Err(more.to_string());
+            }
             break;
         }
         offset += n;
