@@ -6,7 +6,7 @@
 //! that does not parse is reported as `file:line:1` or, under
 //! `'json.ignore-parse-errors' = 'true'`, skipped and counted.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use datafusion_common::arrow::array::{
     new_null_array, Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions, StructArray,
@@ -16,7 +16,7 @@ use datafusion_common::arrow::json::reader::Decoder;
 use datafusion_common::arrow::json::ReaderBuilder;
 use sluice_common::Result;
 
-use crate::connectors::csv_source::{decode_records, feed_all, Chunk, ChunkFormat};
+use crate::connectors::csv_source::{decode_records, feed_all, Chunk, ChunkFormat, DecoderPool};
 use crate::connectors::text_columns::{BadText, TextColumns};
 use sluice_common::time::Tz;
 
@@ -34,11 +34,7 @@ pub(crate) struct JsonFormat {
     /// Whether `text` decodes fewer columns or fields than `schema` has.
     narrowed: bool,
     ignore_parse_errors: bool,
-    /// Idle arrow-json decoders with their batch sizes (rows), one per thread that
-    /// decoded (the source thread and its helper). A decoder keeps its tape's buffers
-    /// between chunks; a fresh one per chunk grew them from a few bytes each time
-    /// (reallocations and page faults: 7% of q0's CPU).
-    idle: Mutex<Vec<(usize, Decoder)>>,
+    decoders: DecoderPool<Decoder>,
 }
 
 impl JsonFormat {
@@ -59,7 +55,7 @@ impl JsonFormat {
             schema,
             narrowed,
             ignore_parse_errors,
-            idle: Mutex::new(Vec::new()),
+            decoders: DecoderPool::new(),
         }
     }
 
@@ -95,38 +91,26 @@ impl JsonFormat {
         )
     }
 
-    /// arrow-json over `bytes` holding `records` whole lines, with an idle decoder whose
-    /// batch size holds them (or a new one). A decoder that failed is dropped: its tape
-    /// may hold part of a line.
+    /// arrow-json over `bytes` holding `records` whole lines.
     fn parse_text(
         &self,
         bytes: &[u8],
         records: usize,
     ) -> std::result::Result<Option<RecordBatch>, String> {
-        let records = records.max(1);
-        let idle = self.idle.lock().map(|mut idle| {
-            let i = idle.iter().position(|(size, _)| *size >= records)?;
-            Some(idle.swap_remove(i))
-        });
-        let (size, mut decoder) = match idle.ok().flatten() {
-            Some(d) => d,
-            None => (
-                records,
-                ReaderBuilder::new(Arc::clone(self.text.parse_schema()))
-                    .with_batch_size(records)
-                    .build_decoder()
-                    .map_err(|e| e.to_string())?,
-            ),
+        let build = |batch_size| {
+            ReaderBuilder::new(Arc::clone(self.text.parse_schema()))
+                .with_batch_size(batch_size)
+                .build_decoder()
+                .map_err(|e| e.to_string())
         };
-        feed_all(bytes, MORE_THAN_ONE_VALUE, |b| decoder.decode(b))?;
-        let batch = decoder.flush().map_err(|e| e.to_string())?;
-        if batch.as_ref().is_some_and(|b| b.num_rows() > records) {
-            return Err(MORE_THAN_ONE_VALUE.into());
-        }
-        if let Ok(mut idle) = self.idle.lock() {
-            idle.push((size, decoder));
-        }
-        Ok(batch)
+        self.decoders.decode(records, build, |decoder| {
+            feed_all(bytes, MORE_THAN_ONE_VALUE, |b| decoder.decode(b))?;
+            let batch = decoder.flush().map_err(|e| e.to_string())?;
+            match batch {
+                Some(b) if b.num_rows() > records => Err(MORE_THAN_ONE_VALUE.into()),
+                b => Ok(b),
+            }
+        })
     }
 }
 
