@@ -313,7 +313,8 @@ impl<D> DecoderPool<D> {
 }
 
 /// [`feed_all`]'s error for CSV.
-const MORE_THAN_ONE_RECORD: &str = "a line holds more than one record (a lone carriage return ends a CSV record too)";
+const MORE_THAN_ONE_RECORD: &str =
+    "a line holds more than one record (a lone carriage return ends a CSV record too)";
 
 /// Feeds all of `bytes` to a push decoder (arrow-csv's or arrow-json's `decode`) whose
 /// batch size is the number of records the chunker counted in them.

@@ -18,6 +18,7 @@
 
 use super::keyed::{KeyRegistry, KeyedValues};
 use super::row_log::{Read, RowLog};
+use smallvec::SmallVec;
 
 /// How an input's rows are held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -108,8 +109,9 @@ impl InputRows {
 /// Both inputs' rows per key (see the module docs). Inputs are 0 (left) and 1 (right).
 #[derive(Default)]
 pub struct JoinRows {
-    /// Key → each input's row ids.
-    keys: KeyedValues<[Vec<u32>; 2]>,
+    /// Key → each input's row ids (two inline: as big as a `Vec`, and most keys of a
+    /// join on a near-unique column hold one or two rows, which then cost no allocation).
+    keys: KeyedValues<[SmallVec<[u32; 2]>; 2]>,
     inputs: [InputRows; 2],
     /// Keys whose last row went during the current batch.
     emptied: Vec<u32>,
