@@ -2,10 +2,11 @@
 //!
 //! The source thread cuts the input into chunks of whole records (tracking line numbers
 //! and quotes, so every record knows its first line); a [`ChunkDecoder`] turns a chunk
-//! into a batch with arrow-csv. A helper thread decodes chunks (up to two queued) while the
+//! into a batch with arrow-csv. A helper thread decodes chunks (up to [`HELPER_QUEUE`] queued) while the
 //! source thread cuts the next ones and decodes those the helper has no room for; batches
 //! leave in input order. Decoding is most of a CSV source's work, and the two cores of a
-//! small machine share it.
+//! small machine share it. Each thread's decoder is used again for its next chunk
+//! ([`DecoderPool`]).
 //!
 //! arrow-csv fails a whole batch on one bad value and names neither file nor line: when a
 //! chunk fails, it is decoded again record by record, so that the bad record is reported as

@@ -98,8 +98,11 @@ impl JsonFormat {
         records: usize,
     ) -> std::result::Result<Option<RecordBatch>, String> {
         let build = |batch_size| {
+            // A number or boolean read into a STRING (or into a timestamp or decimal,
+            // read as text) is its text, as Flink's `JsonNode.asText()`.
             ReaderBuilder::new(Arc::clone(self.text.parse_schema()))
                 .with_batch_size(batch_size)
+                .with_coerce_primitive(true)
                 .build_decoder()
                 .map_err(|e| e.to_string())
         };

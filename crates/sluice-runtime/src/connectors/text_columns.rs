@@ -20,7 +20,7 @@ use datafusion_common::arrow::array::{
 use datafusion_common::arrow::buffer::{NullBuffer, OffsetBuffer};
 use datafusion_common::arrow::compute::{cast_with_options, CastOptions};
 use datafusion_common::arrow::datatypes::{
-    DataType, Field, Schema, SchemaRef, TimeUnit, TimestampMillisecondType,
+    DataType, Field, Fields, Schema, SchemaRef, TimeUnit, TimestampMillisecondType,
 };
 use datafusion_common::arrow::record_batch::RecordBatchOptions;
 use sluice_common::time::{local_to_utc_ms, parse_timestamp_ms, Tz};
@@ -34,6 +34,9 @@ enum TextKind {
     Nested,
     /// A `MULTISET` (JSON): read as a map, then made canonical ([`canonical_multisets`]).
     Multiset,
+    /// A JSON `ROW` with timestamp or decimal fields (at any depth): parsed as a ROW whose
+    /// such fields are text, converted field by field as top-level columns are.
+    JsonRow,
 }
 
 /// How CSV spells `ARRAY` and `ROW` values in one field.
@@ -62,6 +65,31 @@ impl BadText {
             value: error.to_string(),
         }
     }
+}
+
+/// The fields of a JSON ROW as its parser reads them when some (at any depth) are
+/// `TIMESTAMP(0..3)`, `TIMESTAMP_LTZ(0..3)` or `DECIMAL`: those as text, converted by
+/// [`TextColumns`] (arrow-json's own timestamp parsing is its general, slower parser, and
+/// it truncates decimals where Flink rounds half-up). `None` when there are none.
+fn json_text_fields(fields: &Fields) -> Option<Fields> {
+    let mut any = false;
+    let text: Vec<Field> = fields
+        .iter()
+        .map(|f| {
+            let t = match f.data_type() {
+                DataType::Timestamp(TimeUnit::Millisecond, _) | DataType::Decimal128(_, _) => {
+                    Some(DataType::Utf8)
+                }
+                DataType::Struct(inner) => json_text_fields(inner).map(DataType::Struct),
+                _ => None,
+            };
+            any |= t.is_some();
+            f.as_ref()
+                .clone()
+                .with_data_type(t.unwrap_or_else(|| f.data_type().clone()))
+        })
+        .collect();
+    any.then(|| Fields::from(text))
 }
 
 /// A null buffer from validity flags, `None` when every value is valid.
@@ -106,18 +134,26 @@ impl TextColumns {
                     DataType::List(_) | DataType::Struct(_) if nested.is_some() => {
                         Some(TextKind::Nested)
                     }
+                    DataType::Struct(fields) if json_text_fields(fields).is_some() => {
+                        Some(TextKind::JsonRow)
+                    }
                     _ => None,
                 };
-                match kind {
-                    Some(k) => {
+                match (kind, f.data_type()) {
+                    (Some(TextKind::JsonRow), DataType::Struct(fields)) => {
+                        columns.push((i, TextKind::JsonRow));
+                        let text = json_text_fields(fields).expect("checked above");
+                        f.as_ref().clone().with_data_type(DataType::Struct(text))
+                    }
+                    (Some(k), _) => {
                         columns.push((i, k));
                         f.as_ref().clone().with_data_type(DataType::Utf8)
                     }
-                    None if sluice_common::types::is_multiset(f.data_type()) => {
+                    (None, t) if sluice_common::types::is_multiset(t) => {
                         columns.push((i, TextKind::Multiset));
                         f.as_ref().clone()
                     }
-                    None => f.as_ref().clone(),
+                    (None, _) => f.as_ref().clone(),
                 }
             })
             .collect();
@@ -166,6 +202,12 @@ impl TextColumns {
             if kind == TextKind::Multiset {
                 columns[c] =
                     canonical_multisets(&columns[c]).map_err(|e| BadText::of_column(c, e))?;
+                continue;
+            }
+            if let (TextKind::JsonRow, DataType::Struct(fields)) =
+                (kind, self.schema.field(c).data_type())
+            {
+                columns[c] = self.json_row(columns[c].as_struct(), c, fields)?;
                 continue;
             }
             let text: &StringArray = columns[c].as_string::<i32>();
@@ -273,6 +315,32 @@ impl TextColumns {
                 bad
             })?;
         StructArray::try_new(fields.clone(), arrays, nulls_of(valid))
+            .map(|a| Arc::new(a) as ArrayRef)
+            .map_err(|e| BadText::of_column(c, e))
+    }
+
+    /// A JSON ROW parsed with text fields (`json_text_fields`) as a ROW of `fields`: each
+    /// text field converted (a nested ROW in turn), the others as parsed.
+    fn json_row(
+        &self,
+        parsed: &StructArray,
+        c: usize,
+        fields: &Fields,
+    ) -> Result<ArrayRef, BadText> {
+        let children = fields
+            .iter()
+            .zip(parsed.columns())
+            .map(|(f, column)| match (f.data_type(), column.data_type()) {
+                (DataType::Struct(inner), DataType::Struct(_)) => {
+                    self.json_row(column.as_struct(), c, inner)
+                }
+                (t, DataType::Utf8) if *t != DataType::Utf8 => {
+                    self.convert_text(column.as_string::<i32>(), t, c)
+                }
+                _ => Ok(Arc::clone(column)),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        StructArray::try_new(fields.clone(), children, parsed.nulls().cloned())
             .map(|a| Arc::new(a) as ArrayRef)
             .map_err(|e| BadText::of_column(c, e))
     }
