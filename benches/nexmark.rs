@@ -15,6 +15,10 @@
 //! input, q14's UDF as CHAR_LENGTH arithmetic), and `scripts/flink-nexmark-bench` runs them
 //! at parallelism 1 with Flink-Nexmark's mini-batch settings; its figures are [`FLINK`].
 //!
+//! Before the queries it prints the decoding bound: arrow-json alone over the first 2 M
+//! lines of the file (q0's read schema, in memory, decoders reused), on one thread and
+//! two. No query reading the file runs faster than that on the same cores.
+//!
 //! Run: `cargo bench --bench nexmark` (release build); `SLUICE_BENCH_EVENTS` changes the
 //! event count, `SLUICE_BENCH_ONLY=q5,q7` runs only those queries.
 
@@ -193,6 +197,9 @@ fn main() {
     if !written.is_ok_and(|s| s.success()) {
         println!("(python3 tests/nexmark/derive_flink.py failed: no Flink SQL written)");
     }
+    if wanted("decode") || only.is_none() {
+        decoding_bound(&data);
+    }
     println!("{events} events; M events/s (x Flink 2.3 at parallelism 1), peak RSS MB (Flink's)");
     println!(
         "{:<11} {:>18} {:>8} {:>8} {:>9} {:>16}",
@@ -214,4 +221,91 @@ fn main() {
             format!("{p1:.2}{ratio}")
         );
     }
+}
+
+/// Prints arrow-json's own speed over the first 2 M lines of the JSON-lines file in `dir`:
+/// the columns q0 reads (`event_type`, the three `dateTime`s as text, five bid fields),
+/// the lines in memory in batches of 8,192, one decoder per thread kept from batch to
+/// batch (as the `filesystem` source does), on 1 and 2 threads; M lines/s.
+fn decoding_bound(dir: &std::path::Path) {
+    use datafusion_common::arrow::datatypes::{DataType, Field, Fields, Schema};
+    use std::io::BufRead;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let text = |name: &str| Field::new(name, DataType::Utf8, true);
+    let int = |name: &str| Field::new(name, DataType::Int64, true);
+    let row = |name: &str, fields: Vec<Field>| {
+        Field::new(name, DataType::Struct(Fields::from(fields)), true)
+    };
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("event_type", DataType::Int32, true),
+        row("person", vec![text("dateTime")]),
+        row("auction", vec![text("dateTime")]),
+        row(
+            "bid",
+            vec![
+                int("auction"),
+                int("bidder"),
+                int("price"),
+                text("dateTime"),
+                text("extra"),
+            ],
+        ),
+    ]));
+    let file = std::fs::read_dir(dir)
+        .expect("bench data")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .expect("a .json file");
+    let mut reader = std::io::BufReader::new(std::fs::File::open(&file).expect("bench file"));
+    let mut batches: Vec<Vec<u8>> = Vec::new();
+    let mut lines = 0;
+    while lines < 2_000_000 {
+        let mut batch = Vec::with_capacity(3 << 20);
+        let mut n = 0;
+        while n < 8192 && reader.read_until(b'\n', &mut batch).expect("read") > 0 {
+            n += 1;
+        }
+        if n == 0 {
+            break;
+        }
+        lines += n;
+        batches.push(batch);
+    }
+    let rate = |threads: usize| {
+        let next = AtomicUsize::new(0);
+        let start = std::time::Instant::now();
+        let rows: usize = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut decoder =
+                            datafusion_common::arrow::json::ReaderBuilder::new(Arc::clone(&schema))
+                                .with_batch_size(8192)
+                                .build_decoder()
+                                .expect("decoder");
+                        let mut rows = 0;
+                        while let Some(bytes) = batches.get(next.fetch_add(1, Ordering::Relaxed)) {
+                            let mut at = 0;
+                            while at < bytes.len() {
+                                match decoder.decode(&bytes[at..]).expect("decode") {
+                                    0 => break,
+                                    k => at += k,
+                                }
+                            }
+                            rows += decoder.flush().expect("flush").map_or(0, |b| b.num_rows());
+                        }
+                        rows
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().expect("worker")).sum()
+        });
+        rows as f64 / start.elapsed().as_secs_f64() / 1e6
+    };
+    let (one, two) = (rate(1), rate(2));
+    println!(
+        "decoding bound: arrow-json alone, q0's columns, {lines} lines in memory: \
+         {one:.2} M lines/s on 1 thread, {two:.2} on 2"
+    );
 }
