@@ -5,8 +5,7 @@
 //! into a batch with arrow-csv. A helper thread decodes chunks (up to [`HELPER_QUEUE`] queued) while the
 //! source thread cuts the next ones and decodes those the helper has no room for; batches
 //! leave in input order. Decoding is most of a CSV source's work, and the two cores of a
-//! small machine share it. Each thread's decoder is used again for its next chunk
-//! ([`DecoderPool`]).
+//! small machine share it.
 //!
 //! arrow-csv fails a whole batch on one bad value and names neither file nor line: when a
 //! chunk fails, it is decoded again record by record, so that the bad record is reported as
@@ -20,7 +19,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use datafusion_common::arrow::array::RecordBatch;
 use datafusion_common::arrow::compute::concat_batches;
@@ -83,7 +82,6 @@ pub struct ChunkDecoder {
     text: TextColumns,
     options: CsvOptions,
     null_regex: Option<Regex>,
-    decoders: DecoderPool<datafusion_common::arrow::csv::reader::Decoder>,
 }
 
 /// A value that does not parse: its column index and text.
@@ -108,32 +106,29 @@ impl ChunkDecoder {
             schema,
             options,
             null_regex,
-            decoders: DecoderPool::new(),
         })
     }
 
-    /// arrow-csv over `bytes` holding `records` whole records (each ends with a newline,
-    /// so no end of input is signalled: the decoder is used again for the next chunk).
+    /// arrow-csv over `bytes` holding `records` whole records. A fresh decoder each time:
+    /// csv_core strips a byte-order mark only on a reader's first read, and the end of
+    /// input (signalled below) is what closes a quote left open on the last line.
     fn parse(
         &self,
         bytes: &[u8],
         records: usize,
     ) -> std::result::Result<Option<RecordBatch>, String> {
-        let build = |batch_size| {
-            let mut builder = ReaderBuilder::new(Arc::clone(self.text.parse_schema()))
-                .with_header(false)
-                .with_delimiter(self.options.delimiter)
-                .with_quote(self.options.quote)
-                .with_batch_size(batch_size);
-            if let Some(re) = &self.null_regex {
-                builder = builder.with_null_regex(re.clone());
-            }
-            Ok(builder.build_decoder())
-        };
-        self.decoders.decode(records, build, |decoder| {
-            feed_all(bytes, MORE_THAN_ONE_RECORD, |b| decoder.decode(b))?;
-            decoder.flush().map_err(|e| e.to_string())
-        })
+        let mut builder = ReaderBuilder::new(Arc::clone(self.text.parse_schema()))
+            .with_header(false)
+            .with_delimiter(self.options.delimiter)
+            .with_quote(self.options.quote)
+            .with_batch_size(records.max(1));
+        if let Some(re) = &self.null_regex {
+            builder = builder.with_null_regex(re.clone());
+        }
+        let mut decoder = builder.build_decoder();
+        feed_all(bytes, MORE_THAN_ONE_RECORD, |b| decoder.decode(b))?;
+        decoder.decode(&[]).map_err(|e| e.to_string())?;
+        decoder.flush().map_err(|e| e.to_string())
     }
 
     /// Converts the text columns; the first bad value fails.
@@ -276,54 +271,18 @@ pub(crate) fn describe_missing_field(schema: &SchemaRef, message: &str) -> Optio
     })
 }
 
-/// Idle push decoders (arrow-csv's or arrow-json's `Decoder`), each with the batch size
-/// (rows) it was built for: one per thread that decodes chunks (the source thread and its
-/// helper). A decoder keeps its buffers between chunks; a fresh one per chunk regrew them
-/// from a few bytes every time (reallocations and page faults: 15% of Nexmark q0's time).
-pub(crate) struct DecoderPool<D>(Mutex<Vec<(usize, D)>>);
-
-impl<D> DecoderPool<D> {
-    pub(crate) fn new() -> Self {
-        DecoderPool(Mutex::new(Vec::new()))
-    }
-
-    /// Runs `decode` with an idle decoder built for at least `records` rows, or a new one
-    /// (`build(records)`). The decoder goes back to the pool only when `decode` succeeds:
-    /// one that failed may hold part of a record.
-    pub(crate) fn decode<T>(
-        &self,
-        records: usize,
-        build: impl FnOnce(usize) -> std::result::Result<D, String>,
-        decode: impl FnOnce(&mut D) -> std::result::Result<T, String>,
-    ) -> std::result::Result<T, String> {
-        let records = records.max(1);
-        let idle = self.0.lock().ok().and_then(|mut idle| {
-            let i = idle.iter().position(|(size, _)| *size >= records)?;
-            Some(idle.swap_remove(i))
-        });
-        let (size, mut decoder) = match idle {
-            Some(d) => d,
-            None => (records, build(records)?),
-        };
-        let out = decode(&mut decoder)?;
-        if let Ok(mut idle) = self.0.lock() {
-            idle.push((size, decoder));
-        }
-        Ok(out)
-    }
-}
-
 /// [`feed_all`]'s error for CSV.
 const MORE_THAN_ONE_RECORD: &str =
     "a line holds more than one record (a lone carriage return ends a CSV record too)";
 
 /// Feeds all of `bytes` to a push decoder (arrow-csv's or arrow-json's `decode`) whose
-/// batch size is the number of records the chunker counted in them.
+/// batch size is at least the number of records the chunker counted in them.
 ///
 /// # Errors
 /// What the decoder fails with; `more` when the decoder stops (its batch is full) before
-/// the end of `bytes` with more than blanks left: a line held more than one record (two
-/// JSON values, a CSV line with a lone `\r`), whose rest would otherwise be lost.
+/// the end of `bytes` with more than blanks left: a line held more records than the
+/// chunker counted (two JSON values; a CSV line with a lone `\r`, which ends a record
+/// for csv_core), whose rest would otherwise be lost.
 pub(crate) fn feed_all(
     bytes: &[u8],
     more: &str,

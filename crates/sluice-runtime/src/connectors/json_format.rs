@@ -6,7 +6,7 @@
 //! that does not parse is reported as `file:line:1` or, under
 //! `'json.ignore-parse-errors' = 'true'`, skipped and counted.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use datafusion_common::arrow::array::{
     new_null_array, Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions, StructArray,
@@ -16,9 +16,56 @@ use datafusion_common::arrow::json::reader::Decoder;
 use datafusion_common::arrow::json::ReaderBuilder;
 use sluice_common::Result;
 
-use crate::connectors::csv_source::{decode_records, feed_all, Chunk, ChunkFormat, DecoderPool};
+use crate::connectors::csv_source::{decode_records, feed_all, Chunk, ChunkFormat};
 use crate::connectors::text_columns::{BadText, TextColumns};
 use sluice_common::time::Tz;
+
+/// Idle arrow-json decoders, each with the batch size (rows) it was built for; one is
+/// reused for a chunk of exactly that many lines (every chunk of a file but its last),
+/// so it stops after the chunk's last line and [`feed_all`] sees any value beyond. A
+/// decoder keeps its tape's buffers from chunk to chunk; a fresh one per chunk regrew them from a
+/// few bytes every time (reallocations and page faults: 15% of Nexmark q0's time). A
+/// successful `flush` leaves a decoder empty (arrow-json's `finish` fails on a value cut
+/// short); one that failed is dropped. At most [`IDLE_DECODERS`] are kept (the largest),
+/// one per decoding thread (the source thread and its helper).
+struct DecoderPool(Mutex<Vec<(usize, Decoder)>>);
+
+/// Idle decoders a [`DecoderPool`] keeps.
+const IDLE_DECODERS: usize = 2;
+
+impl DecoderPool {
+    fn new() -> Self {
+        DecoderPool(Mutex::new(Vec::new()))
+    }
+
+    /// Runs `decode` with an idle decoder built for `records` rows, or a new one
+    /// (`build(records)`); the decoder is kept only when `decode` succeeds.
+    fn decode<T>(
+        &self,
+        records: usize,
+        build: impl FnOnce(usize) -> std::result::Result<Decoder, String>,
+        decode: impl FnOnce(&mut Decoder) -> std::result::Result<T, String>,
+    ) -> std::result::Result<T, String> {
+        let records = records.max(1);
+        let idle = self.0.lock().ok().and_then(|mut idle| {
+            let i = idle.iter().position(|(size, _)| *size == records)?;
+            Some(idle.swap_remove(i))
+        });
+        let (size, mut decoder) = match idle {
+            Some(d) => d,
+            None => (records, build(records)?),
+        };
+        let out = decode(&mut decoder)?;
+        if let Ok(mut idle) = self.0.lock() {
+            idle.push((size, decoder));
+            if idle.len() > IDLE_DECODERS {
+                let smallest = (0..idle.len()).min_by_key(|&i| idle[i].0).unwrap_or(0);
+                idle.swap_remove(smallest);
+            }
+        }
+        Ok(out)
+    }
+}
 
 /// The error for a line holding two JSON values (Flink's Jackson reads the first one and
 /// drops the rest).
@@ -34,7 +81,7 @@ pub(crate) struct JsonFormat {
     /// Whether `text` decodes fewer columns or fields than `schema` has.
     narrowed: bool,
     ignore_parse_errors: bool,
-    decoders: DecoderPool<Decoder>,
+    decoders: DecoderPool,
 }
 
 impl JsonFormat {
@@ -108,11 +155,7 @@ impl JsonFormat {
         };
         self.decoders.decode(records, build, |decoder| {
             feed_all(bytes, MORE_THAN_ONE_VALUE, |b| decoder.decode(b))?;
-            let batch = decoder.flush().map_err(|e| e.to_string())?;
-            match batch {
-                Some(b) if b.num_rows() > records => Err(MORE_THAN_ONE_VALUE.into()),
-                b => Ok(b),
-            }
+            decoder.flush().map_err(|e| e.to_string())
         })
     }
 }
