@@ -341,6 +341,17 @@ pub(crate) fn decode_records(
     Ok((Some(concat_batches(schema, &good)?), skipped))
 }
 
+/// How a CSV file quotes fields, for cutting it into records.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Quoting {
+    /// Opens a quoted field when it is a field's first byte (as csv_core and Flink's
+    /// Jackson read it; elsewhere in an unquoted field it is text: `5'11"`); closes it;
+    /// doubled inside one, it is a quote.
+    pub(crate) quote: u8,
+    /// Separates fields.
+    pub(crate) delimiter: u8,
+}
+
 /// What a file's first record may be.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HeaderRow {
@@ -454,9 +465,9 @@ pub struct CsvSource {
     /// Chunks sent to the helper whose results have not been received.
     helper_pending: usize,
     input_done: bool,
-    /// The byte that opens and closes quoted fields (records end only at newlines
-    /// outside quotes); `None` for formats without multi-line records (JSON lines).
-    quote: Option<u8>,
+    /// How quoted fields are spelled (records end only at newlines outside quotes);
+    /// `None` for formats without multi-line records (JSON lines).
+    quoting: Option<Quoting>,
     /// Whether the first record of each file is a header.
     header: HeaderRow,
     ready: VecDeque<(Option<RecordBatch>, FilePosition)>,
@@ -542,7 +553,10 @@ impl CsvSource {
         batch_size: usize,
         metrics: Arc<JobMetrics>,
     ) -> Result<Self> {
-        let quote = Some(options.quote);
+        let quoting = Some(Quoting {
+            quote: options.quote,
+            delimiter: options.delimiter,
+        });
         let header = match options.header {
             Some(true) => HeaderRow::Skip,
             Some(false) => HeaderRow::Data,
@@ -564,14 +578,14 @@ impl CsvSource {
         };
         let decoder: Arc<dyn ChunkFormat> =
             Arc::new(ChunkDecoder::new(schema, options, time_zone)?);
-        Self::with_format(path, decoder, quote, header, batch_size, metrics)
+        Self::with_format(path, decoder, quoting, header, batch_size, metrics)
     }
 
     /// A source reading `path` with any line-oriented format.
     pub(crate) fn with_format(
         path: &Path,
         decoder: Arc<dyn ChunkFormat>,
-        quote: Option<u8>,
+        quoting: Option<Quoting>,
         header: HeaderRow,
         batch_size: usize,
         metrics: Arc<JobMetrics>,
@@ -588,7 +602,7 @@ impl CsvSource {
             helper_done: VecDeque::new(),
             helper_pending: 0,
             input_done: false,
-            quote,
+            quoting,
             header,
             ready: VecDeque::new(),
             batch_size,
@@ -665,7 +679,10 @@ impl CsvSource {
     /// bulk. Blank lines are skipped; so is the header row under `'csv.header'`.
     fn read_chunk(&mut self) -> Result<Chunk> {
         // Without quotes, a byte that cannot occur in text: newlines always end records.
-        let quote = self.quote.unwrap_or(0);
+        let Quoting { quote, delimiter } = self.quoting.unwrap_or(Quoting {
+            quote: 0,
+            delimiter: 0,
+        });
         let batch_size = self.chunk_size();
         let capacity = (batch_size * 64).max(self.last_chunk_bytes + self.last_chunk_bytes / 8);
         let file = self.current.as_mut().expect("a file is open");
@@ -675,6 +692,10 @@ impl CsvSource {
         let mut start = 0usize;
         let mut first_line = file.line;
         let mut in_quotes = false;
+        // Whether the next byte starts a field, and whether the last one closed quotes (a
+        // quote right after it is a doubled quote: the field is quoted again).
+        let mut field_start = true;
+        let mut after_close = false;
         // Newlines inside quotes in the record being scanned (they are lines too).
         let mut quoted_lines = 0u64;
         while records.len() < batch_size {
@@ -731,21 +752,34 @@ impl CsvSource {
                         break;
                     }
                 }
+                field_start = matches!(buf.last(), Some(&b) if b == delimiter || b == b'\n');
+                after_close = false;
             } else {
                 for i in 0..buf.len() {
                     let b = buf[i];
-                    if b == quote {
-                        in_quotes = !in_quotes;
-                    } else if b == b'\n' {
-                        if in_quotes {
+                    if in_quotes {
+                        if b == quote {
+                            in_quotes = false;
+                            after_close = true;
+                        } else if b == b'\n' {
                             quoted_lines += 1;
-                        } else {
-                            let done = on_newline(i, &mut bytes, &mut copied, quoted_lines);
-                            quoted_lines = 0;
-                            if done {
-                                full = true;
-                                break;
-                            }
+                        }
+                        continue;
+                    }
+                    if b == quote && (field_start || after_close) {
+                        in_quotes = true;
+                        field_start = false;
+                        after_close = false;
+                        continue;
+                    }
+                    after_close = false;
+                    field_start = b == delimiter || b == b'\n';
+                    if b == b'\n' {
+                        let done = on_newline(i, &mut bytes, &mut copied, quoted_lines);
+                        quoted_lines = 0;
+                        if done {
+                            full = true;
+                            break;
                         }
                     }
                 }
