@@ -125,35 +125,32 @@ impl TextColumns {
             .iter()
             .enumerate()
             .map(|(i, f)| {
-                let kind = match f.data_type() {
-                    DataType::Timestamp(TimeUnit::Millisecond, None) => Some(TextKind::Timestamp),
+                // The conversion, and the type the parser reads the column as.
+                let text = match f.data_type() {
+                    DataType::Timestamp(TimeUnit::Millisecond, None) => {
+                        Some((TextKind::Timestamp, DataType::Utf8))
+                    }
                     DataType::Timestamp(TimeUnit::Millisecond, Some(_)) => {
-                        Some(TextKind::LocalZoned)
+                        Some((TextKind::LocalZoned, DataType::Utf8))
                     }
-                    DataType::Decimal128(_, _) => Some(TextKind::Decimal),
+                    DataType::Decimal128(_, _) => Some((TextKind::Decimal, DataType::Utf8)),
                     DataType::List(_) | DataType::Struct(_) if nested.is_some() => {
-                        Some(TextKind::Nested)
+                        Some((TextKind::Nested, DataType::Utf8))
                     }
-                    DataType::Struct(fields) if json_text_fields(fields).is_some() => {
-                        Some(TextKind::JsonRow)
-                    }
+                    DataType::Struct(fields) => json_text_fields(fields)
+                        .map(|text| (TextKind::JsonRow, DataType::Struct(text))),
                     _ => None,
                 };
-                match (kind, f.data_type()) {
-                    (Some(TextKind::JsonRow), DataType::Struct(fields)) => {
-                        columns.push((i, TextKind::JsonRow));
-                        let text = json_text_fields(fields).expect("checked above");
-                        f.as_ref().clone().with_data_type(DataType::Struct(text))
+                match text {
+                    Some((kind, parsed)) => {
+                        columns.push((i, kind));
+                        f.as_ref().clone().with_data_type(parsed)
                     }
-                    (Some(k), _) => {
-                        columns.push((i, k));
-                        f.as_ref().clone().with_data_type(DataType::Utf8)
-                    }
-                    (None, t) if sluice_common::types::is_multiset(t) => {
+                    None if sluice_common::types::is_multiset(f.data_type()) => {
                         columns.push((i, TextKind::Multiset));
                         f.as_ref().clone()
                     }
-                    (None, _) => f.as_ref().clone(),
+                    None => f.as_ref().clone(),
                 }
             })
             .collect();
