@@ -24,13 +24,15 @@
 //! integers and floating-point numbers) and `AVG` in plain vectors updated by one loop
 //! over the batch; [`minmax`] keeps `MIN`/`MAX` and [`distinct`] `COUNT(DISTINCT)` of
 //! integers, floating-point numbers and timestamps (values as [`value_keys`]: the best
-//! value, or every value with its count); everything else (`MIN`/`MAX` and
+//! value, or every value with its count); [`minmax_text`] `MIN`/`MAX` of `VARCHAR` over an
+//! append-only input; everything else (`MIN`/`MAX` and
 //! `COUNT(DISTINCT)` of other types, over a changelog as a [`multiset::Multiset`],
 //! `FIRST_VALUE`, `LISTAGG`, `STDDEV`, DECIMAL `SUM`, ...) goes through
 //! [`rowwise::RowwiseGroups`], one DataFusion `Accumulator` per group.
 
 pub mod distinct;
 pub mod minmax;
+pub mod minmax_text;
 pub mod multiset;
 pub mod numeric;
 pub mod rowwise;
@@ -121,6 +123,10 @@ pub fn for_aggregate(
         ("min" | "max", [t]) if value_keys::supports(t) && *t == result => {
             let max = aggregate.fun().name() == "max";
             return Ok(Box::new(minmax::MinMax::new(max, result, retracting)));
+        }
+        ("min" | "max", [t]) if !retracting && minmax_text::supports(t) && *t == result => {
+            let max = aggregate.fun().name() == "max";
+            return Ok(Box::new(minmax_text::MinMaxText::new(max, result)));
         }
         ("count", [t]) if aggregate.is_distinct() && value_keys::supports(t) => {
             return Ok(Box::new(distinct::DistinctCount::new(t.clone())));
