@@ -39,7 +39,8 @@ use crate::message::{RowKind, StreamBatch};
 use crate::operator::{Collector, Operator};
 use crate::operators::stateless::batch_with_schema;
 use crate::operators::window_aggregate::AggregateCall;
-use crate::state::group_state::{self, BatchRows, GroupsState};
+use crate::state::group_state::aggregate_states::{AggregateInput, AggregateStates};
+use crate::state::group_state::BatchRows;
 use crate::state::keyed::KeyRegistry;
 use crate::state::ttl::IdleKeys;
 use crate::state::{key_converter, SnapshotReader, SnapshotWriter};
@@ -49,8 +50,8 @@ use crate::state::{key_converter, SnapshotReader, SnapshotWriter};
 pub struct GroupAggregateOperator {
     keys: Vec<Arc<dyn PhysicalExpr>>,
     calls: Vec<AggregateCall>,
-    /// One column-wise state per aggregate, indexed by group id.
-    states: Vec<Box<dyn GroupsState>>,
+    /// The aggregates' column-wise states, indexed by group id.
+    states: AggregateStates,
     converter: Option<RowConverter>,
     /// Encodes a group's aggregate values (the output columns after the keys) for
     /// comparing them before and after a batch; `None` without aggregates (`SELECT
@@ -110,9 +111,7 @@ impl GroupAggregateOperator {
             return;
         }
         let g = id as usize;
-        for state in &mut self.states {
-            state.reset(g);
-        }
+        self.states.reset(g);
         self.rows[g] = 0;
         self.emitted[g] = false;
     }
@@ -138,7 +137,7 @@ impl GroupAggregateOperator {
         schema: SchemaRef,
     ) -> Result<Self> {
         let converter = key_converter(key_types)?;
-        let states = calls
+        let inputs = calls
             .iter()
             .zip(&aggregates)
             .map(|(call, aggregate)| {
@@ -147,9 +146,14 @@ impl GroupAggregateOperator {
                     .iter()
                     .map(|a| a.data_type(input))
                     .collect::<datafusion_common::Result<Vec<_>>>()?;
-                group_state::for_aggregate(aggregate, &arg_types, retracting)
+                Ok(AggregateInput {
+                    aggregate,
+                    args: &call.args,
+                    arg_types,
+                })
             })
             .collect::<Result<Vec<_>>>()?;
+        let states = AggregateStates::new(&inputs, retracting)?;
         let values_converter = if aggregates.is_empty() {
             None
         } else {
@@ -196,7 +200,7 @@ impl GroupAggregateOperator {
 
     /// The aggregate values of `groups` that have a result (one array per aggregate).
     fn current_values(&mut self, groups: &[u32]) -> Result<Vec<ArrayRef>> {
-        self.states.iter_mut().map(|s| s.evaluate(groups)).collect()
+        self.states.evaluate(groups)
     }
 
     /// The groups of the batch's rows (`self.group_of`), each once, ascending; marks them
@@ -373,9 +377,7 @@ impl Operator for GroupAggregateOperator {
             retract: retract.as_deref(),
             total_groups: self.registry.capacity(),
         };
-        for ((state, args), filter) in self.states.iter_mut().zip(&args).zip(&filters) {
-            state.update(args, rows, filter.as_ref())?;
-        }
+        self.states.update(&args, &filters, rows)?;
         for (row, &g) in self.group_of.iter().enumerate() {
             self.rows[g] += if rows.is_retraction(row) { -1 } else { 1 };
         }
@@ -428,8 +430,8 @@ impl Operator for GroupAggregateOperator {
                 ids.iter().map(|&g| Some(self.emitted[g as usize])),
             )),
         );
-        for (a, state) in self.states.iter_mut().enumerate() {
-            for (i, column) in state.state(&ids)?.into_iter().enumerate() {
+        for (a, columns) in self.states.state(&ids)?.into_iter().enumerate() {
+            for (i, column) in columns.into_iter().enumerate() {
                 w.column(format!("agg_{a}_{i}"), column);
             }
         }
@@ -475,8 +477,9 @@ impl Operator for GroupAggregateOperator {
             self.assign_groups(key_rows.as_ref(), n);
             let groups = std::mem::take(&mut self.group_of);
             let total = self.registry.capacity();
-            for (a, state) in self.states.iter_mut().enumerate() {
-                state.merge(&reader.numbered(&format!("agg_{a}_")), &groups, total)?;
+            for a in 0..self.states.len() {
+                let columns = reader.numbered(&format!("agg_{a}_"));
+                self.states.merge(a, &columns, &groups, total)?;
             }
             for (row, &g) in groups.iter().enumerate() {
                 self.rows[g] = rows.value(row);

@@ -29,13 +29,18 @@
 //! `COUNT(DISTINCT)` of other types, over a changelog as a [`multiset::Multiset`],
 //! `FIRST_VALUE`, `LISTAGG`, `STDDEV`, DECIMAL `SUM`, ...) goes through
 //! [`rowwise::RowwiseGroups`], one DataFusion `Accumulator` per group.
+//! [`aggregate_states::AggregateStates`] holds one operator's aggregates: one state each,
+//! except `COUNT(DISTINCT x)` calls differing only in `FILTER`, which share one
+//! [`shared_distinct::SharedDistinct`] value map.
 
+pub mod aggregate_states;
 pub mod distinct;
 pub mod minmax;
 pub mod minmax_text;
 pub mod multiset;
 pub mod numeric;
 pub mod rowwise;
+pub mod shared_distinct;
 pub mod value_keys;
 
 use std::sync::Arc;

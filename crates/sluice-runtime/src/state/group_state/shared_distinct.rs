@@ -1,0 +1,270 @@
+//! Several `COUNT(DISTINCT x)` of one column that differ only in their `FILTER`, kept in
+//! one value map per group (up to [`WIDTH`] aggregates per map): each value with one row
+//! count per aggregate, so a row costs one hash lookup however many of the filters it
+//! passes. Flink's code generator shares a distinct value's state between the
+//! aggregates of one column the same way (`DistinctAggCodeGen`: one map view per distinct
+//! argument, a bit per filter). Answers, types and snapshot columns are exactly those of
+//! a [`super::distinct::DistinctCount`] per aggregate: only where the values live differs.
+
+use datafusion_common::arrow::array::{Array, ArrayRef, BooleanArray, Int64Array};
+use datafusion_common::arrow::datatypes::DataType;
+use hashbrown::HashMap;
+use std::sync::Arc;
+
+use sluice_common::{Result, SluiceError};
+
+use super::value_keys::{counted_lists, keys, read_counted_lists};
+use super::BatchRows;
+
+/// The most aggregates one map serves (a value's counts are a `[u32; WIDTH]`).
+pub const WIDTH: usize = 4;
+
+/// See the module docs.
+pub struct SharedDistinct {
+    /// The argument's type.
+    data_type: DataType,
+    /// Per group id: value key → rows holding it, per aggregate (never all 0).
+    groups: Vec<HashMap<i64, [u32; WIDTH]>>,
+    /// Per group id: per aggregate, the values whose count is not 0 (its result).
+    distinct: Vec<[i64; WIDTH]>,
+}
+
+impl SharedDistinct {
+    /// `width` (1..=[`WIDTH`]) distinct counts over values of `data_type`
+    /// ([`super::value_keys::supports`] it).
+    pub fn new(data_type: DataType, width: usize) -> Self {
+        debug_assert!((1..=WIDTH).contains(&width));
+        SharedDistinct {
+            data_type,
+            groups: Vec::new(),
+            distinct: Vec::new(),
+        }
+    }
+
+    fn grow(&mut self, total: usize) {
+        if self.groups.len() < total {
+            self.groups.resize_with(total, HashMap::new);
+            self.distinct.resize(total, [0; WIDTH]);
+        }
+    }
+
+    /// Adds one row of value `x` to group `g` for the aggregates whose bit is set in
+    /// `mask` (or takes one copy out).
+    fn add(&mut self, g: usize, x: i64, mask: u8, retract: bool) {
+        let distinct = &mut self.distinct[g];
+        let set = &mut self.groups[g];
+        if retract {
+            let Some(counts) = set.get_mut(&x) else {
+                return;
+            };
+            for (j, c) in counts.iter_mut().enumerate() {
+                if mask & (1 << j) != 0 && *c > 0 {
+                    *c -= 1;
+                    if *c == 0 {
+                        distinct[j] -= 1;
+                    }
+                }
+            }
+            if counts.iter().all(|&c| c == 0) {
+                set.remove(&x);
+            }
+        } else {
+            let counts = set.entry(x).or_insert([0; WIDTH]);
+            for (j, c) in counts.iter_mut().enumerate() {
+                if mask & (1 << j) != 0 {
+                    if *c == 0 {
+                        distinct[j] += 1;
+                    }
+                    *c += 1;
+                }
+            }
+        }
+    }
+
+    /// Adds (or retracts) a batch: `values` is the shared argument, `filters` one per
+    /// aggregate (`None`: no `FILTER`); a row counts for the aggregates whose filter is
+    /// true, and for none where the value is NULL.
+    ///
+    /// # Errors
+    /// An argument of a type without value keys.
+    pub fn update(
+        &mut self,
+        values: &ArrayRef,
+        filters: &[Option<&BooleanArray>],
+        rows: BatchRows<'_>,
+    ) -> Result<()> {
+        self.grow(rows.total_groups);
+        let v = keys(values)?;
+        let x = v.values();
+        for (row, &g) in rows.groups.iter().enumerate() {
+            if v.is_null(row) {
+                continue;
+            }
+            let mut mask = 0u8;
+            for (j, f) in filters.iter().enumerate() {
+                if f.is_none_or(|m| m.is_valid(row) && m.value(row)) {
+                    mask |= 1 << j;
+                }
+            }
+            if mask != 0 {
+                self.add(g, x[row], mask, rows.is_retraction(row));
+            }
+        }
+        Ok(())
+    }
+
+    /// Aggregate `j`'s count for each of `groups` (BIGINT, never NULL).
+    pub fn evaluate(&self, j: usize, groups: &[u32]) -> ArrayRef {
+        Arc::new(Int64Array::from_iter_values(
+            groups
+                .iter()
+                .map(|&g| self.distinct.get(g as usize).map_or(0, |d| d[j])),
+        ))
+    }
+
+    /// Aggregate `j`'s snapshot column: per group a list of its values, each repeated by
+    /// its count (as [`super::distinct::DistinctCount`] writes it).
+    ///
+    /// # Errors
+    /// A type without value keys.
+    pub fn state(&self, j: usize, groups: &[u32]) -> Result<ArrayRef> {
+        let sets = groups.iter().map(|&g| {
+            self.groups
+                .get(g as usize)
+                .into_iter()
+                .flatten()
+                .filter(move |(_, c)| c[j] > 0)
+                .map(move |(x, c)| (x, &c[j]))
+        });
+        counted_lists(sets, &self.data_type)
+    }
+
+    /// Adds aggregate `j`'s snapshot column (row `i` into group `groups[i]`).
+    ///
+    /// # Errors
+    /// A column of another shape than [`Self::state`] writes.
+    pub fn merge(
+        &mut self,
+        j: usize,
+        column: Option<&ArrayRef>,
+        groups: &[usize],
+        total: usize,
+    ) -> Result<()> {
+        self.grow(total);
+        let column = column
+            .ok_or_else(|| SluiceError::Internal("COUNT(DISTINCT) state: no column".into()))?;
+        read_counted_lists(column, "COUNT(DISTINCT)", |row, x| {
+            self.add(groups[row], x, 1 << j, false);
+            Ok(())
+        })
+    }
+
+    /// Empties `group`.
+    pub fn reset(&mut self, group: usize) {
+        if let Some(set) = self.groups.get_mut(group) {
+            *set = HashMap::new();
+            self.distinct[group] = [0; WIDTH];
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::distinct::DistinctCount;
+    use super::super::GroupsState;
+    use super::*;
+    use datafusion_common::arrow::array::AsArray;
+    use datafusion_common::arrow::datatypes::Int64Type;
+
+    fn counts(s: &SharedDistinct, j: usize, groups: &[u32]) -> Vec<i64> {
+        s.evaluate(j, groups)
+            .as_primitive::<Int64Type>()
+            .values()
+            .to_vec()
+    }
+
+    /// Three counts of one column: no filter, `v < 10`, `v >= 10`, over two groups, with
+    /// a NULL, a repeated value and retractions (counts derived by hand).
+    #[test]
+    fn filtered_counts_share_one_map() {
+        let mut s = SharedDistinct::new(DataType::Int64, 3);
+        let values: ArrayRef = Arc::new(Int64Array::from(vec![
+            Some(1),
+            Some(1),
+            Some(20),
+            None,
+            Some(5),
+            Some(30),
+        ]));
+        let below: Vec<bool> = [1, 1, 20, 0, 5, 30].iter().map(|&v| v < 10).collect();
+        let low = BooleanArray::from(below.clone());
+        let high = BooleanArray::from(below.iter().map(|b| !b).collect::<Vec<_>>());
+        let rows = BatchRows {
+            groups: &[0, 0, 0, 0, 1, 1],
+            retract: None,
+            total_groups: 2,
+        };
+        s.update(&values, &[None, Some(&low), Some(&high)], rows)
+            .unwrap();
+        // Group 0: {1, 20}; below 10 {1}; from 10 {20}. Group 1: {5, 30}; {5}; {30}.
+        assert_eq!(counts(&s, 0, &[0, 1]), [2, 2]);
+        assert_eq!(counts(&s, 1, &[0, 1]), [1, 1]);
+        assert_eq!(counts(&s, 2, &[0, 1]), [1, 1]);
+
+        // Retract one of the two 1s and the 20 of group 0: 1 stays, 20 goes.
+        let values: ArrayRef = Arc::new(Int64Array::from(vec![1, 20]));
+        let low = BooleanArray::from(vec![true, false]);
+        let high = BooleanArray::from(vec![false, true]);
+        let rows = BatchRows {
+            groups: &[0, 0],
+            retract: Some(&[true, true]),
+            total_groups: 2,
+        };
+        s.update(&values, &[None, Some(&low), Some(&high)], rows)
+            .unwrap();
+        assert_eq!(counts(&s, 0, &[0, 1]), [1, 2]);
+        assert_eq!(counts(&s, 1, &[0, 1]), [1, 1]);
+        assert_eq!(counts(&s, 2, &[0, 1]), [0, 1]);
+        s.reset(1);
+        assert_eq!(counts(&s, 0, &[0, 1]), [1, 0]);
+    }
+
+    /// Each aggregate's snapshot column is a `DistinctCount`'s: it restores into one (and
+    /// back into a shared map) with the same counts, the value counts included (a later
+    /// retraction of one of two copies keeps the value).
+    #[test]
+    fn snapshot_columns_are_those_of_a_distinct_count() {
+        let mut s = SharedDistinct::new(DataType::Int64, 2);
+        let values: ArrayRef = Arc::new(Int64Array::from(vec![7, 7, 8]));
+        let only_first = BooleanArray::from(vec![true, false, false]);
+        let rows = BatchRows {
+            groups: &[0, 0, 0],
+            retract: None,
+            total_groups: 1,
+        };
+        s.update(&values, &[None, Some(&only_first)], rows).unwrap();
+        let all = s.state(0, &[0]).unwrap();
+        let first = s.state(1, &[0]).unwrap();
+
+        let mut own = DistinctCount::new(DataType::Int64);
+        own.merge(std::slice::from_ref(&all), &[0], 1).unwrap();
+        let own_counts = own.evaluate(&[0]).unwrap();
+        assert_eq!(own_counts.as_primitive::<Int64Type>().values(), &[2]);
+
+        let mut restored = SharedDistinct::new(DataType::Int64, 2);
+        restored.merge(0, Some(&all), &[0], 1).unwrap();
+        restored.merge(1, Some(&first), &[0], 1).unwrap();
+        assert_eq!(counts(&restored, 0, &[0]), [2]);
+        assert_eq!(counts(&restored, 1, &[0]), [1]);
+        let one_seven: ArrayRef = Arc::new(Int64Array::from(vec![7]));
+        let rows = BatchRows {
+            groups: &[0],
+            retract: Some(&[true]),
+            total_groups: 1,
+        };
+        restored.update(&one_seven, &[None, None], rows).unwrap();
+        // All: 7 had two copies, one left; the first aggregate's only 7 is gone.
+        assert_eq!(counts(&restored, 0, &[0]), [2]);
+        assert_eq!(counts(&restored, 1, &[0]), [0]);
+    }
+}
