@@ -91,8 +91,11 @@ struct BadValue {
 }
 
 impl ChunkDecoder {
+    /// A decoder of rows of `schema`; `read`: the columns and `ROW` fields the plan reads
+    /// (`SourceSpec::read_schema`), whose others are NULL, not converted.
     pub(crate) fn new(
         schema: SchemaRef,
+        read: Option<SchemaRef>,
         options: CsvOptions,
         time_zone: sluice_common::time::Tz,
     ) -> Result<Self> {
@@ -102,7 +105,7 @@ impl ChunkDecoder {
             null_array_is_empty: options.null_literal.as_deref().is_none_or(str::is_empty),
         };
         Ok(ChunkDecoder {
-            text: TextColumns::with_nested(Arc::clone(&schema), time_zone, Some(nested)),
+            text: TextColumns::with_nested(Arc::clone(&schema), time_zone, Some(nested), read),
             schema,
             options,
             null_regex,
@@ -541,13 +544,15 @@ impl CsvSource {
         }
     }
 
-    /// A source reading `path` (file or directory) as CSV rows of `schema`.
+    /// A source reading `path` (file or directory) as CSV rows of `schema`, converting
+    /// only the columns and `ROW` fields of `read` (`SourceSpec::read_schema`) when given.
     ///
     /// # Errors
     /// The path does not exist or cannot be listed; bad `csv.*` options.
     pub fn new(
         path: &Path,
         schema: SchemaRef,
+        read: Option<SchemaRef>,
         options: CsvOptions,
         time_zone: sluice_common::time::Tz,
         batch_size: usize,
@@ -577,7 +582,7 @@ impl CsvSource {
             None => HeaderRow::Data,
         };
         let decoder: Arc<dyn ChunkFormat> =
-            Arc::new(ChunkDecoder::new(schema, options, time_zone)?);
+            Arc::new(ChunkDecoder::new(schema, read, options, time_zone)?);
         Self::with_format(path, decoder, quoting, header, batch_size, metrics)
     }
 

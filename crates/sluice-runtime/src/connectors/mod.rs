@@ -345,7 +345,7 @@ pub(crate) fn check_format_types(
 
 /// Creates the source of a table from its `WITH` options. `physical_schema`: the
 /// columns its batches have; `read_schema`: the columns and `ROW` fields the plan reads
-/// (`SourceSpec::read_schema`), which a JSON file source decodes alone (the others NULL).
+/// (`SourceSpec::read_schema`), which a JSON or CSV file source decodes alone (the others NULL).
 ///
 /// # Errors
 /// A missing `'connector'`, `'path'` or `'format'`, an unknown connector or format, a
@@ -390,7 +390,7 @@ pub fn create_source(
                 FileFormat::Csv => {
                     check_format_types(format, &physical_schema, table, false)?;
                     let csv = filesystem::CsvOptions::from_options(options)?;
-                    csv_source::CsvSource::new(&path, physical_schema, csv, tz, ctx.batch_size, metrics)?
+                    csv_source::CsvSource::new(&path, physical_schema, read_schema, csv, tz, ctx.batch_size, metrics)?
                         .split(ctx.source_subtask, ctx.source_parallelism)
                 }
                 FileFormat::Json => {

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use datafusion_common::arrow::array::{
-    Array, ArrayRef, AsArray, ListArray, RecordBatch, StringArray, StructArray,
+    new_null_array, Array, ArrayRef, AsArray, ListArray, RecordBatch, StringArray, StructArray,
     TimestampMillisecondArray,
 };
 use datafusion_common::arrow::buffer::{NullBuffer, OffsetBuffer};
@@ -98,6 +98,73 @@ fn nulls_of(valid: Vec<bool>) -> Option<NullBuffer> {
     (nulls.null_count() > 0).then_some(nulls)
 }
 
+/// The parts of one field of a CSV `ROW`, one per row, when the field is read.
+struct Part<'a> {
+    wanted: bool,
+    values: Vec<Option<&'a str>>,
+}
+
+impl<'a> Part<'a> {
+    fn push(&mut self, value: Option<&'a str>) {
+        if self.wanted {
+            self.values.push(value);
+        }
+    }
+}
+
+/// Pushes the parts `split` gives into `parts`, one per field (the rest ignored, as Flink
+/// keeps a ROW's first parts); false when there are fewer parts than fields.
+fn split_into<'a>(mut split: impl Iterator<Item = &'a str>, parts: &mut [Part<'a>]) -> bool {
+    for p in parts.iter_mut() {
+        match split.next() {
+            Some(s) => p.push(Some(s)),
+            None => return false,
+        }
+    }
+    true
+}
+
+/// `v` split at every `delimiter` (an ASCII byte, so every part is whole UTF-8).
+fn split_at_byte(v: &str, delimiter: u8) -> impl Iterator<Item = &str> {
+    let ends = memchr::memchr_iter(delimiter, v.as_bytes()).chain(std::iter::once(v.len()));
+    let mut start = 0;
+    ends.map(move |end| {
+        let part = &v[start..end];
+        start = end + 1;
+        part
+    })
+}
+
+/// Numbers (of column `c`), trimmed, parsed by arrow's parser for `T` (the one its cast
+/// from text uses); the first that does not parse fails.
+fn parse_primitive<T>(parts: &[Option<&str>], c: usize) -> Result<ArrayRef, BadText>
+where
+    T: datafusion_common::arrow::datatypes::ArrowPrimitiveType
+        + datafusion_common::arrow::compute::kernels::cast_utils::Parser,
+{
+    let mut values = Vec::with_capacity(parts.len());
+    for (row, part) in parts.iter().enumerate() {
+        values.push(match part {
+            None => None,
+            Some(s) => match T::parse(s.trim()) {
+                Some(v) => Some(v),
+                None => {
+                    return Err(BadText {
+                        row,
+                        column: c,
+                        value: s.trim().to_string(),
+                    })
+                }
+            },
+        });
+    }
+    Ok(Arc::new(
+        values
+            .into_iter()
+            .collect::<datafusion_common::arrow::array::PrimitiveArray<T>>(),
+    ))
+}
+
 /// The conversions of one table's text columns.
 pub(crate) struct TextColumns {
     schema: SchemaRef,
@@ -105,19 +172,28 @@ pub(crate) struct TextColumns {
     columns: Vec<(usize, TextKind)>,
     time_zone: Tz,
     nested: Option<NestedText>,
+    /// CSV: the columns and `ROW` fields the plan reads (`SourceSpec::read_schema`), when
+    /// fewer than all. A nested or converted column it does not name is NULL, not
+    /// converted (Flink's CSV format pushes top-level projections down); so is a nullable
+    /// `STRING` field of a ROW it does not name. Other fields of a read ROW are converted,
+    /// so a bad value in one fails as in Flink (its CSV format converts whole ROWs).
+    read: Option<SchemaRef>,
 }
 
 impl TextColumns {
     /// For a table of `schema` read in the session time zone `time_zone`.
     pub(crate) fn new(schema: SchemaRef, time_zone: Tz) -> Self {
-        Self::with_nested(schema, time_zone, None)
+        Self::with_nested(schema, time_zone, None, None)
     }
 
-    /// For a CSV table: also its `ARRAY` and `ROW` columns, as `nested` spells them.
+    /// For a CSV table: also its `ARRAY` and `ROW` columns, as `nested` spells them;
+    /// `read`: the columns and `ROW` fields the plan reads (a narrowing of `schema`, in
+    /// its order), when fewer than all.
     pub(crate) fn with_nested(
         schema: SchemaRef,
         time_zone: Tz,
         nested: Option<NestedText>,
+        read: Option<SchemaRef>,
     ) -> Self {
         let mut columns = Vec::new();
         let fields: Vec<Field> = schema
@@ -160,6 +236,7 @@ impl TextColumns {
             columns,
             time_zone,
             nested,
+            read,
         }
     }
 
@@ -207,8 +284,28 @@ impl TextColumns {
                 columns[c] = self.json_row(columns[c].as_struct(), c, fields)?;
                 continue;
             }
+            let field = self.schema.field(c);
+            let read = match &self.read {
+                None => None,
+                Some(read) => match read.field_with_name(field.name()) {
+                    Ok(f) => Some(f),
+                    // Not read: NULL (the plan reads no part of it).
+                    Err(_) if field.is_nullable() => {
+                        columns[c] = new_null_array(field.data_type(), batch.num_rows());
+                        continue;
+                    }
+                    Err(_) => None,
+                },
+            };
             let text: &StringArray = columns[c].as_string::<i32>();
-            columns[c] = self.convert_text(text, self.schema.field(c).data_type(), c)?;
+            columns[c] = match (field.data_type(), read.map(|f| f.data_type())) {
+                (DataType::Struct(fields), Some(DataType::Struct(read)))
+                    if self.nested.is_some() =>
+                {
+                    self.row(text, c, fields, Some(read))?
+                }
+                (target, _) => self.convert_text(text, target, c)?,
+            };
         }
         let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
         RecordBatch::try_new_with_options(Arc::clone(&self.schema), columns, &options)
@@ -224,11 +321,11 @@ impl TextColumns {
     ) -> Result<ArrayRef, BadText> {
         match target {
             DataType::Timestamp(TimeUnit::Millisecond, tz) => {
-                self.timestamp(text, c, target, tz.is_some())
+                self.timestamp(text.iter(), c, target, tz.is_some())
             }
             DataType::Decimal128(_, _) => self.cast_text(text, c, target),
             DataType::List(item) => self.array(text, c, item),
-            DataType::Struct(fields) => self.row(text, c, fields),
+            DataType::Struct(fields) => self.row(text, c, fields, None),
             DataType::Utf8 => Ok(Arc::new(text.clone())),
             _ => self.cast_text(text, c, target),
         }
@@ -266,15 +363,34 @@ impl TextColumns {
             .map_err(|e| BadText::of_column(c, e))
     }
 
-    /// Splits `text` (of column `c`) into the values of a ROW of `fields`.
+    /// Splits `text` (of column `c`) into the values of a ROW of `fields`: each field's
+    /// parts converted straight from the text (no intermediate text column per field).
+    /// Nullable `STRING` fields `read` (when given) does not name are NULL: any text is a
+    /// string, so skipping one loses no error (see the `read` field).
     fn row(
         &self,
         text: &StringArray,
         c: usize,
-        fields: &datafusion_common::arrow::datatypes::Fields,
+        fields: &Fields,
+        read: Option<&Fields>,
     ) -> Result<ArrayRef, BadText> {
         let nested = self.nested.as_ref().expect("nested columns only in CSV");
-        let mut parts: Vec<Vec<Option<&str>>> = vec![Vec::with_capacity(text.len()); fields.len()];
+        let delimiter = nested.delimiter.as_str();
+        let wanted: Vec<bool> = fields
+            .iter()
+            .map(|f| {
+                !f.is_nullable()
+                    || *f.data_type() != DataType::Utf8
+                    || read.is_none_or(|r| r.find(f.name()).is_some())
+            })
+            .collect();
+        let mut parts: Vec<Part> = wanted
+            .iter()
+            .map(|&w| Part {
+                wanted: w,
+                values: Vec::with_capacity(if w { text.len() } else { 0 }),
+            })
+            .collect();
         let mut valid = Vec::with_capacity(text.len());
         for row in 0..text.len() {
             let value = text
@@ -282,30 +398,32 @@ impl TextColumns {
                 .then(|| text.value(row))
                 .filter(|v| !v.is_empty());
             valid.push(value.is_some());
-            match value {
-                None => parts.iter_mut().for_each(|p| p.push(None)),
-                Some(v) => {
-                    let mut split = v.split(nested.delimiter.as_str());
-                    for p in parts.iter_mut() {
-                        match split.next() {
-                            Some(s) => p.push(Some(s)),
-                            // Fewer parts than fields: Flink's "Row length mismatch".
-                            None => {
-                                return Err(BadText {
-                                    row,
-                                    column: c,
-                                    value: v.to_string(),
-                                })
-                            }
-                        }
-                    }
-                }
+            let Some(v) = value else {
+                parts.iter_mut().for_each(|p| p.push(None));
+                continue;
+            };
+            // A one-byte delimiter: one memchr scan over the value, not a `&str` pattern
+            // (a substring searcher set up for every value).
+            let complete = match delimiter.as_bytes() {
+                &[b] if b.is_ascii() => split_into(split_at_byte(v, b), &mut parts),
+                _ => split_into(v.split(delimiter), &mut parts),
+            };
+            if !complete {
+                // Fewer parts than fields: Flink's "Row length mismatch".
+                return Err(BadText {
+                    row,
+                    column: c,
+                    value: v.to_string(),
+                });
             }
         }
         let arrays = fields
             .iter()
-            .zip(parts)
-            .map(|(f, p)| self.convert_text(&StringArray::from(p), f.data_type(), c))
+            .zip(&parts)
+            .map(|(f, p)| match p.wanted {
+                true => self.convert_parts(&p.values, f.data_type(), c),
+                false => Ok(new_null_array(f.data_type(), text.len())),
+            })
             .collect::<Result<Vec<_>, _>>()
             .map_err(|mut bad| {
                 bad.value = text.value(bad.row).to_string();
@@ -314,6 +432,33 @@ impl TextColumns {
         StructArray::try_new(fields.clone(), arrays, nulls_of(valid))
             .map(|a| Arc::new(a) as ArrayRef)
             .map_err(|e| BadText::of_column(c, e))
+    }
+
+    /// The parts of one ROW field (of column `c`), one per row, as values of `target`:
+    /// text as it stands, numbers trimmed and parsed as arrow's cast parses them,
+    /// timestamps by [`Self::timestamp`]; other types through a text column.
+    fn convert_parts(
+        &self,
+        parts: &[Option<&str>],
+        target: &DataType,
+        c: usize,
+    ) -> Result<ArrayRef, BadText> {
+        use datafusion_common::arrow::datatypes::{
+            Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type,
+        };
+        match target {
+            DataType::Utf8 => Ok(Arc::new(parts.iter().copied().collect::<StringArray>())),
+            DataType::Int8 => parse_primitive::<Int8Type>(parts, c),
+            DataType::Int16 => parse_primitive::<Int16Type>(parts, c),
+            DataType::Int32 => parse_primitive::<Int32Type>(parts, c),
+            DataType::Int64 => parse_primitive::<Int64Type>(parts, c),
+            DataType::Float32 => parse_primitive::<Float32Type>(parts, c),
+            DataType::Float64 => parse_primitive::<Float64Type>(parts, c),
+            DataType::Timestamp(TimeUnit::Millisecond, tz) => {
+                self.timestamp(parts.iter().copied(), c, target, tz.is_some())
+            }
+            _ => self.convert_text(&StringArray::from(parts.to_vec()), target, c),
+        }
     }
 
     /// A JSON ROW parsed with text fields (`json_text_fields`) as a ROW of `fields`: each
@@ -342,20 +487,20 @@ impl TextColumns {
             .map_err(|e| BadText::of_column(c, e))
     }
 
-    fn timestamp(
+    /// Timestamp text (of column `c`), one value per row, in epoch ms.
+    fn timestamp<'a>(
         &self,
-        text: &StringArray,
+        text: impl ExactSizeIterator<Item = Option<&'a str>>,
         c: usize,
         target: &DataType,
         local_zoned: bool,
     ) -> Result<ArrayRef, BadText> {
         let mut values = Vec::with_capacity(text.len());
-        for row in 0..text.len() {
-            if text.is_null(row) {
+        for (row, s) in text.enumerate() {
+            let Some(s) = s else {
                 values.push(None);
                 continue;
-            }
-            let s = text.value(row);
+            };
             let value = match parse_timestamp_ms(s.as_bytes()) {
                 Some(v) if local_zoned => Some(local_to_utc_ms(&self.time_zone, v)),
                 Some(v) => Some(v),

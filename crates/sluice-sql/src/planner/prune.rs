@@ -403,7 +403,9 @@ fn remap(index: usize, keep: &[bool]) -> usize {
 }
 
 /// The physical columns and fields a scan reads, when fewer than all and the connector
-/// reads by name (a `filesystem` table in the `json` format, not partitioned). The
+/// can skip the others (a `filesystem` table in the `json` or `csv` format, not
+/// partitioned: JSON decodes only these; CSV still splits every field but converts only
+/// these). The
 /// time attribute and what the watermark reads, partition keys and `NOT NULL` columns and
 /// fields (whose NULL is a data error) are always read. With
 /// `'json.ignore-parse-errors'` every column is read, so which lines are skipped does not
@@ -414,10 +416,12 @@ fn read_schema(
     needed: &[Option<Use>],
 ) -> Option<DFSchemaRef> {
     let option = |name: &str| spec.options.get(name).map(String::as_str);
+    let format = option("format").unwrap_or_default();
     let by_name = option("connector") == Some("filesystem")
-        && option("format") == Some("json")
+        && matches!(format, "json" | "csv")
         && spec.partition_keys.is_empty()
-        && !option("json.ignore-parse-errors").is_some_and(|v| v.eq_ignore_ascii_case("true"))
+        && !option(&format!("{format}.ignore-parse-errors"))
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
         && !spec.physical_schema.fields().is_empty();
     if !by_name {
         return None;

@@ -237,7 +237,7 @@ pub(crate) fn decoder(
     Ok(match format {
         FileFormat::Csv => {
             let csv = filesystem::CsvOptions::from_options(options)?;
-            Arc::new(csv_source::ChunkDecoder::new(schema, csv, tz)?)
+            Arc::new(csv_source::ChunkDecoder::new(schema, None, csv, tz)?)
         }
         FileFormat::Json => {
             let ignore = filesystem::bool_option(options, "json.ignore-parse-errors", false)?;
