@@ -74,6 +74,7 @@ impl From<Format> for OutputFormat {
 }
 
 fn main() -> ExitCode {
+    sluice::tune_allocator();
     let cli = Cli::parse();
     match cli.command {
         Some(Command::Run {

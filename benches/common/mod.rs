@@ -48,6 +48,8 @@ pub fn run(script: &str) -> (f64, u64, u64) {
 pub fn run_with_metrics(
     script: &str,
 ) -> (f64, u64, u64, Option<std::sync::Arc<sluice::JobMetrics>>) {
+    // The allocator settings of the `sluice` binary, so figures are the command's.
+    sluice::tune_allocator();
     let mut engine = Engine::new(EngineConfig {
         working_dir: Some(root()),
         ..Default::default()
