@@ -1,26 +1,30 @@
 //! Nexmark benchmark (issue 20): every query of `sql-examples/nexmark/` over the same 10 M
 //! events, in events per second (events in / seconds of the whole job, planning included)
 //! and the peak resident memory of the process that ran it (a fresh one per measurement):
-//! - `file p1` / `file p2`: the events read from one JSON-lines file (written once by the
-//!   `nexmark` connector into `target/bench-data/nexmark_<events>/`), the query's table
-//!   made a `filesystem` table with the same columns, computed `dateTime` and watermark; at
-//!   parallelism 1 and 2 (`'parallelism.default'`: keyed operators run in 2 subtasks; one
-//!   file is read by one source subtask);
+//! - `file p1` / `file p2`: the events read from one file (written once by the `nexmark`
+//!   connector: CSV into `target/bench-data/nexmark_<events>_csv/`, or with
+//!   `SLUICE_BENCH_FORMAT=json` JSON lines into `target/bench-data/nexmark_<events>/`; a
+//!   `ROW` is one CSV field, its fields joined by `;`, as Flink's CSV format writes it), the
+//!   query's table made a `filesystem` table with the same columns, computed `dateTime` and
+//!   watermark; at parallelism 1 and 2 (`'parallelism.default'`: keyed operators run in 2
+//!   subtasks; one file is read by one source subtask);
 //! - `gen p1`: the query file as shipped, the events made by the built-in generator.
 //!
 //! Sinks as the files declare them (blackhole, but q10 writes its partitioned files).
 //! Flink 2.3 reads the same file: the bench writes each query's Flink form to
-//! `target/bench-data/flink-nexmark/qN.sql` (`tests/nexmark/derive_flink.py --bench-sql`:
+//! `target/bench-data/flink-nexmark/<format>/qN.sql` (`tests/nexmark/derive_flink.py --bench-sql`:
 //! the INSERT's SELECT into Flink's blackhole, q13's lookup a regular join with the side
 //! input, q14's UDF as CHAR_LENGTH arithmetic), and `scripts/flink-nexmark-bench` runs them
-//! at parallelism 1 with Flink-Nexmark's mini-batch settings; its figures are [`FLINK`].
+//! at parallelism 1 with Flink-Nexmark's mini-batch settings; its figures are [`FLINK_CSV`]
+//! and [`FLINK_JSON`].
 //!
-//! Before the queries it prints the decoding bound: arrow-json alone over the first 2 M
-//! lines of the file (q0's read schema, in memory, decoders reused), on one thread and
-//! two. No query reading the file runs faster than that on the same cores.
+//! With JSON, before the queries it prints the decoding bound: arrow-json alone over the
+//! first 2 M lines of the file (q0's read schema, in memory, decoders reused), on one
+//! thread and two. No query reading the file runs faster than that on the same cores.
 //!
 //! Run: `cargo bench --bench nexmark` (release build); `SLUICE_BENCH_EVENTS` changes the
-//! event count, `SLUICE_BENCH_ONLY=q5,q7` runs only those queries.
+//! event count, `SLUICE_BENCH_ONLY=q5,q7` runs only those queries,
+//! `SLUICE_BENCH_FORMAT=json` reads JSON lines instead of CSV.
 
 #[path = "common/mod.rs"]
 mod common;
@@ -54,11 +58,12 @@ const QUERIES: &[&str] = &[
     "q23",
 ];
 
-/// Apache Flink 2.3 on this machine, 10 M events from the same file, parallelism 1
-/// (`scripts/flink-nexmark-bench`, Flink-Nexmark's mini-batch settings): (query,
-/// M events/s, peak RSS of the JVM in MB). Measured 2026-12-04/05 on a quiet machine; q23
-/// is missing: Flink's job failed at 10 M events (its TaskManager's heartbeat timed out).
-const FLINK: &[(&str, f64, u64)] = &[
+/// Apache Flink 2.3 on this machine, 10 M events from the same JSON-lines file,
+/// parallelism 1 (`scripts/flink-nexmark-bench`, Flink-Nexmark's mini-batch settings):
+/// (query, M events/s, peak RSS of the JVM in MB). Measured 2026-12-04/05 on a quiet
+/// machine; q23 is missing: Flink's job failed at 10 M events (its TaskManager's heartbeat
+/// timed out).
+const FLINK_JSON: &[(&str, f64, u64)] = &[
     ("q0", 0.339, 1663),
     ("q1", 0.336, 1560),
     ("q2", 0.373, 1843),
@@ -84,6 +89,10 @@ const FLINK: &[(&str, f64, u64)] = &[
     ("q22", 0.339, 1559),
 ];
 
+/// The same on the same events in one CSV file (`SLUICE_BENCH_FORMAT` unset): measured
+/// 2026-12-07 (FILLED IN BELOW).
+const FLINK_CSV: &[(&str, f64, u64)] = &[];
+
 /// The query text with `events` events.
 fn with_events(sql: &str, events: u64) -> String {
     sql.replace(
@@ -92,22 +101,22 @@ fn with_events(sql: &str, events: u64) -> String {
     )
 }
 
-/// The query text with the `nexmark` table read from the JSON-lines events at `path`.
-fn from_file(sql: &str, path: &std::path::Path) -> String {
+/// The query text with the `nexmark` table read from the events at `path`, in `format`.
+fn from_file(sql: &str, path: &std::path::Path, format: &str) -> String {
     let start = sql
         .find("'connector' = 'nexmark'")
         .expect("the nexmark table");
     let end = start + sql[start..].find(");").expect("its WITH clause closes");
     format!(
-        "{}'connector' = 'filesystem', 'path' = '{}', 'format' = 'json'\n{}",
+        "{}'connector' = 'filesystem', 'path' = '{}', 'format' = '{format}'\n{}",
         &sql[..start],
         path.display(),
         &sql[end..]
     )
 }
 
-/// Writes the events once: the generator's events (`ddl.sql`'s options) as JSON lines.
-fn write_events(dir: &std::path::Path, events: u64) {
+/// Writes the events once: the generator's events (`ddl.sql`'s options) in `format`.
+fn write_events(dir: &std::path::Path, events: u64, format: &str) {
     if dir.exists() {
         return;
     }
@@ -123,7 +132,7 @@ fn write_events(dir: &std::path::Path, events: u64) {
         .expect("ddl.sql declares the nexmark table's columns before `dateTime`");
     let script = format!(
         "{}\nCREATE TABLE events ({columns}) \
-         WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');\n\
+         WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = '{format}');\n\
          INSERT INTO events SELECT event_type, person, auction, bid FROM nexmark;",
         with_events(&ddl, events),
         tmp.display()
@@ -185,22 +194,32 @@ fn main() {
         only.as_deref()
             .is_none_or(|o| o.split(',').any(|x| x.trim() == q))
     };
-    let data = root().join(format!("target/bench-data/nexmark_{events}"));
-    write_events(&data, events);
-    let flink_dir = root().join("target/bench-data/flink-nexmark");
+    let format = std::env::var("SLUICE_BENCH_FORMAT").unwrap_or_else(|_| "csv".into());
+    let (data, flink_figures) = match format.as_str() {
+        "json" => (format!("target/bench-data/nexmark_{events}"), FLINK_JSON),
+        "csv" => (format!("target/bench-data/nexmark_{events}_csv"), FLINK_CSV),
+        other => panic!("SLUICE_BENCH_FORMAT is csv or json, not '{other}'"),
+    };
+    let data = root().join(data);
+    write_events(&data, events, &format);
+    let flink_dir = root().join(format!("target/bench-data/flink-nexmark/{format}"));
     let written = std::process::Command::new("python3")
         .arg(root().join("tests/nexmark/derive_flink.py"))
         .arg("--bench-sql")
         .arg(&flink_dir)
         .arg(&data)
+        .arg(&format)
         .status();
     if !written.is_ok_and(|s| s.success()) {
         println!("(python3 tests/nexmark/derive_flink.py failed: no Flink SQL written)");
     }
-    if wanted("decode") || only.is_none() {
+    if format == "json" && (wanted("decode") || only.is_none()) {
         decoding_bound(&data);
     }
-    println!("{events} events; M events/s (x Flink 2.3 at parallelism 1), peak RSS MB (Flink's)");
+    println!(
+        "{events} events from {format}; M events/s (x Flink 2.3 at parallelism 1), \
+         peak RSS MB (Flink's)"
+    );
     println!(
         "{:<11} {:>18} {:>8} {:>8} {:>9} {:>16}",
         "query", "file p1", "file p2", "gen p1", "RSS p1", "Flink p1"
@@ -209,11 +228,11 @@ fn main() {
         let sql =
             std::fs::read_to_string(root().join(format!("sql-examples/nexmark/{q}.sql"))).unwrap();
         let sql = with_events(&sql, events);
-        let file = from_file(&sql, &data);
+        let file = from_file(&sql, &data, &format);
         let (p1, rss) = measure(&file, events);
         let (p2, _) = measure(&format!("SET 'parallelism.default' = '2';\n{file}"), events);
         let (generated, _) = measure(&sql, events);
-        let flink = FLINK.iter().find(|f| f.0 == q);
+        let flink = flink_figures.iter().find(|f| f.0 == q);
         let ratio = flink.map_or(String::new(), |f| format!(" ({:.1}x)", p1 / f.1));
         let flink_text = flink.map_or("-".to_string(), |f| format!("{:.3}, {} MB", f.1, f.2));
         println!(

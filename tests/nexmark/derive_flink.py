@@ -20,7 +20,7 @@ Apache Flink 2.3 (../shared/tools/flink-oracle), for tests/nexmark.rs.
 
 Usage (from the repository root, after `cargo build --release`):
   ~/.cache/sluice-flink-venv/bin/python tests/nexmark/derive_flink.py [q0 q1 ...]
-  python3 tests/nexmark/derive_flink.py --bench-sql DIR EVENTS   (the benchmark's Flink SQL)
+  python3 tests/nexmark/derive_flink.py --bench-sql DIR EVENTS [json|csv]   (the benchmark's Flink SQL)
 """
 import csv
 import gzip
@@ -85,14 +85,15 @@ INSERT INTO events SELECT event_type, person, auction, bid FROM nexmark;
     return out
 
 
-def flink_sql(name, events, bench=False):
-    """The query as Flink runs it over the events at `events`. For the conformance test the
-    watermark follows every row; for the benchmark (`bench`) Flink's defaults stay."""
+def flink_sql(name, events, bench=False, fmt="json"):
+    """The query as Flink runs it over the events at `events` (in format `fmt`: json or
+    csv). For the conformance test the watermark follows every row; for the benchmark
+    (`bench`) Flink's defaults stay."""
     text = open(os.path.join(queries_dir, name + ".sql")).read()
     if not bench:
         text = conformance(text)
     text = re.sub(r"WITH \(\s*'connector' = 'nexmark'.*?\);",
-                  f"WITH ('connector' = 'filesystem', 'path' = '{events}', 'format' = 'json');",
+                  f"WITH ('connector' = 'filesystem', 'path' = '{events}', 'format' = '{fmt}');",
                   text, count=1, flags=re.S)
     out = []
     for stmt in split_statements(text):
@@ -130,14 +131,14 @@ def normalized_rows(csv_text):
     return header, rows
 
 
-def write_bench_sql(out_dir, events):
-    """`--bench-sql DIR EVENTS`: each query's Flink form over the events file (or directory)
-    EVENTS into DIR/qN.sql, for `scripts/flink-nexmark-bench` (called by `cargo bench
-    --bench nexmark`)."""
+def write_bench_sql(out_dir, events, fmt):
+    """`--bench-sql DIR EVENTS FORMAT`: each query's Flink form over the events file (or
+    directory) EVENTS in FORMAT (json or csv) into DIR/qN.sql, for
+    `scripts/flink-nexmark-bench` (called by `cargo bench --bench nexmark`)."""
     os.makedirs(out_dir, exist_ok=True)
     for name in QUERIES + ["q12"]:
         with open(os.path.join(out_dir, name + ".sql"), "w") as f:
-            f.write(flink_sql(name, os.path.abspath(events), bench=True))
+            f.write(flink_sql(name, os.path.abspath(events), bench=True, fmt=fmt))
 
 
 def fold_upsert(changelog, key_names):
@@ -164,9 +165,9 @@ def fold_upsert(changelog, key_names):
 
 def main():
     if sys.argv[1:2] == ["--bench-sql"]:
-        if len(sys.argv) != 4:
-            sys.exit("usage: derive_flink.py --bench-sql DIR EVENTS")
-        write_bench_sql(sys.argv[2], sys.argv[3])
+        if len(sys.argv) not in (4, 5):
+            sys.exit("usage: derive_flink.py --bench-sql DIR EVENTS [json|csv]")
+        write_bench_sql(sys.argv[2], sys.argv[3], (sys.argv[4:] or ["json"])[0])
         return
     wanted = sys.argv[1:] or QUERIES
     os.makedirs(expected_dir, exist_ok=True)
