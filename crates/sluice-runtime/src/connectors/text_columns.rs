@@ -37,6 +37,8 @@ enum TextKind {
     /// A JSON `ROW` with timestamp or decimal fields (at any depth): parsed as a ROW whose
     /// such fields are text, converted field by field as top-level columns are.
     JsonRow,
+    /// A nullable CSV column no query reads: parsed as text (any text is), given as NULL.
+    Unread,
 }
 
 /// How CSV spells `ARRAY` and `ROW` values in one field.
@@ -173,10 +175,12 @@ pub(crate) struct TextColumns {
     time_zone: Tz,
     nested: Option<NestedText>,
     /// CSV: the columns and `ROW` fields the plan reads (`SourceSpec::read_schema`), when
-    /// fewer than all. A nested or converted column it does not name is NULL, not
-    /// converted (Flink's CSV format pushes top-level projections down); so is a nullable
-    /// `STRING` field of a ROW it does not name. Other fields of a read ROW are converted,
-    /// so a bad value in one fails as in Flink (its CSV format converts whole ROWs).
+    /// fewer than all. A nullable column it does not name is parsed as text and given as
+    /// NULL, so no value there fails (Flink's CSV format pushes top-level projections
+    /// down); a nullable `STRING` field of a ROW it does not name is NULL, not copied. The
+    /// other fields of a read ROW are converted, so a bad value in one fails as in Flink
+    /// (its CSV format converts whole ROWs). A ROW read only for whether it is NULL is
+    /// read with its first field (the planner's choice).
     read: Option<SchemaRef>,
 }
 
@@ -201,8 +205,11 @@ impl TextColumns {
             .iter()
             .enumerate()
             .map(|(i, f)| {
+                let unread = f.is_nullable()
+                    && read.as_ref().is_some_and(|r| r.field_with_name(f.name()).is_err());
                 // The conversion, and the type the parser reads the column as.
                 let text = match f.data_type() {
+                    _ if unread => Some((TextKind::Unread, DataType::Utf8)),
                     DataType::Timestamp(TimeUnit::Millisecond, None) => {
                         Some((TextKind::Timestamp, DataType::Utf8))
                     }
@@ -285,18 +292,14 @@ impl TextColumns {
                 continue;
             }
             let field = self.schema.field(c);
-            let read = match &self.read {
-                None => None,
-                Some(read) => match read.field_with_name(field.name()) {
-                    Ok(f) => Some(f),
-                    // Not read: NULL (the plan reads no part of it).
-                    Err(_) if field.is_nullable() => {
-                        columns[c] = new_null_array(field.data_type(), batch.num_rows());
-                        continue;
-                    }
-                    Err(_) => None,
-                },
-            };
+            if kind == TextKind::Unread {
+                columns[c] = new_null_array(field.data_type(), batch.num_rows());
+                continue;
+            }
+            let read = self
+                .read
+                .as_ref()
+                .and_then(|read| read.field_with_name(field.name()).ok());
             let text: &StringArray = columns[c].as_string::<i32>();
             columns[c] = match (field.data_type(), read.map(|f| f.data_type())) {
                 (DataType::Struct(fields), Some(DataType::Struct(read)))
