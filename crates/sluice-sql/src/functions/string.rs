@@ -1,7 +1,9 @@
 //! Flink's string functions (Flink docs, "System (Built-in) Functions > String Functions").
 //! Positions count characters (Unicode code points) from 1, as Flink's `BinaryStringData`.
 
-use datafusion_common::arrow::array::ArrayRef;
+use std::sync::Arc;
+
+use datafusion_common::arrow::array::{ArrayRef, StringArray};
 use datafusion_common::arrow::datatypes::DataType;
 use datafusion_common::{exec_err, Result};
 
@@ -460,20 +462,19 @@ fn split_index(c: &Call) -> Result<ArrayRef> {
     let s = strs(&c.args[0]);
     let d = strs(&c.args[1]);
     let idx = ints(&c.args[2]);
-    Ok(string_rows(c.rows, |i| {
+    // Pieces are slices of `s`: no String per row.
+    let pieces = (0..c.rows).map(|i| {
         let (s, d, idx) = (str_at(s, i)?, str_at(d, i)?, int_at(idx, i)?);
-        if idx < 0 {
-            return None;
-        }
-        if d.is_empty() {
+        let idx = usize::try_from(idx).ok()?;
+        match d.as_bytes() {
             // Flink: an empty delimiter splits at every whitespace character.
-            return s
-                .split(char::is_whitespace)
-                .nth(idx as usize)
-                .map(str::to_string);
+            [] => s.split(char::is_whitespace).nth(idx),
+            // One ASCII byte: a memchr scan, not a substring searcher per row.
+            &[b] if b.is_ascii() => s.split(b as char).nth(idx),
+            _ => s.split(d).nth(idx),
         }
-        s.split(d).nth(idx as usize).map(str::to_string)
-    }))
+    });
+    Ok(Arc::new(pieces.collect::<StringArray>()))
 }
 
 fn starts_with(c: &Call) -> Result<ArrayRef> {
