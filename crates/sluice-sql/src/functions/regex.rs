@@ -203,11 +203,13 @@ fn regexp_replace(c: &Call) -> Result<ArrayRef> {
 fn regexp_extract(c: &Call) -> Result<ArrayRef> {
     let s = strs(&c.args[0]);
     let groups = groups(c, 0);
-    Ok(string_rows(c.rows, |i| {
+    // The group is a slice of the input: no String per row.
+    let extracted = (0..c.rows).map(|i| {
         let (re, g) = groups[i].as_ref()?;
         let caps = re.captures(str_at(s, i)?).ok()??;
-        caps.get(*g).map(|m| m.as_str().to_string())
-    }))
+        caps.get(*g).map(|m| m.as_str())
+    });
+    Ok(Arc::new(extracted.collect::<StringArray>()))
 }
 
 /// `REGEXP_EXTRACT_ALL(s, pattern [, group])`: group `group` (default 1) of every match,

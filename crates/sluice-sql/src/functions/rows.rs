@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use datafusion_common::arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int32Array, Int64Array, StringArray,
+    StringBuilder,
 };
 use datafusion_common::arrow::datatypes::{Float64Type, Int64Type};
 
@@ -36,6 +37,25 @@ pub(crate) fn int_at(a: &Int64Array, i: usize) -> Option<i64> {
 /// A `STRING` column of `rows` rows from `f(row)`.
 pub(crate) fn string_rows(rows: usize, f: impl FnMut(usize) -> Option<String>) -> ArrayRef {
     Arc::new((0..rows).map(f).collect::<StringArray>())
+}
+
+/// A `STRING` column of `rows` rows, each written by `f(row, out)` into one reused buffer
+/// (`out` is empty when `f` is called; `false`: NULL), so no String is allocated per row.
+pub(crate) fn string_rows_into(
+    rows: usize,
+    mut f: impl FnMut(usize, &mut String) -> bool,
+) -> ArrayRef {
+    let mut builder = StringBuilder::with_capacity(rows, rows * 8);
+    let mut buf = String::new();
+    for i in 0..rows {
+        buf.clear();
+        if f(i, &mut buf) {
+            builder.append_value(&buf);
+        } else {
+            builder.append_null();
+        }
+    }
+    Arc::new(builder.finish())
 }
 
 /// An `INT` column of `rows` rows from `f(row)`.

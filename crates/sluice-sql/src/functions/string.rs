@@ -7,7 +7,7 @@ use datafusion_common::arrow::array::{ArrayRef, StringArray};
 use datafusion_common::arrow::datatypes::DataType;
 use datafusion_common::{exec_err, Result};
 
-use super::rows::{bool_rows, int32_rows, int_at, ints, str_at, string_rows, strs};
+use super::rows::{bool_rows, int32_rows, int_at, ints, str_at, string_rows, string_rows_into, strs};
 use super::udf::{Arg, Call, Def};
 use crate::returns;
 
@@ -192,12 +192,35 @@ fn char_length(c: &Call) -> Result<ArrayRef> {
 
 fn upper(c: &Call) -> Result<ArrayRef> {
     let s = strs(&c.args[0]);
-    Ok(string_rows(c.rows, |i| Some(str_at(s, i)?.to_uppercase())))
+    Ok(string_rows_into(c.rows, |i, out| {
+        let Some(v) = str_at(s, i) else {
+            return false;
+        };
+        // ASCII (nearly every value) in the reused buffer; Unicode's full mapping else.
+        if v.is_ascii() {
+            out.push_str(v);
+            out.make_ascii_uppercase();
+        } else {
+            out.push_str(&v.to_uppercase());
+        }
+        true
+    }))
 }
 
 fn lower(c: &Call) -> Result<ArrayRef> {
     let s = strs(&c.args[0]);
-    Ok(string_rows(c.rows, |i| Some(str_at(s, i)?.to_lowercase())))
+    Ok(string_rows_into(c.rows, |i, out| {
+        let Some(v) = str_at(s, i) else {
+            return false;
+        };
+        if v.is_ascii() {
+            out.push_str(v);
+            out.make_ascii_lowercase();
+        } else {
+            out.push_str(&v.to_lowercase());
+        }
+        true
+    }))
 }
 
 /// The first character of each word upper case, the others lower case; words are runs of
