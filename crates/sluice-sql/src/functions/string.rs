@@ -191,23 +191,16 @@ fn char_length(c: &Call) -> Result<ArrayRef> {
 }
 
 fn upper(c: &Call) -> Result<ArrayRef> {
-    let s = strs(&c.args[0]);
-    Ok(string_rows_into(c.rows, |i, out| {
-        let Some(v) = str_at(s, i) else {
-            return false;
-        };
-        // ASCII (nearly every value) in the reused buffer; Unicode's full mapping else.
-        if v.is_ascii() {
-            out.push_str(v);
-            out.make_ascii_uppercase();
-        } else {
-            out.push_str(&v.to_uppercase());
-        }
-        true
-    }))
+    case_mapped(c, str::make_ascii_uppercase, str::to_uppercase)
 }
 
 fn lower(c: &Call) -> Result<ArrayRef> {
+    case_mapped(c, str::make_ascii_lowercase, str::to_lowercase)
+}
+
+/// Each value of the first argument case-mapped: an ASCII value (nearly every one) by
+/// `ascii` in one reused buffer, any other by Unicode's full mapping `full`.
+fn case_mapped(c: &Call, ascii: fn(&mut str), full: fn(&str) -> String) -> Result<ArrayRef> {
     let s = strs(&c.args[0]);
     Ok(string_rows_into(c.rows, |i, out| {
         let Some(v) = str_at(s, i) else {
@@ -215,9 +208,9 @@ fn lower(c: &Call) -> Result<ArrayRef> {
         };
         if v.is_ascii() {
             out.push_str(v);
-            out.make_ascii_lowercase();
+            ascii(out.as_mut_str());
         } else {
-            out.push_str(&v.to_lowercase());
+            out.push_str(&full(v));
         }
         true
     }))
