@@ -126,13 +126,21 @@ fn split_into<'a>(mut split: impl Iterator<Item = &'a str>, parts: &mut [Part<'a
     true
 }
 
-/// `v` split at every `delimiter` (an ASCII byte, so every part is whole UTF-8).
-fn split_at_byte(v: &str, delimiter: u8) -> impl Iterator<Item = &str> {
-    let ends = memchr::memchr_iter(delimiter, v.as_bytes()).chain(std::iter::once(v.len()));
+/// `v` split at every match of `delimiter` (non-empty), left to right, as `str::split`
+/// splits it; the searcher is built once per column, not per value (a match of valid
+/// UTF-8 in valid UTF-8 ends on character boundaries, so every part is whole UTF-8).
+fn split_parts<'a>(
+    v: &'a str,
+    delimiter: &'a memchr::memmem::Finder<'_>,
+) -> impl Iterator<Item = &'a str> {
+    let width = delimiter.needle().len();
+    let ends = delimiter
+        .find_iter(v.as_bytes())
+        .chain(std::iter::once(v.len()));
     let mut start = 0;
     ends.map(move |end| {
         let part = &v[start..end];
-        start = end + 1;
+        start = end + width;
         part
     })
 }
@@ -337,13 +345,14 @@ impl TextColumns {
     /// Splits `text` (of column `c`) into ARRAY elements of `item`'s type.
     fn array(&self, text: &StringArray, c: usize, item: &Arc<Field>) -> Result<ArrayRef, BadText> {
         let nested = self.nested.as_ref().expect("nested columns only in CSV");
+        let delimiter = memchr::memmem::Finder::new(nested.delimiter.as_str());
         let mut elements: Vec<&str> = Vec::new();
         let mut lengths = Vec::with_capacity(text.len());
         let mut valid = Vec::with_capacity(text.len());
         for row in 0..text.len() {
             let before = elements.len();
             if text.is_valid(row) && !text.value(row).is_empty() {
-                elements.extend(text.value(row).split(nested.delimiter.as_str()));
+                elements.extend(split_parts(text.value(row), &delimiter));
             }
             lengths.push(elements.len() - before);
             valid.push(text.is_valid(row) || nested.null_array_is_empty);
@@ -378,7 +387,7 @@ impl TextColumns {
         read: Option<&Fields>,
     ) -> Result<ArrayRef, BadText> {
         let nested = self.nested.as_ref().expect("nested columns only in CSV");
-        let delimiter = nested.delimiter.as_str();
+        let delimiter = memchr::memmem::Finder::new(nested.delimiter.as_str());
         let wanted: Vec<bool> = fields
             .iter()
             .map(|f| {
@@ -405,12 +414,7 @@ impl TextColumns {
                 parts.iter_mut().for_each(|p| p.push(None));
                 continue;
             };
-            // A one-byte delimiter: one memchr scan over the value, not a `&str` pattern
-            // (a substring searcher set up for every value).
-            let complete = match delimiter.as_bytes() {
-                &[b] if b.is_ascii() => split_into(split_at_byte(v, b), &mut parts),
-                _ => split_into(v.split(delimiter), &mut parts),
-            };
+            let complete = split_into(split_parts(v, &delimiter), &mut parts);
             if !complete {
                 // Fewer parts than fields: Flink's "Row length mismatch".
                 return Err(BadText {
