@@ -4,7 +4,9 @@
 //!
 //! Needs flow from the root down. The root's columns are all read. A projection reads what
 //! its read expressions name and drops the expressions nobody reads; a filter passes its
-//! needs on, plus its predicate's, and drops what its input dropped; a Top-N whose rank
+//! needs on, plus its predicate's, and drops what its input dropped (over an input that
+//! cannot drop a column itself, such as a scan, a projection of the read columns is put
+//! below it, so the filter copies only those); a Top-N whose rank
 //! number nobody reads drops it (Flink's Top-N without rank number: only rows entering
 //! and leaving the range are emitted, not the rank changes of the rows in it) and, over
 //! an append-only input, reads of it what its consumers, its `PARTITION BY` and its
@@ -139,7 +141,8 @@ pub(super) fn prune_columns(node: &mut PlanNode, needed: &[Option<Use>]) -> Opti
             let mut needs = needed.to_vec();
             needs.resize(width, Some(Use::All));
             expr_needs(predicate, Use::All, &node.inputs[0].schema, &mut needs);
-            let keep = prune_columns(&mut node.inputs[0], &needs)?;
+            // Unread columns go before the filter copies its rows.
+            let keep = prune_held_input(&mut node.inputs[0], &needs)?;
             keep_columns(node, &keep);
             Some(keep)
         }
