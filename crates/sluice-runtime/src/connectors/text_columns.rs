@@ -14,13 +14,14 @@
 use std::sync::Arc;
 
 use datafusion_common::arrow::array::{
-    new_null_array, Array, ArrayRef, AsArray, ListArray, RecordBatch, StringArray, StructArray,
-    TimestampMillisecondArray,
+    new_null_array, Array, ArrayRef, AsArray, ListArray, NullBufferBuilder, PrimitiveArray,
+    RecordBatch, StringArray, StringBuilder, StructArray,
 };
 use datafusion_common::arrow::buffer::{NullBuffer, OffsetBuffer};
 use datafusion_common::arrow::compute::{cast_with_options, CastOptions};
 use datafusion_common::arrow::datatypes::{
-    DataType, Field, Fields, Schema, SchemaRef, TimeUnit, TimestampMillisecondType,
+    DataType, Field, Fields, Int32Type, Int64Type, Schema, SchemaRef, TimeUnit,
+    TimestampMillisecondType,
 };
 use datafusion_common::arrow::record_batch::RecordBatchOptions;
 use sluice_common::time::{local_to_utc_ms, parse_timestamp_ms, Tz};
@@ -146,33 +147,75 @@ fn split_parts<'a>(
 }
 
 /// Numbers (of column `c`), trimmed, parsed by arrow's parser for `T` (the one its cast
-/// from text uses); the first that does not parse fails.
+/// from text uses, see [`parse_number`]); the first that does not parse fails.
 fn parse_primitive<T>(parts: &[Option<&str>], c: usize) -> Result<ArrayRef, BadText>
 where
     T: datafusion_common::arrow::datatypes::ArrowPrimitiveType
         + datafusion_common::arrow::compute::kernels::cast_utils::Parser,
 {
-    let mut values = Vec::with_capacity(parts.len());
+    let mut values: Vec<T::Native> = Vec::with_capacity(parts.len());
+    let mut nulls = NullBufferBuilder::new(parts.len());
     for (row, part) in parts.iter().enumerate() {
-        values.push(match part {
-            None => None,
-            Some(s) => match T::parse(s.trim()) {
-                Some(v) => Some(v),
-                None => {
-                    return Err(BadText {
-                        row,
-                        column: c,
-                        value: s.trim().to_string(),
-                    })
-                }
-            },
-        });
+        let Some(s) = part else {
+            values.push(T::Native::default());
+            nulls.append_null();
+            continue;
+        };
+        let Some(v) = parse_number::<T>(s) else {
+            return Err(BadText {
+                row,
+                column: c,
+                value: s.trim().to_string(),
+            });
+        };
+        values.push(v);
+        nulls.append_non_null();
     }
-    Ok(Arc::new(
-        values
-            .into_iter()
-            .collect::<datafusion_common::arrow::array::PrimitiveArray<T>>(),
-    ))
+    Ok(Arc::new(PrimitiveArray::<T>::new(
+        values.into(),
+        nulls.finish(),
+    )))
+}
+
+/// `s` trimmed, parsed by arrow's parser for `T`; plain digits that fit `T` (most values)
+/// read directly, as that parser reads them.
+fn parse_number<T>(s: &str) -> Option<T::Native>
+where
+    T: datafusion_common::arrow::datatypes::ArrowPrimitiveType
+        + datafusion_common::arrow::compute::kernels::cast_utils::Parser,
+{
+    use datafusion_common::arrow::datatypes::ArrowNativeType;
+    plain_digits(s)
+        .and_then(T::Native::from_usize)
+        .or_else(|| T::parse(s.trim()))
+}
+
+/// `s` as a number when it is 1 to 18 ASCII digits and nothing else (below 10^18, so it
+/// cannot overflow), else `None`.
+fn plain_digits(s: &str) -> Option<usize> {
+    let bytes = s.as_bytes();
+    if bytes.is_empty() || bytes.len() > 18 {
+        return None;
+    }
+    let mut value = 0usize;
+    for &b in bytes {
+        let digit = b.wrapping_sub(b'0');
+        if digit > 9 {
+            return None;
+        }
+        value = value * 10 + digit as usize;
+    }
+    Some(value)
+}
+
+/// Strings as they stand, one per row, in one allocation.
+fn strings(parts: &[Option<&str>]) -> ArrayRef {
+    let bytes = parts.iter().map(|p| p.map_or(0, str::len)).sum();
+    let mut builder = StringBuilder::with_capacity(parts.len(), bytes);
+    for p in parts {
+        builder.append_option(*p);
+    }
+    Arc::new(builder.finish())
 }
 
 /// The conversions of one table's text columns.
@@ -214,7 +257,9 @@ impl TextColumns {
             .enumerate()
             .map(|(i, f)| {
                 let unread = f.is_nullable()
-                    && read.as_ref().is_some_and(|r| r.field_with_name(f.name()).is_err());
+                    && read
+                        .as_ref()
+                        .is_some_and(|r| r.field_with_name(f.name()).is_err());
                 // The conversion, and the type the parser reads the column as.
                 let text = match f.data_type() {
                     _ if unread => Some((TextKind::Unread, DataType::Utf8)),
@@ -450,11 +495,9 @@ impl TextColumns {
         target: &DataType,
         c: usize,
     ) -> Result<ArrayRef, BadText> {
-        use datafusion_common::arrow::datatypes::{
-            Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type,
-        };
+        use datafusion_common::arrow::datatypes::{Float32Type, Float64Type, Int16Type, Int8Type};
         match target {
-            DataType::Utf8 => Ok(Arc::new(parts.iter().copied().collect::<StringArray>())),
+            DataType::Utf8 => Ok(strings(parts)),
             DataType::Int8 => parse_primitive::<Int8Type>(parts, c),
             DataType::Int16 => parse_primitive::<Int16Type>(parts, c),
             DataType::Int32 => parse_primitive::<Int32Type>(parts, c),
@@ -502,40 +545,25 @@ impl TextColumns {
         target: &DataType,
         local_zoned: bool,
     ) -> Result<ArrayRef, BadText> {
-        let mut values = Vec::with_capacity(text.len());
+        let mut values: Vec<i64> = Vec::with_capacity(text.len());
+        let mut nulls = NullBufferBuilder::new(text.len());
         for (row, s) in text.enumerate() {
             let Some(s) = s else {
-                values.push(None);
+                values.push(0);
+                nulls.append_null();
                 continue;
             };
-            let value = match parse_timestamp_ms(s.as_bytes()) {
-                Some(v) if local_zoned => Some(local_to_utc_ms(&self.time_zone, v)),
-                Some(v) => Some(v),
-                // Other spellings; one with its own offset is an instant as it stands.
-                None => general_timestamp_ms(s).map(|v| {
-                    if local_zoned && !has_offset(s) {
-                        local_to_utc_ms(&self.time_zone, v)
-                    } else {
-                        v
-                    }
-                }),
+            let Some(v) = timestamp_ms(s, local_zoned, &self.time_zone) else {
+                return Err(BadText {
+                    row,
+                    column: c,
+                    value: s.to_string(),
+                });
             };
-            match value {
-                Some(v) => values.push(Some(v)),
-                None => {
-                    return Err(BadText {
-                        row,
-                        column: c,
-                        value: s.to_string(),
-                    })
-                }
-            }
+            values.push(v);
+            nulls.append_non_null();
         }
-        let array = TimestampMillisecondArray::from(values);
-        Ok(match target {
-            DataType::Timestamp(_, Some(tz)) => Arc::new(array.with_timezone(tz.clone())),
-            _ => Arc::new(array),
-        })
+        Ok(timestamp_array(values, nulls.finish(), target))
     }
 
     /// `text` cast to `target` (decimals rounded half-up; other scalars by arrow's cast),
@@ -577,7 +605,6 @@ impl TextColumns {
 /// any order, or name an element twice (the last count holds).
 fn canonical_multisets(column: &ArrayRef) -> Result<ArrayRef, datafusion_common::DataFusionError> {
     use datafusion_common::arrow::array::{Int32Array, MapArray};
-    use datafusion_common::arrow::datatypes::Int32Type;
     use datafusion_common::ScalarValue;
     let map = column.as_map();
     let DataType::Map(entries, sorted) = column.data_type() else {
@@ -640,6 +667,32 @@ fn has_offset(s: &str) -> bool {
     s.len() > 19 && s[19..].contains(['+', '-'])
 }
 
+/// Timestamp text in epoch ms: the common spelling by [`parse_timestamp_ms`], others by
+/// [`general_timestamp_ms`]; `local_zoned` (`TIMESTAMP_LTZ`): a wall-clock time in
+/// `time_zone`, unless the text carries its own offset, which makes it an instant.
+fn timestamp_ms(s: &str, local_zoned: bool, time_zone: &Tz) -> Option<i64> {
+    match parse_timestamp_ms(s.as_bytes()) {
+        Some(v) if local_zoned => Some(local_to_utc_ms(time_zone, v)),
+        Some(v) => Some(v),
+        None => general_timestamp_ms(s).map(|v| {
+            if local_zoned && !has_offset(s) {
+                local_to_utc_ms(time_zone, v)
+            } else {
+                v
+            }
+        }),
+    }
+}
+
+/// Epoch-ms `values` as a column of `target` (`TIMESTAMP(3)` or `TIMESTAMP_LTZ(3)`).
+fn timestamp_array(values: Vec<i64>, nulls: Option<NullBuffer>, target: &DataType) -> ArrayRef {
+    let array = PrimitiveArray::<TimestampMillisecondType>::new(values.into(), nulls);
+    match target {
+        DataType::Timestamp(_, Some(tz)) => Arc::new(array.with_timezone(tz.clone())),
+        _ => Arc::new(array),
+    }
+}
+
 /// Timestamps in spellings other than the fast path's (arrow's parser: `T`, offsets,
 /// `Z`, ...), in epoch ms (an offset is applied; otherwise the text is read as UTC).
 fn general_timestamp_ms(s: &str) -> Option<i64> {
@@ -665,5 +718,66 @@ mod tests {
         assert!(has_offset("2024-03-10 07:30:00.123-05:00"));
         assert!(!has_offset("2024-03-10 07:30:00"));
         assert!(!has_offset("2024-03-10 07:30:00.123"));
+    }
+
+    /// The plain-digits shortcut gives what arrow's parser gives on trimmed text, for
+    /// every width and edge: leading zeros, 18 and 19 digits, past the type's range,
+    /// signs, spaces, and text that is not a number.
+    #[test]
+    fn numbers_parse_as_arrows_parser_parses_them() {
+        use datafusion_common::arrow::compute::kernels::cast_utils::Parser;
+        use datafusion_common::arrow::datatypes::{Int16Type, Int8Type};
+        let texts = [
+            "0",
+            "007",
+            "42",
+            "127",
+            "128",
+            "32767",
+            "32768",
+            "2147483647",
+            "2147483648",
+            "999999999999999999",
+            "1000000000000000000",
+            "9223372036854775807",
+            "9223372036854775808",
+            "-5",
+            "+5",
+            " 12 ",
+            "\t3",
+            "",
+            " ",
+            "1a",
+            "1.5",
+            "1e3",
+            "\u{661}",
+        ];
+        for t in texts {
+            assert_eq!(
+                parse_number::<Int64Type>(t),
+                Int64Type::parse(t.trim()),
+                "{t:?}"
+            );
+            assert_eq!(
+                parse_number::<Int32Type>(t),
+                Int32Type::parse(t.trim()),
+                "{t:?}"
+            );
+            assert_eq!(
+                parse_number::<Int16Type>(t),
+                Int16Type::parse(t.trim()),
+                "{t:?}"
+            );
+            assert_eq!(
+                parse_number::<Int8Type>(t),
+                Int8Type::parse(t.trim()),
+                "{t:?}"
+            );
+        }
+        assert_eq!(
+            parse_number::<Int64Type>("999999999999999999"),
+            Some(999_999_999_999_999_999)
+        );
+        assert_eq!(parse_number::<Int32Type>("2147483648"), None);
     }
 }
