@@ -393,7 +393,11 @@ fn decoding_bound(dir: &std::path::Path, format: &str) {
         rows as f64 / start.elapsed().as_secs_f64() / 1e6
     };
     let (one, two) = (rate(1), rate(2));
-    let library = if format == "json" { "arrow-json alone, q0's columns" } else { "arrow-csv alone" };
+    let library = if format == "json" {
+        "arrow-json alone, q0's columns"
+    } else {
+        "arrow-csv alone"
+    };
     println!(
         "decoding bound: {library}, {lines} lines in memory: \
          {one:.2} M lines/s on 1 thread, {two:.2} on 2"

@@ -458,7 +458,15 @@ impl PartitionedSource {
             super::FileFormat::Csv => {
                 super::check_format_types(format, &data, table, false)?;
                 let csv = super::filesystem::CsvOptions::from_options(options)?;
-                super::csv_source::CsvSource::new(path, data, None, csv, tz, ctx.batch_size, metrics)?
+                super::csv_source::CsvSource::new(
+                    path,
+                    data,
+                    None,
+                    csv,
+                    tz,
+                    ctx.batch_size,
+                    metrics,
+                )?
             }
             super::FileFormat::Json => {
                 let ignore =
