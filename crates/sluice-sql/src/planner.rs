@@ -37,6 +37,7 @@ use crate::catalog::{
 };
 use crate::match_recognize::PlannedMatchRecognize;
 
+mod common_subexpr;
 mod ddl;
 mod grouping_sets;
 mod joins;
@@ -502,7 +503,7 @@ impl Planner {
         let plan = joins::rewrite_subqueries_and_joins(plan, push_down_filters)
             .map_err(|e| df_error(e, &self.catalog))?;
         temporal::check_placement(self, &plan)?;
-        Ok(plan)
+        common_subexpr::eliminate(plan).map_err(|e| df_error(e, &self.catalog))
     }
 
     /// Plans a query into the physical operator graph whose output is the query's result.
