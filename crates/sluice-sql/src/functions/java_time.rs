@@ -82,6 +82,35 @@ impl Pattern {
         Ok(Pattern(pieces))
     }
 
+    /// `t` cut to the finest field the pattern prints (a day for `yyyy-MM-dd`, a minute
+    /// for `HH:mm`): two date-times cut alike format alike, so a caller can reuse the
+    /// text of the last one.
+    pub(crate) fn truncate(&self, t: &NaiveDateTime) -> NaiveDateTime {
+        let finest = self
+            .0
+            .iter()
+            .map(|p| match p {
+                Piece::Text(_) => 0,
+                Piece::Field('H' | 'k' | 'K' | 'h' | 'a', _) => 1,
+                Piece::Field('m', _) => 2,
+                Piece::Field('s', _) => 3,
+                Piece::Field('S' | 'n', _) => 4,
+                Piece::Field(..) => 0,
+            })
+            .max()
+            .unwrap_or(0);
+        let time = match finest {
+            0 => NaiveTime::MIN,
+            1 => NaiveTime::from_hms_opt(t.hour(), 0, 0).unwrap_or(NaiveTime::MIN),
+            2 => NaiveTime::from_hms_opt(t.hour(), t.minute(), 0).unwrap_or(NaiveTime::MIN),
+            3 => {
+                NaiveTime::from_hms_opt(t.hour(), t.minute(), t.second()).unwrap_or(NaiveTime::MIN)
+            }
+            _ => return *t,
+        };
+        NaiveDateTime::new(t.date(), time)
+    }
+
     /// `t` formatted.
     pub(crate) fn format(&self, t: &NaiveDateTime) -> String {
         let mut out = String::new();
@@ -352,6 +381,48 @@ mod tests {
 
     fn t(s: &str) -> NaiveDateTime {
         NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S%.f").unwrap()
+    }
+
+    /// A date-time cut by `truncate` formats as the date-time itself, for patterns of
+    /// every finest field (so `DATE_FORMAT` may reuse the text of rows cut alike), and
+    /// the cut is as coarse as the pattern allows.
+    #[test]
+    fn a_truncated_date_time_formats_alike() {
+        let patterns = [
+            "yyyy-MM-dd",
+            "EEE D",
+            "HH:mm",
+            "h a",
+            "k K",
+            "yyyy-MM-dd HH:mm:ss",
+            "ss.SSS",
+            "nnnnnnnnn",
+            "'at' HH 'o''clock'",
+        ];
+        let times = [
+            "2015-07-15 00:00:00",
+            "2015-07-15 23:59:59.999",
+            "2016-02-29 12:30:05.123456789",
+            "1969-12-31 11:59:58.5",
+        ];
+        for p in patterns {
+            let pattern = Pattern::compile(p).unwrap();
+            for s in times {
+                let at = t(s);
+                let cut = pattern.truncate(&at);
+                assert_eq!(pattern.format(&cut), pattern.format(&at), "{p} {s}");
+            }
+        }
+        let day = Pattern::compile("yyyy-MM-dd").unwrap();
+        assert_eq!(
+            day.truncate(&t("2015-07-15 23:59:59.999")),
+            t("2015-07-15 00:00:00")
+        );
+        let minute = Pattern::compile("HH:mm").unwrap();
+        assert_eq!(
+            minute.truncate(&t("2015-07-15 23:59:59.999")),
+            t("2015-07-15 23:59:00")
+        );
     }
 
     #[test]

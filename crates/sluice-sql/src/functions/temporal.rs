@@ -447,6 +447,9 @@ fn date_format(c: &Call) -> Result<ArrayRef> {
     };
     let mut out = StringBuilder::with_capacity(c.rows, c.rows * 16);
     let mut one = String::new();
+    // The last text and what made it: the pattern and the date-time cut to the pattern's
+    // finest field (rows of one day or minute print alike: formatted once).
+    let mut last: Option<(&Arc<Pattern>, NaiveDateTime)> = None;
     for (i, pattern) in p.iter().enumerate() {
         let t = match &text {
             Some(t) => t[i],
@@ -454,8 +457,12 @@ fn date_format(c: &Call) -> Result<ArrayRef> {
         };
         match (t, pattern) {
             (Some(t), Some(pattern)) => {
-                one.clear();
-                pattern.format_into(&mut one, &t);
+                let key = pattern.truncate(&t);
+                if !last.is_some_and(|(p, k)| Arc::ptr_eq(p, pattern) && k == key) {
+                    one.clear();
+                    pattern.format_into(&mut one, &t);
+                    last = Some((pattern, key));
+                }
                 out.append_value(&one);
             }
             _ => out.append_null(),
