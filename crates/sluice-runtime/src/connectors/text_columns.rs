@@ -153,28 +153,34 @@ where
     T: datafusion_common::arrow::datatypes::ArrowPrimitiveType
         + datafusion_common::arrow::compute::kernels::cast_utils::Parser,
 {
-    let mut values: Vec<T::Native> = Vec::with_capacity(parts.len());
-    let mut nulls = NullBufferBuilder::new(parts.len());
-    for (row, part) in parts.iter().enumerate() {
-        let Some(s) = part else {
-            values.push(T::Native::default());
+    let (values, nulls) =
+        convert_each(parts.iter().copied(), parse_number::<T>).map_err(|(row, s)| BadText {
+            row,
+            column: c,
+            value: s.trim().to_string(),
+        })?;
+    Ok(Arc::new(PrimitiveArray::<T>::new(values.into(), nulls)))
+}
+
+/// Each text of `texts` (one per row) converted by `convert`, a NULL left NULL: the
+/// values (a NULL's is `N::default()`) and their null bitmap, or the row and text of the
+/// first that does not convert.
+fn convert_each<'a, N: Default>(
+    texts: impl ExactSizeIterator<Item = Option<&'a str>>,
+    convert: impl Fn(&str) -> Option<N>,
+) -> Result<(Vec<N>, Option<NullBuffer>), (usize, &'a str)> {
+    let mut values = Vec::with_capacity(texts.len());
+    let mut nulls = NullBufferBuilder::new(texts.len());
+    for (row, text) in texts.enumerate() {
+        let Some(s) = text else {
+            values.push(N::default());
             nulls.append_null();
             continue;
         };
-        let Some(v) = parse_number::<T>(s) else {
-            return Err(BadText {
-                row,
-                column: c,
-                value: s.trim().to_string(),
-            });
-        };
-        values.push(v);
+        values.push(convert(s).ok_or((row, s))?);
         nulls.append_non_null();
     }
-    Ok(Arc::new(PrimitiveArray::<T>::new(
-        values.into(),
-        nulls.finish(),
-    )))
+    Ok((values, nulls.finish()))
 }
 
 /// `s` trimmed, parsed by arrow's parser for `T`; plain digits that fit `T` (most values)
@@ -545,25 +551,13 @@ impl TextColumns {
         target: &DataType,
         local_zoned: bool,
     ) -> Result<ArrayRef, BadText> {
-        let mut values: Vec<i64> = Vec::with_capacity(text.len());
-        let mut nulls = NullBufferBuilder::new(text.len());
-        for (row, s) in text.enumerate() {
-            let Some(s) = s else {
-                values.push(0);
-                nulls.append_null();
-                continue;
-            };
-            let Some(v) = timestamp_ms(s, local_zoned, &self.time_zone) else {
-                return Err(BadText {
-                    row,
-                    column: c,
-                    value: s.to_string(),
-                });
-            };
-            values.push(v);
-            nulls.append_non_null();
-        }
-        Ok(timestamp_array(values, nulls.finish(), target))
+        let (values, nulls) = convert_each(text, |s| timestamp_ms(s, local_zoned, &self.time_zone))
+            .map_err(|(row, s)| BadText {
+                row,
+                column: c,
+                value: s.to_string(),
+            })?;
+        Ok(timestamp_array(values, nulls, target))
     }
 
     /// `text` cast to `target` (decimals rounded half-up; other scalars by arrow's cast),
