@@ -153,8 +153,20 @@ where
     T: datafusion_common::arrow::datatypes::ArrowPrimitiveType
         + datafusion_common::arrow::compute::kernels::cast_utils::Parser,
 {
+    primitives::<T>(parts, c, |s| parse_number::<T>(s, true))
+}
+
+/// Numbers (of column `c`) parsed by `parse`; the first that does not parse fails.
+fn primitives<T>(
+    parts: &[Option<&str>],
+    c: usize,
+    parse: impl Fn(&str) -> Option<T::Native>,
+) -> Result<ArrayRef, BadText>
+where
+    T: datafusion_common::arrow::datatypes::ArrowPrimitiveType,
+{
     let (values, nulls) =
-        convert_each(parts.iter().copied(), parse_number::<T>).map_err(|(row, s)| BadText {
+        convert_each(parts.iter().copied(), parse).map_err(|(row, s)| BadText {
             row,
             column: c,
             value: s.trim().to_string(),
@@ -183,9 +195,9 @@ fn convert_each<'a, N: Default>(
     Ok((values, nulls.finish()))
 }
 
-/// `s` trimmed, parsed by arrow's parser for `T`; plain digits that fit `T` (most values)
-/// read directly, as that parser reads them.
-fn parse_number<T>(s: &str) -> Option<T::Native>
+/// `s` (trimmed when `trim`) parsed by arrow's parser for `T`; plain digits that fit `T`
+/// (most values) read directly, as that parser reads them.
+fn parse_number<T>(s: &str, trim: bool) -> Option<T::Native>
 where
     T: datafusion_common::arrow::datatypes::ArrowPrimitiveType
         + datafusion_common::arrow::compute::kernels::cast_utils::Parser,
@@ -193,7 +205,7 @@ where
     use datafusion_common::arrow::datatypes::ArrowNativeType;
     plain_digits(s)
         .and_then(T::Native::from_usize)
-        .or_else(|| T::parse(s.trim()))
+        .or_else(|| T::parse(if trim { s.trim() } else { s }))
 }
 
 /// `s` as a number when it is 1 to 18 ASCII digits and nothing else (below 10^18, so it
@@ -332,6 +344,94 @@ impl TextColumns {
         &self.parse_schema
     }
 
+    /// The conversion of column `c`, if it is read as text.
+    fn kind(&self, c: usize) -> Option<TextKind> {
+        self.columns.iter().find(|(i, _)| *i == c).map(|(_, k)| *k)
+    }
+
+    /// Whether [`Self::convert_fields`] builds this table's batches: each column is one
+    /// converted here from CSV text, a string, or a number of a type arrow's `Parser`
+    /// reads (of the types arrow-csv reads, those [`Self::convert_fields`] reads as it does).
+    pub(crate) fn reads_fields(&self) -> bool {
+        self.nested.is_some()
+            && self
+                .parse_schema
+                .fields()
+                .iter()
+                .enumerate()
+                .all(|(c, f)| match self.kind(c) {
+                    Some(kind) => !matches!(kind, TextKind::Multiset | TextKind::JsonRow),
+                    None => matches!(
+                        f.data_type(),
+                        DataType::Utf8
+                            | DataType::Int8
+                            | DataType::Int16
+                            | DataType::Int32
+                            | DataType::Int64
+                            | DataType::Float32
+                            | DataType::Float64
+                    ),
+                })
+    }
+
+    /// For each column, whether [`Self::convert_fields`] reads its fields (false for a
+    /// column no query reads).
+    pub(crate) fn fields_read(&self) -> Vec<bool> {
+        (0..self.schema.fields().len())
+            .map(|c| self.kind(c) != Some(TextKind::Unread))
+            .collect()
+    }
+
+    /// A batch of `rows` rows from the fields of CSV records its caller cut
+    /// (`fields[c][row]`: the field's text, NULL when empty or the null literal; no fields
+    /// for a column [`Self::fields_read`] leaves out), when [`Self::reads_fields`]:
+    /// timestamps, decimals, `ARRAY`s and `ROW`s converted as [`Self::convert`] converts
+    /// them; strings as they stand and numbers parsed untrimmed by arrow's `Parser`, as
+    /// arrow-csv reads them. The first value that does not convert fails.
+    pub(crate) fn convert_fields(
+        &self,
+        fields: &[Vec<Option<&str>>],
+        rows: usize,
+    ) -> Result<RecordBatch, BadText> {
+        use datafusion_common::arrow::datatypes::{Float32Type, Float64Type, Int16Type, Int8Type};
+        let columns = self
+            .parse_schema
+            .fields()
+            .iter()
+            .zip(fields)
+            .enumerate()
+            .map(|(c, (f, text))| match (self.kind(c), f.data_type()) {
+                (Some(TextKind::Unread), _) => {
+                    Ok(new_null_array(self.schema.field(c).data_type(), rows))
+                }
+                (Some(_), _) => self.convert_column(c, text),
+                (None, DataType::Utf8) => Ok(strings(text)),
+                (None, DataType::Int8) => {
+                    primitives::<Int8Type>(text, c, |s| parse_number::<Int8Type>(s, false))
+                }
+                (None, DataType::Int16) => {
+                    primitives::<Int16Type>(text, c, |s| parse_number::<Int16Type>(s, false))
+                }
+                (None, DataType::Int32) => {
+                    primitives::<Int32Type>(text, c, |s| parse_number::<Int32Type>(s, false))
+                }
+                (None, DataType::Int64) => {
+                    primitives::<Int64Type>(text, c, |s| parse_number::<Int64Type>(s, false))
+                }
+                (None, DataType::Float32) => {
+                    primitives::<Float32Type>(text, c, |s| parse_number::<Float32Type>(s, false))
+                }
+                (None, DataType::Float64) => {
+                    primitives::<Float64Type>(text, c, |s| parse_number::<Float64Type>(s, false))
+                }
+                (None, t) => Err(BadText::of_column(c, format!("{t} is read by arrow-csv"))),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let options = RecordBatchOptions::new().with_row_count(Some(rows));
+        RecordBatch::try_new_with_options(Arc::clone(&self.schema), columns, &options)
+            .map_err(|e| BadText::of_column(0, e))
+    }
+
     /// Converts the text columns of a parsed batch; the first bad value fails.
     pub(crate) fn convert(&self, batch: RecordBatch) -> Result<RecordBatch, BadText> {
         if self.columns.is_empty() {
@@ -355,62 +455,81 @@ impl TextColumns {
                 columns[c] = new_null_array(field.data_type(), batch.num_rows());
                 continue;
             }
-            let read = self
-                .read
-                .as_ref()
-                .and_then(|read| read.field_with_name(field.name()).ok());
-            let text: &StringArray = columns[c].as_string::<i32>();
-            columns[c] = match (field.data_type(), read.map(|f| f.data_type())) {
-                (DataType::Struct(fields), Some(DataType::Struct(read)))
-                    if self.nested.is_some() =>
-                {
-                    self.row(text, c, fields, Some(read))?
-                }
-                (target, _) => self.convert_text(text, target, c)?,
-            };
+            let text: Vec<Option<&str>> = columns[c].as_string::<i32>().iter().collect();
+            columns[c] = self.convert_column(c, &text)?;
         }
         let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
         RecordBatch::try_new_with_options(Arc::clone(&self.schema), columns, &options)
             .map_err(|e| BadText::of_column(0, e))
     }
 
-    /// `text` (of column `c`) as values of `target`.
+    /// The texts of column `c` (a timestamp, decimal, `ARRAY` or `ROW` column read as
+    /// text), one per row, as the column's values; a ROW's fields the plan does not read
+    /// are NULL (see the `read` field).
+    fn convert_column(&self, c: usize, text: &[Option<&str>]) -> Result<ArrayRef, BadText> {
+        let field = self.schema.field(c);
+        let read = self
+            .read
+            .as_ref()
+            .and_then(|read| read.field_with_name(field.name()).ok());
+        match (field.data_type(), read.map(|f| f.data_type())) {
+            (DataType::Struct(fields), Some(DataType::Struct(read))) if self.nested.is_some() => {
+                self.row(text, c, fields, Some(read))
+            }
+            (target, _) => self.convert_text(text, target, c),
+        }
+    }
+
+    /// `text` (of column `c`, one per row) as values of `target`: strings as they stand;
+    /// numbers trimmed and parsed as arrow's cast parses them; timestamps by
+    /// [`Self::timestamp`]; `ARRAY`s and `ROW`s split; other types by arrow's cast.
     fn convert_text(
         &self,
-        text: &StringArray,
+        text: &[Option<&str>],
         target: &DataType,
         c: usize,
     ) -> Result<ArrayRef, BadText> {
+        use datafusion_common::arrow::datatypes::{Float32Type, Float64Type, Int16Type, Int8Type};
         match target {
+            DataType::Utf8 => Ok(strings(text)),
+            DataType::Int8 => parse_primitive::<Int8Type>(text, c),
+            DataType::Int16 => parse_primitive::<Int16Type>(text, c),
+            DataType::Int32 => parse_primitive::<Int32Type>(text, c),
+            DataType::Int64 => parse_primitive::<Int64Type>(text, c),
+            DataType::Float32 => parse_primitive::<Float32Type>(text, c),
+            DataType::Float64 => parse_primitive::<Float64Type>(text, c),
             DataType::Timestamp(TimeUnit::Millisecond, tz) => {
-                self.timestamp(text.iter(), c, target, tz.is_some())
+                self.timestamp(text.iter().copied(), c, target, tz.is_some())
             }
-            DataType::Decimal128(_, _) => self.cast_text(text, c, target),
             DataType::List(item) => self.array(text, c, item),
             DataType::Struct(fields) => self.row(text, c, fields, None),
-            DataType::Utf8 => Ok(Arc::new(text.clone())),
             _ => self.cast_text(text, c, target),
         }
     }
 
     /// Splits `text` (of column `c`) into ARRAY elements of `item`'s type.
-    fn array(&self, text: &StringArray, c: usize, item: &Arc<Field>) -> Result<ArrayRef, BadText> {
+    fn array(
+        &self,
+        text: &[Option<&str>],
+        c: usize,
+        item: &Arc<Field>,
+    ) -> Result<ArrayRef, BadText> {
         let nested = self.nested.as_ref().expect("nested columns only in CSV");
         let delimiter = memchr::memmem::Finder::new(nested.delimiter.as_str());
-        let mut elements: Vec<&str> = Vec::new();
+        let mut elements: Vec<Option<&str>> = Vec::new();
         let mut lengths = Vec::with_capacity(text.len());
         let mut valid = Vec::with_capacity(text.len());
-        for row in 0..text.len() {
+        for value in text {
             let before = elements.len();
-            if text.is_valid(row) && !text.value(row).is_empty() {
-                elements.extend(split_parts(text.value(row), &delimiter));
+            if let Some(v) = value.filter(|v| !v.is_empty()) {
+                elements.extend(split_parts(v, &delimiter).map(Some));
             }
             lengths.push(elements.len() - before);
-            valid.push(text.is_valid(row) || nested.null_array_is_empty);
+            valid.push(value.is_some() || nested.null_array_is_empty);
         }
         let offsets = OffsetBuffer::from_lengths(lengths);
         let values = self
-            .convert_text(&StringArray::from(elements), item.data_type(), c)
+            .convert_text(&elements, item.data_type(), c)
             .map_err(|mut bad| {
                 // The element's row, for the message: the row whose range holds it.
                 let e = bad.row as i32;
@@ -418,7 +537,7 @@ impl TextColumns {
                     .windows(2)
                     .position(|w| w[0] <= e && e < w[1])
                     .unwrap_or(0);
-                bad.value = text.value(bad.row).to_string();
+                bad.value = text[bad.row].unwrap_or_default().to_string();
                 bad
             })?;
         ListArray::try_new(Arc::clone(item), offsets, values, nulls_of(valid))
@@ -432,7 +551,7 @@ impl TextColumns {
     /// string, so skipping one loses no error (see the `read` field).
     fn row(
         &self,
-        text: &StringArray,
+        text: &[Option<&str>],
         c: usize,
         fields: &Fields,
         read: Option<&Fields>,
@@ -455,11 +574,8 @@ impl TextColumns {
             })
             .collect();
         let mut valid = Vec::with_capacity(text.len());
-        for row in 0..text.len() {
-            let value = text
-                .is_valid(row)
-                .then(|| text.value(row))
-                .filter(|v| !v.is_empty());
+        for (row, value) in text.iter().enumerate() {
+            let value = value.filter(|v| !v.is_empty());
             valid.push(value.is_some());
             let Some(v) = value else {
                 parts.iter_mut().for_each(|p| p.push(None));
@@ -479,42 +595,17 @@ impl TextColumns {
             .iter()
             .zip(&parts)
             .map(|(f, p)| match p.wanted {
-                true => self.convert_parts(&p.values, f.data_type(), c),
+                true => self.convert_text(&p.values, f.data_type(), c),
                 false => Ok(new_null_array(f.data_type(), text.len())),
             })
             .collect::<Result<Vec<_>, _>>()
             .map_err(|mut bad| {
-                bad.value = text.value(bad.row).to_string();
+                bad.value = text[bad.row].unwrap_or_default().to_string();
                 bad
             })?;
         StructArray::try_new(fields.clone(), arrays, nulls_of(valid))
             .map(|a| Arc::new(a) as ArrayRef)
             .map_err(|e| BadText::of_column(c, e))
-    }
-
-    /// The parts of one ROW field (of column `c`), one per row, as values of `target`:
-    /// text as it stands, numbers trimmed and parsed as arrow's cast parses them,
-    /// timestamps by [`Self::timestamp`]; other types through a text column.
-    fn convert_parts(
-        &self,
-        parts: &[Option<&str>],
-        target: &DataType,
-        c: usize,
-    ) -> Result<ArrayRef, BadText> {
-        use datafusion_common::arrow::datatypes::{Float32Type, Float64Type, Int16Type, Int8Type};
-        match target {
-            DataType::Utf8 => Ok(strings(parts)),
-            DataType::Int8 => parse_primitive::<Int8Type>(parts, c),
-            DataType::Int16 => parse_primitive::<Int16Type>(parts, c),
-            DataType::Int32 => parse_primitive::<Int32Type>(parts, c),
-            DataType::Int64 => parse_primitive::<Int64Type>(parts, c),
-            DataType::Float32 => parse_primitive::<Float32Type>(parts, c),
-            DataType::Float64 => parse_primitive::<Float64Type>(parts, c),
-            DataType::Timestamp(TimeUnit::Millisecond, tz) => {
-                self.timestamp(parts.iter().copied(), c, target, tz.is_some())
-            }
-            _ => self.convert_text(&StringArray::from(parts.to_vec()), target, c),
-        }
     }
 
     /// A JSON ROW parsed with text fields (`json_text_fields`) as a ROW of `fields`: each
@@ -533,7 +624,8 @@ impl TextColumns {
                     self.json_row(column.as_struct(), c, inner)
                 }
                 (t, DataType::Utf8) if *t != DataType::Utf8 => {
-                    self.convert_text(column.as_string::<i32>(), t, c)
+                    let text: Vec<Option<&str>> = column.as_string::<i32>().iter().collect();
+                    self.convert_text(&text, t, c)
                 }
                 _ => Ok(Arc::clone(column)),
             })
@@ -564,7 +656,7 @@ impl TextColumns {
     /// trimmed; the first value that does not convert fails.
     fn cast_text(
         &self,
-        text: &StringArray,
+        text: &[Option<&str>],
         c: usize,
         target: &DataType,
     ) -> Result<ArrayRef, BadText> {
@@ -714,13 +806,13 @@ mod tests {
         assert!(!has_offset("2024-03-10 07:30:00.123"));
     }
 
-    /// The plain-digits shortcut gives what arrow's parser gives on trimmed text, for
-    /// every width and edge: leading zeros, 18 and 19 digits, past the type's range,
-    /// signs, spaces, and text that is not a number.
+    /// The plain-digits shortcut gives what arrow's parser gives on the text (trimmed or
+    /// as it stands), for every integer and float type and edge: leading zeros, 18 and 19
+    /// digits, past the type's range, signs, spaces, and text that is not a number.
     #[test]
     fn numbers_parse_as_arrows_parser_parses_them() {
         use datafusion_common::arrow::compute::kernels::cast_utils::Parser;
-        use datafusion_common::arrow::datatypes::{Int16Type, Int8Type};
+        use datafusion_common::arrow::datatypes::{Float32Type, Float64Type, Int16Type, Int8Type};
         let texts = [
             "0",
             "007",
@@ -745,33 +837,50 @@ mod tests {
             "1.5",
             "1e3",
             "\u{661}",
+            "123456789012345678",
+            "16777217",
+            "NaN",
         ];
         for t in texts {
-            assert_eq!(
-                parse_number::<Int64Type>(t),
-                Int64Type::parse(t.trim()),
-                "{t:?}"
-            );
-            assert_eq!(
-                parse_number::<Int32Type>(t),
-                Int32Type::parse(t.trim()),
-                "{t:?}"
-            );
-            assert_eq!(
-                parse_number::<Int16Type>(t),
-                Int16Type::parse(t.trim()),
-                "{t:?}"
-            );
-            assert_eq!(
-                parse_number::<Int8Type>(t),
-                Int8Type::parse(t.trim()),
-                "{t:?}"
-            );
+            for trim in [true, false] {
+                let arrows = if trim { t.trim() } else { t };
+                let case = format!("{t:?}, trimmed: {trim}");
+                assert_eq!(
+                    parse_number::<Int64Type>(t, trim),
+                    Int64Type::parse(arrows),
+                    "{case}"
+                );
+                assert_eq!(
+                    parse_number::<Int32Type>(t, trim),
+                    Int32Type::parse(arrows),
+                    "{case}"
+                );
+                assert_eq!(
+                    parse_number::<Int16Type>(t, trim),
+                    Int16Type::parse(arrows),
+                    "{case}"
+                );
+                assert_eq!(
+                    parse_number::<Int8Type>(t, trim),
+                    Int8Type::parse(arrows),
+                    "{case}"
+                );
+                assert_eq!(
+                    parse_number::<Float64Type>(t, trim).map(|v| v.to_bits()),
+                    Float64Type::parse(arrows).map(|v| v.to_bits()),
+                    "{case}"
+                );
+                assert_eq!(
+                    parse_number::<Float32Type>(t, trim).map(|v| v.to_bits()),
+                    Float32Type::parse(arrows).map(|v| v.to_bits()),
+                    "{case}"
+                );
+            }
         }
         assert_eq!(
-            parse_number::<Int64Type>("999999999999999999"),
+            parse_number::<Int64Type>("999999999999999999", true),
             Some(999_999_999_999_999_999)
         );
-        assert_eq!(parse_number::<Int32Type>("2147483648"), None);
+        assert_eq!(parse_number::<Int32Type>("2147483648", true), None);
     }
 }
