@@ -15,12 +15,11 @@
 //!   (every upstream subtask into one subtask).
 //!
 //! Stage rules, as Flink chains operators:
-//! - Without keyed operators running in parallel (`'parallelism.default'` 1, or no keyed
-//!   operator), one source group and a single chain, everything after the source is one
-//!   stage of one subtask, fed by every source subtask (a merge).
+//! - Without keyed operators, one source group and a single chain, everything after the
+//!   source is one stage of one subtask, fed by every source subtask (a merge).
 //! - Otherwise a keyed operator ([`routing_keys`]) starts a stage of `parallelism` subtasks
-//!   (one when it has no keys, a global aggregate, or at parallelism 1) fed by a `Hash`
-//!   (`Single`) exchange; stateless operators before the first keyed one chain onto the
+//!   (one when it has no keys, a global aggregate, or at parallelism 1: a keyed exchange
+//!   ends a chain in Flink at any parallelism) fed by a `Hash` (`Single`) exchange; stateless operators before the first keyed one chain onto the
 //!   source stage, except a sink or the result, which run in an operator stage (they take
 //!   part in checkpoints); stateless operators after a keyed one chain onto its stage.
 //! - A keyed operator with several inputs (a join) starts a stage of `parallelism`
@@ -350,8 +349,10 @@ impl<'p> JobGraph<'p> {
         let consumers = self.consumers();
         let any_keyed = self.operators.iter().any(|o| o.keys.is_some());
         let staged = parallelism > 1 && any_keyed;
-        // Everything after the source in one task (fed by every source subtask).
-        let one_task = !staged
+        // Everything after the source in one task (fed by every source subtask). With a
+        // keyed operator, even at parallelism 1, the stateless operators before it run in
+        // the source stage (its router thread), so they overlap the keyed operator's work.
+        let one_task = !any_keyed
             && self.sources.len() == 1
             && consumers.values().all(|c| c.len() <= 1)
             && self.operators.iter().all(|o| o.inputs.len() <= 1);
