@@ -15,18 +15,18 @@
 //!   (every upstream subtask into one subtask).
 //!
 //! Stage rules, as Flink chains operators:
-//! - Without keyed operators, one source group and a single chain, everything after the
-//!   source is one stage of one subtask, fed by every source subtask (a merge).
-//! - Otherwise a keyed operator ([`routing_keys`]) starts a stage of `parallelism` subtasks
-//!   (one when it has no keys, a global aggregate, or at parallelism 1: a keyed exchange
-//!   ends a chain in Flink at any parallelism) fed by a `Hash` (`Single`) exchange; stateless operators before the first keyed one chain onto the
-//!   source stage, except a sink or the result, which run in an operator stage (they take
-//!   part in checkpoints); stateless operators after a keyed one chain onto its stage.
+//! - A keyed operator ([`routing_keys`]) starts a stage of `parallelism` subtasks (one
+//!   when it has no keys, a global aggregate, or at parallelism 1: a keyed exchange ends a
+//!   chain in Flink at any parallelism) fed by a `Hash` (`Single`) exchange. Stateless
+//!   operators before the first keyed one chain onto the source stage (they run on its
+//!   router thread, overlapping the operators after them), except a sink or the result,
+//!   which run in an operator stage (they take part in checkpoints); stateless operators
+//!   after a keyed one chain onto its stage.
 //! - A keyed operator with several inputs (a join) starts a stage of `parallelism`
 //!   subtasks with a `Hash` exchange on each input (by that input's keys). An unkeyed one
-//!   (`UNION ALL`) starts a stage of one subtask fed by every input (a merge), and so does a stateless operator whose input feeds several
-//!   consumers. A keyed operator never chains onto a stage of several subtasks it is not
-//!   partitioned for.
+//!   (`UNION ALL`) starts a stage of one subtask fed by every input (a merge), and so does
+//!   a stateless operator whose input feeds several consumers. A keyed operator never
+//!   chains onto a stage of several subtasks it is not partitioned for.
 
 use std::collections::BTreeMap;
 
@@ -349,13 +349,6 @@ impl<'p> JobGraph<'p> {
         let consumers = self.consumers();
         let any_keyed = self.operators.iter().any(|o| o.keys.is_some());
         let staged = parallelism > 1 && any_keyed;
-        // Everything after the source in one task (fed by every source subtask). With a
-        // keyed operator, even at parallelism 1, the stateless operators before it run in
-        // the source stage (its router thread), so they overlap the keyed operator's work.
-        let one_task = !any_keyed
-            && self.sources.len() == 1
-            && consumers.values().all(|c| c.len() <= 1)
-            && self.operators.iter().all(|o| o.inputs.len() <= 1);
         for g in 0..self.sources.len() {
             self.sources[g].stage = self.stages.len();
             self.stages.push(Stage {
@@ -381,7 +374,7 @@ impl<'p> JobGraph<'p> {
                 let fan_out = consumers.get(&u).is_some_and(|c| c.len() > 1);
                 let chains = !fan_out
                     && match self.stages[s].kind {
-                        StageKind::Source(_) => !one_task && !keyed && !root,
+                        StageKind::Source(_) => !keyed && !root,
                         // A keyed operator never runs unpartitioned on several subtasks.
                         StageKind::Operators => {
                             !(keyed && (staged || self.stages[s].parallelism > 1))
