@@ -121,11 +121,13 @@ impl ChunkDecoder {
     }
 
     /// The chunk's records cut into fields (`fields[c][row]`, none for a column not
-    /// read) when no record needs csv_core's state machine: no quote character, no
-    /// carriage return but one ending a line, no byte-order mark, valid UTF-8, one field
-    /// per column in every record. A field is then the text between delimiters, as
-    /// csv_core reads it; NULL when empty or the null literal (arrow-csv's rule). `None`
-    /// otherwise: arrow-csv reads the chunk, and reports what is wrong.
+    /// read) when no record needs csv_core's state machine: each record one line that is
+    /// not empty (a Kafka message's record may hold a newline or nothing: csv_core reads
+    /// two records or none there), no quote character, no carriage return but one ending
+    /// a line, no byte-order mark, valid UTF-8, one field per column. A field is then the
+    /// text between delimiters, as csv_core reads it; NULL when empty or the null literal
+    /// (arrow-csv's rule). `None` otherwise: arrow-csv reads the chunk, and reports what
+    /// is wrong.
     fn cut_fields<'a>(&self, chunk: &'a Chunk) -> Option<Vec<Vec<Option<&'a str>>>> {
         let bytes = chunk.bytes.as_slice();
         if !self.reads_fields
@@ -133,6 +135,10 @@ impl ChunkDecoder {
             || bytes.starts_with(b"\xEF\xBB\xBF")
             || memchr::memchr(self.options.quote, bytes).is_some()
         {
+            return None;
+        }
+        // Every record ends with its only newline.
+        if memchr::memchr_iter(b'\n', bytes).count() != chunk.records.len() {
             return None;
         }
         let text = std::str::from_utf8(bytes).ok()?;
@@ -143,12 +149,15 @@ impl ChunkDecoder {
             .collect();
         for span in &chunk.records {
             let mut record = text.get(span.start..span.end)?;
-            record = record.strip_suffix('\n').unwrap_or(record);
+            record = record.strip_suffix('\n')?;
             if carriage_returns {
                 record = record.strip_suffix('\r').unwrap_or(record);
                 if record.contains('\r') {
                     return None;
                 }
+            }
+            if record.is_empty() {
+                return None;
             }
             let ends = memchr::memchr_iter(self.options.delimiter, record.as_bytes())
                 .chain(std::iter::once(record.len()));
@@ -1068,18 +1077,32 @@ mod tests {
         }
     }
 
+    /// Kafka messages as its CSV decoding cuts them: each a record, with a newline added.
+    fn messages_chunk(messages: &[String]) -> Chunk {
+        let mut chunk = chunk_of("");
+        for m in messages {
+            let start = chunk.bytes.len();
+            chunk.bytes.extend_from_slice(m.as_bytes());
+            chunk.bytes.push(b'\n');
+            let (end, line) = (chunk.bytes.len(), chunk.records.len() as u64);
+            chunk.records.push(RecordSpan { start, end, line });
+        }
+        chunk
+    }
+
     /// Fields cut at delimiters and converted by `TextColumns::convert_fields` give the batch
     /// arrow-csv and `TextColumns::convert` give, or leave the chunk to them: on random
     /// records of every type the cut reads (numbers with signs, spaces, overflow and
     /// junk; strings with spaces and non-ASCII text; timestamps; ROWs with too few or
-    /// many parts), empty fields and the null literal in nullable and NOT NULL columns,
-    /// records with a field too few or too many, CRLF line ends and lone carriage
-    /// returns, quotes, a byte-order mark; with every column read, and with a column and
-    /// a ROW field unread.
+    /// many parts; ARRAYs), empty fields and the null literal in nullable and NOT NULL
+    /// columns, records with a field too few or too many, CRLF line ends and lone carriage
+    /// returns, quotes, a byte-order mark, Kafka messages that are empty or hold a
+    /// newline; with every column read, and with a column and a ROW field unread.
     #[test]
     fn fields_cut_at_delimiters_read_as_arrow_csv_reads_them() {
         use datafusion_common::arrow::datatypes::TimeUnit;
         let ts = DataType::Timestamp(TimeUnit::Millisecond, None);
+        let tags = DataType::List(Arc::new(Field::new("item", DataType::Int64, true)));
         let row = Fields::from(vec![
             Field::new("a", DataType::Int64, true),
             Field::new("b", DataType::Utf8, true),
@@ -1092,6 +1115,7 @@ mod tests {
             Field::new("d", DataType::Float64, true),
             Field::new("ts", ts.clone(), true),
             Field::new("r", DataType::Struct(row.clone()), true),
+            Field::new("tags", tags.clone(), false),
         ]));
         let read = Arc::new(Schema::new(vec![
             Field::new("i", DataType::Int32, true),
@@ -1103,6 +1127,7 @@ mod tests {
                 DataType::Struct(Fields::from(vec![row[0].clone(), row[2].clone()])),
                 true,
             ),
+            Field::new("tags", tags, false),
         ]));
         // Values that convert, and (picked once in 60) values that may not: by their type,
         // or under one of the null-literal settings (`\\N`).
@@ -1121,6 +1146,9 @@ mod tests {
         // In a ROW an empty number or timestamp is an error (as Flink's).
         let row_ints: Values = (&["0", "42", "-7", " 5 "], &["", "1a"]);
         let row_times: Values = (&["2015-07-15 00:00:00.1"], &["", "bad"]);
+        // An empty field is an empty ARRAY, but not in a NOT NULL column (arrow-csv
+        // rejects the NULL first).
+        let lists: Values = (&["1;2", "3", "-4;5;6"], &["", "x", "\\N"]);
         let mut seed = 0x9E37_79B9_7F4A_7C15u64;
         let mut next = move |n: usize| {
             seed ^= seed << 13;
@@ -1135,6 +1163,30 @@ mod tests {
                 good[next(good.len())]
             }
         };
+        // Whether the chunk is cut, and whether its fields convert (then to the batch
+        // arrow-csv gives).
+        let compare = |decoder: &ChunkDecoder, chunk: &Chunk| {
+            let rows = chunk.records.len();
+            let slow = (decoder.parse(&chunk.bytes, rows).ok().flatten())
+                .and_then(|batch| decoder.convert(batch).ok());
+            let cut = decoder.cut_fields(chunk);
+            let was_cut = cut.is_some();
+            let fast = cut.and_then(|fields| decoder.text.convert_fields(&fields, rows).ok());
+            let same = fast.is_some();
+            if let Some(fast) = fast {
+                let text = String::from_utf8_lossy(&chunk.bytes);
+                assert_eq!(Some(fast), slow, "records: {text:?}");
+            }
+            (was_cut, same)
+        };
+        let utc: sluice_common::time::Tz = "+00:00".parse().unwrap();
+        let one_column = ChunkDecoder::new(
+            Arc::new(Schema::new(vec![Field::new("key", DataType::Utf8, true)])),
+            None,
+            CsvOptions::from_options(&Default::default()).unwrap(),
+            utc,
+        )
+        .unwrap();
         let (mut cut, mut compared) = (0, 0);
         for round in 0..4000 {
             let mut options = sluice_common::plan::ConnectorOptions::new();
@@ -1142,14 +1194,10 @@ mod tests {
                 options.insert("csv.null-literal".into(), "\\N".into());
             }
             let read = (round % 3 == 0).then(|| Arc::clone(&read));
-            let utc: sluice_common::time::Tz = "+00:00".parse().unwrap();
             let options = CsvOptions::from_options(&options).unwrap();
             let decoder = ChunkDecoder::new(Arc::clone(&schema), read, options, utc).unwrap();
             let line_end = if next(4) == 0 { "\r\n" } else { "\n" };
-            let mut text = String::new();
-            if next(50) == 0 {
-                text.push('\u{feff}');
-            }
+            let mut lines: Vec<String> = Vec::new();
             for _ in 0..1 + next(6) {
                 let parts = match next(30) {
                     0 => 2,
@@ -1172,6 +1220,7 @@ mod tests {
                     pick(doubles, &mut next).to_string(),
                     pick(times, &mut next).to_string(),
                     r,
+                    pick(lists, &mut next).to_string(),
                 ];
                 match next(100) {
                     0 => drop(fields.pop()),
@@ -1180,19 +1229,36 @@ mod tests {
                     3 => fields[2] = "\"q\"".into(),
                     _ => {}
                 }
-                text.push_str(&fields.join(","));
-                text.push_str(line_end);
+                lines.push(fields.join(","));
             }
-            let chunk = chunk_of(&text);
-            let rows = chunk.records.len();
-            let slow = (decoder.parse(&chunk.bytes, rows).ok().flatten())
-                .and_then(|batch| decoder.convert(batch).ok());
-            let fast = (decoder.cut_fields(&chunk))
-                .and_then(|fields| decoder.text.convert_fields(&fields, rows).ok());
-            cut += usize::from(decoder.cut_fields(&chunk).is_some());
-            if let Some(fast) = fast {
-                compared += 1;
-                assert_eq!(Some(fast), slow, "records: {text:?}");
+            if next(50) == 0 {
+                lines[0].insert(0, '\u{feff}');
+            }
+            // A file's lines, or (one round in six) Kafka messages, a record each, which
+            // may be empty or hold a newline.
+            let chunk = if round % 6 == 5 {
+                for line in lines.iter_mut() {
+                    match next(12) {
+                        0 => line.clear(),
+                        1 => line.push('\n'),
+                        2 => line.insert(line.find(',').unwrap_or(0), '\n'),
+                        _ => {}
+                    }
+                }
+                messages_chunk(&lines)
+            } else {
+                chunk_of(&(lines.join(line_end) + line_end))
+            };
+            let (was_cut, same) = compare(&decoder, &chunk);
+            cut += usize::from(was_cut);
+            compared += usize::from(same);
+            if round % 6 == 5 {
+                // A one-column key of the same messages: an empty one is a record too.
+                let keys: Vec<String> = lines
+                    .iter()
+                    .map(|l| l.split(',').next().unwrap_or_default().to_string())
+                    .collect();
+                compare(&one_column, &messages_chunk(&keys));
             }
         }
         // Most chunks are cut (none that has a quote, a lone CR or a BOM), and a good share

@@ -387,7 +387,9 @@ impl TextColumns {
     /// for a column [`Self::fields_read`] leaves out), when [`Self::reads_fields`]:
     /// timestamps, decimals, `ARRAY`s and `ROW`s converted as [`Self::convert`] converts
     /// them; strings as they stand and numbers parsed untrimmed by arrow's `Parser`, as
-    /// arrow-csv reads them. The first value that does not convert fails.
+    /// arrow-csv reads them. The first value that does not convert fails, and so does a
+    /// NULL in a NOT NULL column (as arrow-csv fails it, before any conversion: an empty
+    /// field of a NOT NULL `ARRAY` is no empty array here either).
     pub(crate) fn convert_fields(
         &self,
         fields: &[Vec<Option<&str>>],
@@ -401,6 +403,9 @@ impl TextColumns {
             .zip(fields)
             .enumerate()
             .map(|(c, (f, text))| match (self.kind(c), f.data_type()) {
+                _ if !f.is_nullable() && text.contains(&None) => {
+                    Err(BadText::of_column(c, "a NULL in a NOT NULL column"))
+                }
                 (Some(TextKind::Unread), _) => {
                     Ok(new_null_array(self.schema.field(c).data_type(), rows))
                 }
@@ -427,8 +432,13 @@ impl TextColumns {
                 (None, t) => Err(BadText::of_column(c, format!("{t} is read by arrow-csv"))),
             })
             .collect::<Result<Vec<_>, _>>()?;
+        // The schema `convert` gives: the parser's when no column is converted.
+        let schema = match self.columns.is_empty() {
+            true => &self.parse_schema,
+            false => &self.schema,
+        };
         let options = RecordBatchOptions::new().with_row_count(Some(rows));
-        RecordBatch::try_new_with_options(Arc::clone(&self.schema), columns, &options)
+        RecordBatch::try_new_with_options(Arc::clone(schema), columns, &options)
             .map_err(|e| BadText::of_column(0, e))
     }
 
