@@ -146,27 +146,36 @@ fn split_parts<'a>(
     })
 }
 
-/// Numbers (of column `c`), trimmed, parsed by arrow's parser for `T` (the one its cast
-/// from text uses, see [`parse_number`]); the first that does not parse fails.
-fn parse_primitive<T>(parts: &[Option<&str>], c: usize) -> Result<ArrayRef, BadText>
+/// `text` (of column `c`, one per row) as numbers of `target`, trimmed first when `trim`
+/// (arrow's parser trims ASCII spaces itself; a ROW field is trimmed as Flink trims it):
+/// parsed as arrow's cast parses them ([`parse_number`]); the first that does not parse
+/// fails. `None` when `target` is not a number type read here.
+fn numbers(
+    text: &[Option<&str>],
+    target: &DataType,
+    c: usize,
+    trim: bool,
+) -> Option<Result<ArrayRef, BadText>> {
+    use datafusion_common::arrow::datatypes::{Float32Type, Float64Type, Int16Type, Int8Type};
+    Some(match target {
+        DataType::Int8 => parse_primitive::<Int8Type>(text, c, trim),
+        DataType::Int16 => parse_primitive::<Int16Type>(text, c, trim),
+        DataType::Int32 => parse_primitive::<Int32Type>(text, c, trim),
+        DataType::Int64 => parse_primitive::<Int64Type>(text, c, trim),
+        DataType::Float32 => parse_primitive::<Float32Type>(text, c, trim),
+        DataType::Float64 => parse_primitive::<Float64Type>(text, c, trim),
+        _ => return None,
+    })
+}
+
+/// Numbers of type `T` (of column `c`), see [`numbers`].
+fn parse_primitive<T>(parts: &[Option<&str>], c: usize, trim: bool) -> Result<ArrayRef, BadText>
 where
     T: datafusion_common::arrow::datatypes::ArrowPrimitiveType
         + datafusion_common::arrow::compute::kernels::cast_utils::Parser,
 {
-    primitives::<T>(parts, c, |s| parse_number::<T>(s, true))
-}
-
-/// Numbers (of column `c`) parsed by `parse`; the first that does not parse fails.
-fn primitives<T>(
-    parts: &[Option<&str>],
-    c: usize,
-    parse: impl Fn(&str) -> Option<T::Native>,
-) -> Result<ArrayRef, BadText>
-where
-    T: datafusion_common::arrow::datatypes::ArrowPrimitiveType,
-{
-    let (values, nulls) =
-        convert_each(parts.iter().copied(), parse).map_err(|(row, s)| BadText {
+    let (values, nulls) = convert_each(parts.iter().copied(), |s| parse_number::<T>(s, trim))
+        .map_err(|(row, s)| BadText {
             row,
             column: c,
             value: s.trim().to_string(),
@@ -361,16 +370,10 @@ impl TextColumns {
                 .enumerate()
                 .all(|(c, f)| match self.kind(c) {
                     Some(kind) => !matches!(kind, TextKind::Multiset | TextKind::JsonRow),
-                    None => matches!(
-                        f.data_type(),
-                        DataType::Utf8
-                            | DataType::Int8
-                            | DataType::Int16
-                            | DataType::Int32
-                            | DataType::Int64
-                            | DataType::Float32
-                            | DataType::Float64
-                    ),
+                    None => {
+                        *f.data_type() == DataType::Utf8
+                            || numbers(&[], f.data_type(), c, false).is_some()
+                    }
                 })
     }
 
@@ -395,7 +398,6 @@ impl TextColumns {
         fields: &[Vec<Option<&str>>],
         rows: usize,
     ) -> Result<RecordBatch, BadText> {
-        use datafusion_common::arrow::datatypes::{Float32Type, Float64Type, Int16Type, Int8Type};
         let columns = self
             .parse_schema
             .fields()
@@ -411,25 +413,9 @@ impl TextColumns {
                 }
                 (Some(_), _) => self.convert_column(c, text),
                 (None, DataType::Utf8) => Ok(strings(text)),
-                (None, DataType::Int8) => {
-                    primitives::<Int8Type>(text, c, |s| parse_number::<Int8Type>(s, false))
-                }
-                (None, DataType::Int16) => {
-                    primitives::<Int16Type>(text, c, |s| parse_number::<Int16Type>(s, false))
-                }
-                (None, DataType::Int32) => {
-                    primitives::<Int32Type>(text, c, |s| parse_number::<Int32Type>(s, false))
-                }
-                (None, DataType::Int64) => {
-                    primitives::<Int64Type>(text, c, |s| parse_number::<Int64Type>(s, false))
-                }
-                (None, DataType::Float32) => {
-                    primitives::<Float32Type>(text, c, |s| parse_number::<Float32Type>(s, false))
-                }
-                (None, DataType::Float64) => {
-                    primitives::<Float64Type>(text, c, |s| parse_number::<Float64Type>(s, false))
-                }
-                (None, t) => Err(BadText::of_column(c, format!("{t} is read by arrow-csv"))),
+                (None, t) => numbers(text, t, c, false).unwrap_or_else(|| {
+                    Err(BadText::of_column(c, format!("{t} is read by arrow-csv")))
+                }),
             })
             .collect::<Result<Vec<_>, _>>()?;
         // The schema `convert` gives: the parser's when no column is converted.
@@ -499,15 +485,11 @@ impl TextColumns {
         target: &DataType,
         c: usize,
     ) -> Result<ArrayRef, BadText> {
-        use datafusion_common::arrow::datatypes::{Float32Type, Float64Type, Int16Type, Int8Type};
+        if let Some(numbers) = numbers(text, target, c, true) {
+            return numbers;
+        }
         match target {
             DataType::Utf8 => Ok(strings(text)),
-            DataType::Int8 => parse_primitive::<Int8Type>(text, c),
-            DataType::Int16 => parse_primitive::<Int16Type>(text, c),
-            DataType::Int32 => parse_primitive::<Int32Type>(text, c),
-            DataType::Int64 => parse_primitive::<Int64Type>(text, c),
-            DataType::Float32 => parse_primitive::<Float32Type>(text, c),
-            DataType::Float64 => parse_primitive::<Float64Type>(text, c),
             DataType::Timestamp(TimeUnit::Millisecond, tz) => {
                 self.timestamp(text.iter().copied(), c, target, tz.is_some())
             }
@@ -822,7 +804,9 @@ mod tests {
     #[test]
     fn numbers_parse_as_arrows_parser_parses_them() {
         use datafusion_common::arrow::compute::kernels::cast_utils::Parser;
-        use datafusion_common::arrow::datatypes::{Float32Type, Float64Type, Int16Type, Int8Type};
+        use datafusion_common::arrow::datatypes::{
+            ArrowPrimitiveType, Float32Type, Float64Type, Int16Type, Int8Type,
+        };
         let texts = [
             "0",
             "007",
@@ -851,40 +835,25 @@ mod tests {
             "16777217",
             "NaN",
         ];
+        /// `t` read by `parse_number` as `T` parses it (floats compared by their
+        /// Debug text, so that NaN equals NaN).
+        fn agrees<T: ArrowPrimitiveType + Parser>(t: &str, trim: bool) {
+            let arrows = if trim { t.trim() } else { t };
+            assert_eq!(
+                format!("{:?}", parse_number::<T>(t, trim)),
+                format!("{:?}", T::parse(arrows)),
+                "{t:?} as {}, trimmed: {trim}",
+                T::DATA_TYPE
+            );
+        }
         for t in texts {
             for trim in [true, false] {
-                let arrows = if trim { t.trim() } else { t };
-                let case = format!("{t:?}, trimmed: {trim}");
-                assert_eq!(
-                    parse_number::<Int64Type>(t, trim),
-                    Int64Type::parse(arrows),
-                    "{case}"
-                );
-                assert_eq!(
-                    parse_number::<Int32Type>(t, trim),
-                    Int32Type::parse(arrows),
-                    "{case}"
-                );
-                assert_eq!(
-                    parse_number::<Int16Type>(t, trim),
-                    Int16Type::parse(arrows),
-                    "{case}"
-                );
-                assert_eq!(
-                    parse_number::<Int8Type>(t, trim),
-                    Int8Type::parse(arrows),
-                    "{case}"
-                );
-                assert_eq!(
-                    parse_number::<Float64Type>(t, trim).map(|v| v.to_bits()),
-                    Float64Type::parse(arrows).map(|v| v.to_bits()),
-                    "{case}"
-                );
-                assert_eq!(
-                    parse_number::<Float32Type>(t, trim).map(|v| v.to_bits()),
-                    Float32Type::parse(arrows).map(|v| v.to_bits()),
-                    "{case}"
-                );
+                agrees::<Int64Type>(t, trim);
+                agrees::<Int32Type>(t, trim);
+                agrees::<Int16Type>(t, trim);
+                agrees::<Int8Type>(t, trim);
+                agrees::<Float64Type>(t, trim);
+                agrees::<Float32Type>(t, trim);
             }
         }
         assert_eq!(
