@@ -5,8 +5,8 @@
 //! into a batch: cut at its delimiters by [`ChunkDecoder::cut_fields`] when no record needs
 //! CSV's state machine (no quotes: most files), else with arrow-csv. A helper thread
 //! decodes chunks (up to [`HELPER_QUEUE`] queued) while the source thread cuts the next
-//! ones and decodes those the helper has no room for; batches leave in input order. Decoding is most of a CSV source's work, and the two cores of a
-//! small machine share it.
+//! ones and decodes those the helper has no room for; batches leave in input order.
+//! Decoding is most of a CSV source's work, and the two cores of a small machine share it.
 //!
 //! arrow-csv fails a whole batch on one bad value and names neither file nor line: when a
 //! chunk fails, it is decoded again record by record, so that the bad record is reported as
