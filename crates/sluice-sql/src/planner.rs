@@ -37,6 +37,7 @@ use crate::catalog::{
 };
 use crate::match_recognize::PlannedMatchRecognize;
 
+mod aggregate_input;
 mod common_subexpr;
 mod ddl;
 mod grouping_sets;
@@ -1244,22 +1245,25 @@ impl Planner {
             Expr::Column(c) => in_schema.index_of_column(c).ok(),
             _ => None,
         };
-        let group_aggregate = |input: Planned| Planned {
-            node: PlanNode {
-                spec: OperatorSpec::GroupAggregate {
-                    keys: agg.group_expr.clone(),
-                    aggregates: agg.aggr_expr.clone(),
+        // Computed keys and call inputs are evaluated by a projection below
+        // (aggregate_input.rs).
+        let group_aggregate = |input: Planned| -> Result<Planned> {
+            let (input, keys, aggregates) =
+                aggregate_input::project_inputs(input.node, &agg.group_expr, &agg.aggr_expr)?;
+            Ok(Planned {
+                node: PlanNode {
+                    spec: OperatorSpec::GroupAggregate { keys, aggregates },
+                    schema: Arc::clone(&agg.schema),
+                    rowtime: None,
+                    inputs: vec![input],
                 },
-                schema: Arc::clone(&agg.schema),
-                rowtime: None,
-                inputs: vec![input.node],
-            },
-            window: None,
+                window: None,
+            })
         };
         // Without both bounds of a window in GROUP BY this is a regular, updating
         // aggregate (Flink's rule for window aggregation).
         let Some(window) = input.window.clone() else {
-            return Ok(group_aggregate(input));
+            return group_aggregate(input);
         };
         let grouped = |i: usize| agg.group_expr.iter().any(|e| column_index(e) == Some(i));
         if !(grouped(window.start) && grouped(window.end)) {
@@ -1268,7 +1272,7 @@ impl Planner {
                     "a SESSION window without both {WINDOW_START} and {WINDOW_END} in GROUP BY"
                 );
             }
-            return Ok(group_aggregate(input));
+            return group_aggregate(input);
         }
         let mut keys = Vec::new();
         let mut group_outputs = Vec::new();
