@@ -27,7 +27,7 @@ enum Slot {
 
 /// A shared distinct count and the aggregates it serves (their indices, in member order).
 struct Unit {
-    state: SharedDistinct,
+    state: SharedDistinct<WIDTH>,
     members: Vec<usize>,
 }
 
@@ -78,7 +78,7 @@ impl AggregateStates {
                     shared[a] = Some((units.len(), j));
                 }
                 units.push(Unit {
-                    state: SharedDistinct::new(t, chunk.len()),
+                    state: SharedDistinct::new(t),
                     members: chunk.to_vec(),
                 });
             }

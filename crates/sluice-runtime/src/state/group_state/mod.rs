@@ -41,6 +41,7 @@ pub mod multiset;
 pub mod numeric;
 pub mod rowwise;
 pub mod shared_distinct;
+pub mod value_counts;
 pub mod value_keys;
 
 use std::sync::Arc;

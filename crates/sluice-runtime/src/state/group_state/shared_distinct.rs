@@ -1,75 +1,90 @@
 //! Several `COUNT(DISTINCT x)` of one column that differ only in their `FILTER`, kept in
-//! one value map per group (up to [`WIDTH`] aggregates per map): each value with one row
-//! count per aggregate, so a row costs one hash lookup however many of the filters it
+//! one value table per group (up to [`WIDTH`] aggregates per table): each value with one
+//! row count per aggregate, so a row costs one lookup however many of the filters it
 //! passes. Flink's code generator shares a distinct value's state between the
 //! aggregates of one column the same way (`DistinctAggCodeGen`: one map view per distinct
 //! argument, a bit per filter). Answers, types and snapshot columns are exactly those of
-//! a [`super::distinct::DistinctCount`] per aggregate: only where the values live differs.
+//! a [`super::distinct::DistinctCount`] per aggregate (itself a `SharedDistinct<1>`):
+//! only where the values live differs.
+//!
+//! A batch is applied row by row in arrival order; [`PREFETCH_AHEAD`] rows ahead, the
+//! row's group and then its value's slot are prefetched
+//! ([`super::value_counts`]), so the cache misses of several rows overlap.
 
 use datafusion_common::arrow::array::{Array, ArrayRef, BooleanArray, Int64Array};
 use datafusion_common::arrow::datatypes::DataType;
-use hashbrown::HashMap;
 use std::sync::Arc;
 
 use sluice_common::{Result, SluiceError};
 
+use super::value_counts::{prefetch, ValueCounts};
 use super::value_keys::{counted_lists, keys, read_counted_lists};
 use super::BatchRows;
 
-/// The most aggregates one map serves (a value's counts are a `[u32; WIDTH]`).
+/// The most aggregates one table serves in an operator's shared units.
 pub const WIDTH: usize = 4;
 
-/// See the module docs.
-pub struct SharedDistinct {
-    /// The argument's type.
-    data_type: DataType,
-    /// Per group id: value key → rows holding it, per aggregate (never all 0).
-    groups: Vec<HashMap<i64, [u32; WIDTH]>>,
-    /// Per group id: per aggregate, the values whose count is not 0 (its result).
-    distinct: Vec<[i64; WIDTH]>,
+/// How many rows ahead a row's value slot is prefetched (its group twice as far ahead).
+const PREFETCH_AHEAD: usize = 8;
+
+/// One group's values and, per aggregate, how many have a count above 0 (its result).
+/// One cache line for the common widths.
+#[repr(align(64))]
+struct Group<const W: usize> {
+    values: ValueCounts<W>,
+    distinct: [i64; W],
 }
 
-impl SharedDistinct {
-    /// `width` (1..=[`WIDTH`]) distinct counts over values of `data_type`
+impl<const W: usize> Default for Group<W> {
+    fn default() -> Self {
+        Group {
+            values: ValueCounts::default(),
+            distinct: [0; W],
+        }
+    }
+}
+
+/// See the module docs.
+pub struct SharedDistinct<const W: usize> {
+    /// The argument's type.
+    data_type: DataType,
+    /// Per group id.
+    groups: Vec<Group<W>>,
+}
+
+impl<const W: usize> SharedDistinct<W> {
+    /// `W` distinct counts (`W` from 1) over values of `data_type`
     /// ([`super::value_keys::supports`] it).
-    pub fn new(data_type: DataType, width: usize) -> Self {
-        debug_assert!((1..=WIDTH).contains(&width));
+    pub fn new(data_type: DataType) -> Self {
         SharedDistinct {
             data_type,
             groups: Vec::new(),
-            distinct: Vec::new(),
         }
     }
 
     fn grow(&mut self, total: usize) {
         if self.groups.len() < total {
-            self.groups.resize_with(total, HashMap::new);
-            self.distinct.resize(total, [0; WIDTH]);
+            self.groups.resize_with(total, Group::default);
         }
     }
 
     /// Adds one row of value `x` to group `g` for the aggregates whose bit is set in
     /// `mask` (or takes one copy out).
     fn add(&mut self, g: usize, x: i64, mask: u8, retract: bool) {
-        let distinct = &mut self.distinct[g];
-        let set = &mut self.groups[g];
+        let Group { values, distinct } = &mut self.groups[g];
         if retract {
-            let Some(counts) = set.get_mut(&x) else {
-                return;
-            };
-            for (j, c) in counts.iter_mut().enumerate() {
-                if mask & (1 << j) != 0 && *c > 0 {
-                    *c -= 1;
-                    if *c == 0 {
-                        distinct[j] -= 1;
+            values.change(x, |counts| {
+                for (j, c) in counts.iter_mut().enumerate() {
+                    if mask & (1 << j) != 0 && *c > 0 {
+                        *c -= 1;
+                        if *c == 0 {
+                            distinct[j] -= 1;
+                        }
                     }
                 }
-            }
-            if counts.iter().all(|&c| c == 0) {
-                set.remove(&x);
-            }
+            });
         } else {
-            let counts = set.entry(x).or_insert([0; WIDTH]);
+            let counts = values.get_or_insert(x);
             for (j, c) in counts.iter_mut().enumerate() {
                 if mask & (1 << j) != 0 {
                     if *c == 0 {
@@ -96,7 +111,16 @@ impl SharedDistinct {
         self.grow(rows.total_groups);
         let v = keys(values)?;
         let x = v.values();
-        for (row, &g) in rows.groups.iter().enumerate() {
+        let groups = rows.groups;
+        for (row, &g) in groups.iter().enumerate() {
+            if let Some(&ahead) = groups.get(row + 2 * PREFETCH_AHEAD) {
+                prefetch(&self.groups[ahead]);
+            }
+            if let Some(&ahead) = groups.get(row + PREFETCH_AHEAD) {
+                self.groups[ahead]
+                    .values
+                    .prefetch(x[row + PREFETCH_AHEAD]);
+            }
             if v.is_null(row) {
                 continue;
             }
@@ -118,7 +142,7 @@ impl SharedDistinct {
         Arc::new(Int64Array::from_iter_values(
             groups
                 .iter()
-                .map(|&g| self.distinct.get(g as usize).map_or(0, |d| d[j])),
+                .map(|&g| self.groups.get(g as usize).map_or(0, |d| d.distinct[j])),
         ))
     }
 
@@ -132,7 +156,7 @@ impl SharedDistinct {
             self.groups
                 .get(g as usize)
                 .into_iter()
-                .flatten()
+                .flat_map(|group| group.values.iter())
                 .filter(move |(_, c)| c[j] > 0)
                 .map(move |(x, c)| (x, &c[j]))
         });
@@ -161,9 +185,8 @@ impl SharedDistinct {
 
     /// Empties `group`.
     pub fn reset(&mut self, group: usize) {
-        if let Some(set) = self.groups.get_mut(group) {
-            *set = HashMap::new();
-            self.distinct[group] = [0; WIDTH];
+        if let Some(g) = self.groups.get_mut(group) {
+            *g = Group::default();
         }
     }
 }
@@ -176,7 +199,7 @@ mod tests {
     use datafusion_common::arrow::array::AsArray;
     use datafusion_common::arrow::datatypes::Int64Type;
 
-    fn counts(s: &SharedDistinct, j: usize, groups: &[u32]) -> Vec<i64> {
+    fn counts<const W: usize>(s: &SharedDistinct<W>, j: usize, groups: &[u32]) -> Vec<i64> {
         s.evaluate(j, groups)
             .as_primitive::<Int64Type>()
             .values()
@@ -187,7 +210,7 @@ mod tests {
     /// a NULL, a repeated value and retractions (counts derived by hand).
     #[test]
     fn filtered_counts_share_one_map() {
-        let mut s = SharedDistinct::new(DataType::Int64, 3);
+        let mut s = SharedDistinct::<3>::new(DataType::Int64);
         let values: ArrayRef = Arc::new(Int64Array::from(vec![
             Some(1),
             Some(1),
@@ -234,7 +257,7 @@ mod tests {
     /// retraction of one of two copies keeps the value).
     #[test]
     fn snapshot_columns_are_those_of_a_distinct_count() {
-        let mut s = SharedDistinct::new(DataType::Int64, 2);
+        let mut s = SharedDistinct::<2>::new(DataType::Int64);
         let values: ArrayRef = Arc::new(Int64Array::from(vec![7, 7, 8]));
         let only_first = BooleanArray::from(vec![true, false, false]);
         let rows = BatchRows {
@@ -251,7 +274,7 @@ mod tests {
         let own_counts = own.evaluate(&[0]).unwrap();
         assert_eq!(own_counts.as_primitive::<Int64Type>().values(), &[2]);
 
-        let mut restored = SharedDistinct::new(DataType::Int64, 2);
+        let mut restored = SharedDistinct::<2>::new(DataType::Int64);
         restored.merge(0, Some(&all), &[0], 1).unwrap();
         restored.merge(1, Some(&first), &[0], 1).unwrap();
         assert_eq!(counts(&restored, 0, &[0]), [2]);
