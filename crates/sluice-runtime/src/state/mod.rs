@@ -21,6 +21,8 @@
 //!   written with [`SnapshotWriter`], read with [`SnapshotReader`], encoded as Arrow IPC.
 //! - [`window`]: window aggregate state, namespaced by window.
 //! - [`ttl`]: idle state retention per key id (`'table.exec.state.ttl'`).
+//! - [`probe_table`]: the open-addressing hash table the key registry and the distinct
+//!   value sets are looked up in, whose slots a batch prefetches rows ahead.
 //!
 //! Everything held here is columnar or decodes to columns (key rows in Arrow's row format,
 //! accumulator state arrays, buffered batches), which is what checkpoints write.
@@ -28,6 +30,7 @@
 pub mod group_state;
 pub mod keyed;
 pub mod pending;
+pub mod probe_table;
 pub mod row_codec;
 pub mod row_log;
 pub mod rows;

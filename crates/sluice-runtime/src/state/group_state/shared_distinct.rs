@@ -17,7 +17,8 @@ use std::sync::Arc;
 
 use sluice_common::{Result, SluiceError};
 
-use super::value_counts::{prefetch, ValueCounts};
+use super::value_counts::ValueCounts;
+use crate::state::probe_table::prefetch;
 use super::value_keys::{counted_lists, keys, read_counted_lists};
 use super::BatchRows;
 
