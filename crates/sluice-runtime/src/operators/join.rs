@@ -107,9 +107,10 @@ impl JoinOperator {
             nulls,
             ids: Vec::new(),
         };
-        keys.ids = (0..data.num_rows())
-            .map(|i| self.state.key_id(keys.key(i)))
-            .collect();
+        let mut ids = Vec::with_capacity(data.num_rows());
+        self.state
+            .key_ids((0..data.num_rows()).map(|i| keys.key(i)), &mut ids);
+        keys.ids = ids;
         Ok(keys)
     }
 
@@ -152,6 +153,9 @@ impl JoinOperator {
             .with_rows(input, ids, read, |rows| codec.decode(rows))
     }
 }
+
+/// How many rows ahead the insert loop prefetches a row's key's row lists.
+const KEY_PREFETCH_AHEAD: usize = 8;
 
 /// Rows a snapshot decodes at a time (held rows are decompressed for one chunk at a time:
 /// a snapshot's peak memory is its columns, not also every compressed block raw).
@@ -480,6 +484,9 @@ impl JoinOperator {
         // null-aware: then they are stored too.
         let store_null_keys = self.null_equal || self.null_aware;
         for i in 0..n {
+            if let Some(&Some(ahead)) = keys.ids.get(i + KEY_PREFETCH_AHEAD) {
+                self.state.prefetch_key(ahead);
+            }
             partners.clear();
             partners.extend(
                 (offsets[i]..offsets[i + 1])

@@ -146,6 +146,20 @@ impl JoinRows {
         self.keys.registry().find(key)
     }
 
+    /// [`Self::key_id`] of each of `keys`, into `out` (cleared first), later lookups
+    /// prefetched while earlier ones are made.
+    pub fn key_ids<'a>(&self, keys: impl Iterator<Item = &'a [u8]>, out: &mut Vec<Option<u32>>) {
+        self.keys.registry().find_all(keys, out);
+    }
+
+    /// Starts loading key `key_id`'s row lists into the cache (a hint).
+    #[inline]
+    pub fn prefetch_key(&self, key_id: u32) {
+        if let Some(lists) = self.keys.slots().get(key_id as usize) {
+            super::probe_table::prefetch(lists);
+        }
+    }
+
     /// Input `input`'s rows under key `key_id`.
     pub fn rows_of(&self, key_id: u32, input: usize) -> &[u32] {
         &self.keys[key_id as usize][input]
