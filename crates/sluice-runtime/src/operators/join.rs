@@ -29,9 +29,10 @@ use datafusion_common::arrow::array::{
     new_null_array, Array, ArrayRef, BooleanArray, Int64Array, Int8Array, UInt32Array, UInt8Array,
 };
 use datafusion_common::arrow::compute::{concat, filter, take};
-use datafusion_common::arrow::datatypes::{DataType, SchemaRef};
+use datafusion_common::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion_common::arrow::record_batch::RecordBatch;
 use datafusion_common::arrow::row::{RowConverter, Rows};
+use datafusion_physical_expr::utils::collect_columns;
 use datafusion_physical_expr::PhysicalExpr;
 use sluice_common::plan::JoinKind;
 use sluice_common::{Result, SluiceError};
@@ -210,7 +211,11 @@ pub struct JoinOperator {
     null_key: Option<Vec<u8>>,
     /// Over the left columns then the right ones.
     pub(crate) residual: Option<Arc<dyn PhysicalExpr>>,
-    pair_schema: SchemaRef,
+    /// Per input, which of its columns the residual condition reads.
+    residual_reads: [Vec<bool>; 2],
+    /// The pair schema with the columns the residual does not read nullable (they are
+    /// NULL in the pairs it is evaluated on).
+    residual_schema: SchemaRef,
     out_schema: SchemaRef,
     ttl: Option<std::time::Duration>,
     clock: ProcessingClock,
@@ -257,6 +262,30 @@ impl JoinOperator {
             }
             _ => None,
         };
+        let left_width = left.schema.fields().len();
+        let mut reads = vec![false; pair_schema.fields().len()];
+        if let Some(r) = &residual {
+            for c in collect_columns(r) {
+                if let Some(read) = reads.get_mut(c.index()) {
+                    *read = true;
+                }
+            }
+        }
+        let residual_schema = Arc::new(Schema::new(
+            pair_schema
+                .fields()
+                .iter()
+                .zip(&reads)
+                .map(|(f, &read)| {
+                    if read {
+                        Arc::clone(f)
+                    } else {
+                        Arc::new(f.as_ref().clone().with_nullable(true))
+                    }
+                })
+                .collect::<Vec<_>>(),
+        ));
+        let right_reads = reads.split_off(left_width.min(reads.len()));
         Ok(JoinOperator {
             kind,
             null_equal,
@@ -267,7 +296,8 @@ impl JoinOperator {
             key_types,
             null_key,
             residual,
-            pair_schema,
+            residual_reads: [reads, right_reads],
+            residual_schema,
             out_schema,
             ttl: None,
             clock: ProcessingClock::system(),
@@ -380,19 +410,38 @@ impl JoinOperator {
         if candidates.is_empty() {
             return Ok(None);
         }
+        // Only the columns the condition reads are taken and decoded; the others are
+        // NULL (`residual_schema` has them nullable).
+        let [left_reads, right_reads] = &self.residual_reads;
+        let (my_reads, their_reads) = if s == 0 {
+            (left_reads, right_reads)
+        } else {
+            (right_reads, left_reads)
+        };
         let idx = UInt32Array::from(pair_rows.to_vec());
         let mine = data
             .columns()
             .iter()
-            .map(|c| take(c.as_ref(), &idx, None))
+            .zip(my_reads)
+            .map(|(c, &read)| {
+                if read {
+                    take(c.as_ref(), &idx, None)
+                } else {
+                    Ok(new_null_array(c.data_type(), idx.len()))
+                }
+            })
             .collect::<std::result::Result<Vec<_>, _>>()?;
-        let theirs = self.columns_of(1 - s, candidates)?;
+        let other = 1 - s;
+        let codec = &self.inputs[other].codec;
+        let theirs = self.state.with_rows(other, candidates, Read::Probe, |rows| {
+            codec.decode_only(rows, their_reads)
+        })?;
         let columns = if s == 0 {
             [mine, theirs].concat()
         } else {
             [theirs, mine].concat()
         };
-        let pairs = RecordBatch::try_new(Arc::clone(&self.pair_schema), columns)?;
+        let pairs = RecordBatch::try_new(Arc::clone(&self.residual_schema), columns)?;
         Ok(Some(evaluate_predicate(
             residual,
             &pairs,
