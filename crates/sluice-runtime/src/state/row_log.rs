@@ -17,6 +17,14 @@
 //! and one decompression context (a new one per block allocated and zeroed hundreds of
 //! KiB each time).
 //!
+//! Compression runs off the operator's thread, on one process-wide background thread
+//! (`sluice-compress`; RocksDB compresses in background compaction threads likewise): a
+//! block leaving the hot ones is sent there as a copy, and stays readable raw until its
+//! compressed form comes back, which the next [`RowLog::push`] puts in its place. A log's
+//! blocks are compressed in order, so each log's codec choices are those of compressing
+//! inline. At most [`COMPRESS_QUEUE`] blocks wait; a push that finds the queue full waits
+//! for room (bounded memory).
+//!
 //! Measured on Nexmark bids (rows of about 160 bytes, 64 KiB blocks, this machine): LZ4
 //! holds them in about 102 bytes (1.56x) at about 600 MB/s, zstd level 1 in 71 (2.24x) at
 //! about 250-390 MB/s. q9's bids (no URL; 71 of their 88 bytes random letters) do not
@@ -26,6 +34,9 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
+use std::sync::{Arc, LazyLock};
 
 /// Raw bytes a block collects before it is sealed (a row larger than this is a block of
 /// its own).
@@ -37,6 +48,9 @@ pub const HOT_BLOCKS: usize = 16;
 
 /// After LZ4 fell short on a block, LZ4 is tried again on the block this many later.
 pub const LZ4_RETRY: u32 = 32;
+
+/// Blocks waiting for the background compression thread, over all logs.
+pub const COMPRESS_QUEUE: usize = 16;
 
 /// One block of rows back to back.
 enum Block {
@@ -111,9 +125,53 @@ pub struct RowLog {
     /// The blocks; the last one is open. In a cell so that a probe (`&self`, while the
     /// join reads other state) can thaw the blocks it reads.
     blocks: RefCell<Vec<Block>>,
-    /// Blocks still to freeze without trying LZ4 (see [`LZ4_RETRY`]).
-    skip_lz4: u32,
+    /// Blocks still to freeze without trying LZ4 (see [`LZ4_RETRY`]); read and written
+    /// by the compression thread only, in this log's block order.
+    skip_lz4: Arc<AtomicU32>,
+    /// Compressed blocks coming back from the compression thread (made at the first
+    /// block sent).
+    compressed: Option<(Sender<Compressed>, Receiver<Compressed>)>,
+    /// Blocks sent and not yet back.
+    pending: usize,
 }
+
+/// A block the compression thread compressed (`None`: it stays raw).
+type Compressed = (usize, Option<Block>);
+
+/// A block for the compression thread: its index in its log, a copy of its bytes, the
+/// log's LZ4 state and where to send the result.
+struct CompressJob {
+    block: usize,
+    raw: Vec<u8>,
+    skip_lz4: Arc<AtomicU32>,
+    reply: Sender<Compressed>,
+}
+
+/// The compression thread's queue (started at the first block to compress).
+static COMPRESSOR: LazyLock<SyncSender<CompressJob>> = LazyLock::new(|| {
+    let (jobs, queue) = sync_channel::<CompressJob>(COMPRESS_QUEUE);
+    std::thread::Builder::new()
+        .name("sluice-compress".into())
+        .spawn(move || {
+            for job in queue {
+                let mut block = Block::Raw(job.raw);
+                let skip = job.skip_lz4.load(Ordering::Relaxed);
+                let try_lz4 = skip == 0;
+                let lz4_fell_short = freeze(&mut block, try_lz4);
+                let skip = match (try_lz4, lz4_fell_short) {
+                    (true, true) => LZ4_RETRY - 1,
+                    (true, false) => 0,
+                    (false, _) => skip - 1,
+                };
+                job.skip_lz4.store(skip, Ordering::Relaxed);
+                let frozen = matches!(block, Block::Frozen { .. }).then_some(block);
+                // A log dropped meanwhile no longer listens.
+                let _ = job.reply.send((job.block, frozen));
+            }
+        })
+        .expect("the compression thread starts");
+    jobs
+});
 
 impl RowLog {
     /// No rows.
@@ -132,29 +190,72 @@ impl RowLog {
             Some(Block::Raw(open)) => Some(open.len()),
             _ => None,
         };
-        match open_len {
-            Some(len) if len == 0 || len + row.len() <= BLOCK_BYTES => {}
-            _ => {
-                blocks.push(Block::Raw(Vec::with_capacity(BLOCK_BYTES.max(row.len()))));
-                self.first_ids.push(id);
-                // The block that leaves the hot ones (the open block is not counted).
-                if let Some(cold) = blocks.len().checked_sub(HOT_BLOCKS + 2) {
-                    let try_lz4 = self.skip_lz4 == 0;
-                    let lz4_fell_short = freeze(&mut blocks[cold], try_lz4);
-                    self.skip_lz4 = match (try_lz4, lz4_fell_short) {
-                        (true, true) => LZ4_RETRY - 1,
-                        (true, false) => 0,
-                        (false, _) => self.skip_lz4 - 1,
-                    };
-                }
+        if !matches!(open_len, Some(len) if len == 0 || len + row.len() <= BLOCK_BYTES) {
+            blocks.push(Block::Raw(Vec::with_capacity(BLOCK_BYTES.max(row.len()))));
+            self.first_ids.push(id);
+            // The block that leaves the hot ones (the open block is not counted).
+            let cold = blocks.len().checked_sub(HOT_BLOCKS + 2).and_then(|b| match &blocks[b] {
+                Block::Raw(raw) => Some((b, raw.clone())),
+                Block::Frozen { .. } => None,
+            });
+            if let Some((b, raw)) = cold {
+                self.compress(b, raw);
             }
+            self.take_compressed(false);
         }
+        let blocks = self.blocks.get_mut();
         let Some(Block::Raw(open)) = blocks.last_mut() else {
             unreachable!("the last block is open");
         };
         self.starts.push(open.len() as u32);
         open.extend_from_slice(row);
         id
+    }
+
+    /// Sends block `block` (its bytes `raw`) to the compression thread.
+    fn compress(&mut self, block: usize, raw: Vec<u8>) {
+        let reply = self.compressed.get_or_insert_with(channel).0.clone();
+        let job = CompressJob {
+            block,
+            raw,
+            skip_lz4: Arc::clone(&self.skip_lz4),
+            reply,
+        };
+        // The thread lives as long as the process; should it be gone, the block stays raw.
+        if COMPRESSOR.send(job).is_ok() {
+            self.pending += 1;
+        }
+    }
+
+    /// Puts the compressed blocks that came back in place of their raw ones; with `wait`,
+    /// first waits for every block sent.
+    fn take_compressed(&mut self, wait: bool) {
+        let Some((_, results)) = &self.compressed else {
+            return;
+        };
+        let blocks = self.blocks.get_mut();
+        loop {
+            let next = if wait && self.pending > 0 {
+                results.recv().ok()
+            } else {
+                results.try_recv().ok()
+            };
+            let Some((b, frozen)) = next else {
+                break;
+            };
+            self.pending -= 1;
+            // A block is raw until its compressed form arrives (a thaw only turns a
+            // frozen block raw), so the bytes are the same.
+            if let Some(frozen) = frozen {
+                blocks[b] = frozen;
+            }
+        }
+    }
+
+    /// Waits until every block sent to the compression thread is back in place (tests,
+    /// metrics that count frozen blocks).
+    pub fn settle(&mut self) {
+        self.take_compressed(true);
     }
 
     /// Rows held.
@@ -228,8 +329,10 @@ impl RowLog {
         blocks + self.starts.capacity() * 4 + self.first_ids.capacity() * 4
     }
 
-    /// Blocks compressed now (for tests and metrics).
-    pub fn frozen_blocks(&self) -> usize {
+    /// Blocks compressed, once every block sent to be compressed is back (for tests and
+    /// metrics).
+    pub fn frozen_blocks(&mut self) -> usize {
+        self.settle();
         self.blocks
             .borrow()
             .iter()
@@ -340,12 +443,13 @@ mod tests {
     }
 
     /// The codec of each frozen block.
-    fn codecs(log: &RowLog) -> Vec<Codec> {
+    fn codecs(log: &mut RowLog) -> Vec<Codec> {
         ratios(log).into_iter().map(|(c, _)| c).collect()
     }
 
     /// The codec and compressed / raw bytes of each frozen block.
-    fn ratios(log: &RowLog) -> Vec<(Codec, f64)> {
+    fn ratios(log: &mut RowLog) -> Vec<(Codec, f64)> {
+        log.settle();
         let blocks = log.blocks.borrow();
         blocks
             .iter()
@@ -376,7 +480,7 @@ mod tests {
         for i in 0..20_000 {
             log.push(&row(i, 100));
         }
-        let lz4 = codecs(&log);
+        let lz4 = codecs(&mut log);
         assert!(
             !lz4.is_empty() && lz4.iter().all(|&c| c == Codec::Lz4),
             "{lz4:?}"
@@ -390,18 +494,18 @@ mod tests {
         for r in &rows {
             log.push(r);
         }
-        let zstd = codecs(&log);
+        let zstd = codecs(&mut log);
         assert!(
             !zstd.is_empty() && zstd.iter().all(|&c| c == Codec::Zstd),
             "{zstd:?}"
         );
         // log2(26) = 4.7 bits of 8 (0.59), plus zstd's tables.
-        let r = ratios(&log);
+        let r = ratios(&mut log);
         assert!(r.iter().all(|&(_, r)| r < 0.65), "{r:?}");
         let ids: Vec<u32> = (0..rows.len() as u32).collect();
         assert_eq!(read_all(&log, &ids, Read::Scan), rows);
         assert_eq!(read_all(&log, &ids, Read::Probe), rows);
-        assert_eq!(codecs(&log), zstd, "a probe of every block thaws none");
+        assert_eq!(codecs(&mut log), zstd, "a probe of every block thaws none");
     }
 
     /// After LZ4 fell short, blocks go to zstd until LZ4 is tried again `LZ4_RETRY`
@@ -417,7 +521,7 @@ mod tests {
         for i in 0..60_000 {
             log.push(&row(i, 100));
         }
-        let c = codecs(&log);
+        let c = codecs(&mut log);
         let first_lz4 = c.iter().position(|&c| c == Codec::Lz4).expect("LZ4 again");
         assert!(first_lz4 > 0 && c[..first_lz4].iter().all(|&c| c == Codec::Zstd));
         assert!(c[first_lz4..].iter().all(|&c| c == Codec::Lz4), "{c:?}");

@@ -396,8 +396,8 @@ impl JoinRows {
     }
 
     /// Compressed blocks of `input`'s rows held for good (0 for other inputs).
-    pub fn frozen_blocks(&self, input: usize) -> usize {
-        match &self.inputs[input].store {
+    pub fn frozen_blocks(&mut self, input: usize) -> usize {
+        match &mut self.inputs[input].store {
             Store::Forever { log, .. } => log.frozen_blocks(),
             Store::Distinct(_) | Store::Arrivals(_) => 0,
         }
