@@ -1655,6 +1655,47 @@ mod tests {
         );
     }
 
+    /// An updating aggregate reads columns: a projection below it computes each distinct
+    /// computed argument once (`a + 1` for two calls), each volatile one once per call
+    /// (`a * RAND()` twice), and the computed key; the aggregate's keys and arguments are
+    /// plain columns.
+    #[test]
+    fn an_updating_aggregate_reads_columns_computed_below_it() {
+        let mut planner = Planner::new();
+        let sql = "CREATE TABLE t (a INT, b STRING) WITH ('connector' = 'filesystem', 'path' = 'x');\n\
+            SELECT UPPER(b), SUM(a + 1), MAX(a + 1), SUM(a * RAND()), MAX(a * RAND()), COUNT(*) \
+            FROM t GROUP BY UPPER(b)";
+        let statements = parse_script(sql).unwrap();
+        let Statement::CreateTable(ct) = &statements[0].statement else {
+            panic!()
+        };
+        planner.create_table(ct).unwrap();
+        let Statement::Query(q) = &statements[1].statement else {
+            panic!()
+        };
+        let mut node = planner.plan_query(q).unwrap();
+        while !matches!(node.spec, OperatorSpec::GroupAggregate { .. }) {
+            node = node.inputs.remove(0);
+        }
+        let OperatorSpec::GroupAggregate { keys, aggregates } = &node.spec else {
+            unreachable!()
+        };
+        let reads_columns = |e: &Expr| match e {
+            Expr::AggregateFunction(f) => f
+                .params
+                .args
+                .iter()
+                .all(|a| matches!(a, Expr::Column(_) | Expr::Literal(..))),
+            other => matches!(other, Expr::Column(_)),
+        };
+        assert!(keys.iter().chain(aggregates).all(reads_columns), "{node:?}");
+        let OperatorSpec::Project { exprs } = &node.input().spec else {
+            panic!("{:?}", node.input().spec)
+        };
+        let computed = exprs.iter().filter(|e| !matches!(e, Expr::Column(_))).count();
+        assert_eq!(computed, 4, "{exprs:?}");
+    }
+
     /// No input makes the front end panic: every truncation of the script, and the script
     /// with any one character removed, either plans or returns an error.
     #[test]

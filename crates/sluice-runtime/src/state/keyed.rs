@@ -208,7 +208,11 @@ impl KeyRegistry {
             }
             None => {
                 spans.push(span);
-                (spans.len() - 1) as u32
+                // FREE marks an empty table slot: it is never an id.
+                u32::try_from(spans.len() - 1)
+                    .ok()
+                    .filter(|&id| id != FREE)
+                    .expect("fewer than 2^32 - 1 keys")
             }
         };
         table.insert(hash, Slot { id, ..probe }, |slot| {

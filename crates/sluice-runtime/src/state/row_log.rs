@@ -13,9 +13,9 @@
 //! new row finds are mostly recent, so frozen rows are seldom read: a probe that reads one
 //! decompresses its block for good ("thawed"), so rows that keep being read (a dimension
 //! table's) cost one decompression, not one per read. A scan (a checkpoint's snapshot)
-//! decompresses frozen blocks only for the call. Each thread keeps one zstd compression
-//! and one decompression context (a new one per block allocated and zeroed hundreds of
-//! KiB each time).
+//! decompresses frozen blocks only for the call. Each thread keeps its zstd contexts (a
+//! new one per block allocated and zeroed hundreds of KiB each time): the compression
+//! thread compresses, operator threads decompress.
 //!
 //! Compression runs off the operator's thread, on one process-wide background thread
 //! (`sluice-compress`; RocksDB compresses in background compaction threads likewise): a
@@ -147,8 +147,19 @@ struct CompressJob {
     reply: Sender<Compressed>,
 }
 
+/// Blocks to freeze without trying LZ4 after one frozen with `skip` of them left (LZ4
+/// tried when 0; `lz4_fell_short` as [`freeze`] returns it).
+fn next_skip(skip: u32, lz4_fell_short: bool) -> u32 {
+    match (skip == 0, lz4_fell_short) {
+        (true, true) => LZ4_RETRY - 1,
+        (true, false) => 0,
+        (false, _) => skip - 1,
+    }
+}
+
 /// The compression thread's queue (started at the first block to compress).
-static COMPRESSOR: LazyLock<SyncSender<CompressJob>> = LazyLock::new(|| {
+/// `None` when the thread could not be started: blocks are then compressed inline.
+static COMPRESSOR: LazyLock<Option<SyncSender<CompressJob>>> = LazyLock::new(|| {
     let (jobs, queue) = sync_channel::<CompressJob>(COMPRESS_QUEUE);
     std::thread::Builder::new()
         .name("sluice-compress".into())
@@ -156,21 +167,16 @@ static COMPRESSOR: LazyLock<SyncSender<CompressJob>> = LazyLock::new(|| {
             for job in queue {
                 let mut block = Block::Raw(job.raw);
                 let skip = job.skip_lz4.load(Ordering::Relaxed);
-                let try_lz4 = skip == 0;
-                let lz4_fell_short = freeze(&mut block, try_lz4);
-                let skip = match (try_lz4, lz4_fell_short) {
-                    (true, true) => LZ4_RETRY - 1,
-                    (true, false) => 0,
-                    (false, _) => skip - 1,
-                };
-                job.skip_lz4.store(skip, Ordering::Relaxed);
+                let lz4_fell_short = freeze(&mut block, skip == 0);
+                job.skip_lz4
+                    .store(next_skip(skip, lz4_fell_short), Ordering::Relaxed);
                 let frozen = matches!(block, Block::Frozen { .. }).then_some(block);
                 // A log dropped meanwhile no longer listens.
                 let _ = job.reply.send((job.block, frozen));
             }
         })
-        .expect("the compression thread starts");
-    jobs
+        .ok()?;
+    Some(jobs)
 });
 
 impl RowLog {
@@ -221,8 +227,19 @@ impl RowLog {
             skip_lz4: Arc::clone(&self.skip_lz4),
             reply,
         };
+        let Some(jobs) = COMPRESSOR.as_ref() else {
+            // No compression thread: compressed here, in order as there.
+            let mut frozen = Block::Raw(job.raw);
+            let skip = self.skip_lz4.load(Ordering::Relaxed);
+            let lz4_fell_short = freeze(&mut frozen, skip == 0);
+            self.skip_lz4.store(next_skip(skip, lz4_fell_short), Ordering::Relaxed);
+            if matches!(frozen, Block::Frozen { .. }) {
+                self.blocks.get_mut()[block] = frozen;
+            }
+            return;
+        };
         // The thread lives as long as the process; should it be gone, the block stays raw.
-        if COMPRESSOR.send(job).is_ok() {
+        if jobs.send(job).is_ok() {
             self.pending += 1;
         }
     }

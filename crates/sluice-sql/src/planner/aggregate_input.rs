@@ -1,4 +1,5 @@
-//! An updating aggregate reads columns: its computed grouping keys, call arguments,
+//! An updating aggregate (without grouping sets, whose `Expand` computes the keys)
+//! reads columns: its computed grouping keys, call arguments,
 //! `FILTER (WHERE ...)` predicates and `WITHIN GROUP` orderings are evaluated by a
 //! projection below it, each distinct expression once. Calcite plans every aggregate
 //! this way (an aggregate's inputs are field references): Flink's plan for Nexmark q16
@@ -94,8 +95,14 @@ impl Computed {
         if matches!(inner, Expr::Column(_)) || inner.column_refs().is_empty() {
             return e.clone();
         }
-        let i = match self.index.get(inner) {
-            Some(&i) => i,
+        // A volatile expression (RAND()) is computed once per call, never shared.
+        let shared = if inner.is_volatile() {
+            None
+        } else {
+            self.index.get(inner).copied()
+        };
+        let i = match shared {
+            Some(i) => i,
             None => {
                 let i = self.exprs.len();
                 let mut name = format!("$f{}", self.width + i);
