@@ -19,6 +19,8 @@ pub mod operator;
 pub mod operators;
 pub mod state;
 mod tasks;
+#[cfg(test)]
+mod test_rng;
 
 pub use checkpoint::{CheckpointConfig, CheckpointingMode, FailPoints, RestartStrategy};
 pub use clock::ProcessingClock;

@@ -1662,7 +1662,8 @@ mod tests {
     #[test]
     fn an_updating_aggregate_reads_columns_computed_below_it() {
         let mut planner = Planner::new();
-        let sql = "CREATE TABLE t (a INT, b STRING) WITH ('connector' = 'filesystem', 'path' = 'x');\n\
+        let sql =
+            "CREATE TABLE t (a INT, b STRING) WITH ('connector' = 'filesystem', 'path' = 'x');\n\
             SELECT UPPER(b), SUM(a + 1), MAX(a + 1), SUM(a * RAND()), MAX(a * RAND()), COUNT(*) \
             FROM t GROUP BY UPPER(b)";
         let statements = parse_script(sql).unwrap();
@@ -1692,7 +1693,10 @@ mod tests {
         let OperatorSpec::Project { exprs } = &node.input().spec else {
             panic!("{:?}", node.input().spec)
         };
-        let computed = exprs.iter().filter(|e| !matches!(e, Expr::Column(_))).count();
+        let computed = exprs
+            .iter()
+            .filter(|e| !matches!(e, Expr::Column(_)))
+            .count();
         assert_eq!(computed, 4, "{exprs:?}");
     }
 

@@ -1149,13 +1149,8 @@ mod tests {
         // An empty field is an empty ARRAY, but not in a NOT NULL column (arrow-csv
         // rejects the NULL first).
         let lists: Values = (&["1;2", "3", "-4;5;6"], &["", "x", "\\N"]);
-        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move |n: usize| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % n as u64) as usize
-        };
+        let mut rng = crate::test_rng::xorshift(0x9E37_79B9_7F4A_7C15);
+        let mut next = move |n: usize| (rng() % n as u64) as usize;
         let pick = |(good, other): Values, next: &mut dyn FnMut(usize) -> usize| {
             if next(60) == 0 {
                 other[next(other.len())]

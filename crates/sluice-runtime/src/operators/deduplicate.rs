@@ -529,13 +529,8 @@ mod tests {
     #[test]
     fn agrees_with_the_general_top_n() {
         let s = input();
-        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = |m: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % m) as i32
-        };
+        let mut rng = crate::test_rng::xorshift(0x9E37_79B9_7F4A_7C15);
+        let mut next = |m: u64| (rng() % m) as i32;
         for (descending, rank_column, by_arrival) in [
             (true, false, false),
             (false, true, false),

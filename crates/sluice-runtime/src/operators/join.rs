@@ -433,9 +433,11 @@ impl JoinOperator {
             .collect::<std::result::Result<Vec<_>, _>>()?;
         let other = 1 - s;
         let codec = &self.inputs[other].codec;
-        let theirs = self.state.with_rows(other, candidates, Read::Probe, |rows| {
-            codec.decode_only(rows, their_reads)
-        })?;
+        let theirs = self
+            .state
+            .with_rows(other, candidates, Read::Probe, |rows| {
+                codec.decode_only(rows, their_reads)
+            })?;
         let columns = if s == 0 {
             [mine, theirs].concat()
         } else {

@@ -795,13 +795,7 @@ mod tests {
     /// that shift runs of the table back.
     #[test]
     fn registry_agrees_with_a_map_under_random_churn() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::test_rng::xorshift(0x9e37_79b9_7f4a_7c15);
         let mut r = KeyRegistry::new();
         let mut model: std::collections::HashMap<Vec<u8>, u32> = Default::default();
         let key = |n: u64| {

@@ -792,7 +792,11 @@ mod tests {
                 if wanted[i] {
                     assert_eq!(got.to_data(), want.to_data(), "column {i} of {wanted:?}");
                 } else {
-                    assert_eq!(got.logical_null_count(), got.len(), "column {i} of {wanted:?}");
+                    assert_eq!(
+                        got.logical_null_count(),
+                        got.len(),
+                        "column {i} of {wanted:?}"
+                    );
                 }
             }
         }

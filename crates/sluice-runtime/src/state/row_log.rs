@@ -200,10 +200,13 @@ impl RowLog {
             blocks.push(Block::Raw(Vec::with_capacity(BLOCK_BYTES.max(row.len()))));
             self.first_ids.push(id);
             // The block that leaves the hot ones (the open block is not counted).
-            let cold = blocks.len().checked_sub(HOT_BLOCKS + 2).and_then(|b| match &blocks[b] {
-                Block::Raw(raw) => Some((b, raw.clone())),
-                Block::Frozen { .. } => None,
-            });
+            let cold = blocks
+                .len()
+                .checked_sub(HOT_BLOCKS + 2)
+                .and_then(|b| match &blocks[b] {
+                    Block::Raw(raw) => Some((b, raw.clone())),
+                    Block::Frozen { .. } => None,
+                });
             if let Some((b, raw)) = cold {
                 self.compress(b, raw);
             }
@@ -232,7 +235,8 @@ impl RowLog {
             let mut frozen = Block::Raw(job.raw);
             let skip = self.skip_lz4.load(Ordering::Relaxed);
             let lz4_fell_short = freeze(&mut frozen, skip == 0);
-            self.skip_lz4.store(next_skip(skip, lz4_fell_short), Ordering::Relaxed);
+            self.skip_lz4
+                .store(next_skip(skip, lz4_fell_short), Ordering::Relaxed);
             if matches!(frozen, Block::Frozen { .. }) {
                 self.blocks.get_mut()[block] = frozen;
             }
@@ -395,6 +399,7 @@ fn freeze(block: &mut Block, try_lz4: bool) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_rng::xorshift;
 
     /// A compressible row of `len` bytes numbered `i` (its number, then a repeated text).
     fn row(i: u32, len: usize) -> Vec<u8> {
@@ -479,16 +484,6 @@ mod tests {
                 Block::Raw(_) => None,
             })
             .collect()
-    }
-
-    /// A xorshift stream (`seed` nonzero).
-    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
-        move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        }
     }
 
     #[test]

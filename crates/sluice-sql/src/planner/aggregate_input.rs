@@ -40,7 +40,11 @@ pub(super) fn project_inputs(
     let width = in_schema.fields().len();
     let mut computed = Computed {
         width,
-        names: in_schema.fields().iter().map(|f| f.name().clone()).collect(),
+        names: in_schema
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect(),
         exprs: Vec::new(),
         index: HashMap::new(),
     };

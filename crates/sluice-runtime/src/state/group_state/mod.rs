@@ -228,13 +228,7 @@ mod tests {
     /// fresh states gives the same values again.
     #[test]
     fn column_wise_states_equal_datafusion_accumulators_on_random_changelogs() {
-        let mut seed = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::test_rng::xorshift(0x2545_F491_4F6C_DD1D);
         for ((aggregate, arg_type), retracting) in aggregates()
             .into_iter()
             .flat_map(|a| [(a.clone(), true), (a, false)])

@@ -18,9 +18,9 @@ use std::sync::Arc;
 use sluice_common::{Result, SluiceError};
 
 use super::value_counts::ValueCounts;
-use crate::state::probe_table::prefetch;
 use super::value_keys::{counted_lists, keys, read_counted_lists};
 use super::BatchRows;
+use crate::state::probe_table::prefetch;
 
 /// The most aggregates one table serves in an operator's shared units.
 pub const WIDTH: usize = 4;
@@ -118,9 +118,7 @@ impl<const W: usize> SharedDistinct<W> {
                 prefetch(&self.groups[ahead]);
             }
             if let Some(&ahead) = groups.get(row + PREFETCH_AHEAD) {
-                self.groups[ahead]
-                    .values
-                    .prefetch(x[row + PREFETCH_AHEAD]);
+                self.groups[ahead].values.prefetch(x[row + PREFETCH_AHEAD]);
             }
             if v.is_null(row) {
                 continue;
@@ -140,11 +138,9 @@ impl<const W: usize> SharedDistinct<W> {
 
     /// Aggregate `j`'s count for each of `groups` (BIGINT, never NULL).
     pub fn evaluate(&self, j: usize, groups: &[u32]) -> ArrayRef {
-        Arc::new(Int64Array::from_iter_values(
-            groups
-                .iter()
-                .map(|&g| self.groups.get(g as usize).map_or(0, |d| d.distinct[j])),
-        ))
+        Arc::new(Int64Array::from_iter_values(groups.iter().map(|&g| {
+            self.groups.get(g as usize).map_or(0, |d| d.distinct[j])
+        })))
     }
 
     /// Aggregate `j`'s snapshot column: per group a list of its values, each repeated by

@@ -110,13 +110,7 @@ mod tests {
     /// overlap and are shifted back by removals.
     #[test]
     fn agrees_with_a_map_through_inserts_and_removals() {
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::test_rng::xorshift(0x2545_f491_4f6c_dd1d);
         for round in 0..50 {
             let mut table = ValueCounts::<2>::default();
             let mut model: HashMap<i64, [u32; 2]> = HashMap::new();
